@@ -1,0 +1,194 @@
+"""The commit log: every message of every topic, appended to fixed-size segment files.
+
+Segments live in ``<store>/commitlog/`` and are named by the 20-digit log offset of their
+first byte (``00000000000000000000``, ``00000000000134217728``, ...), as in RocketMQ. A
+record never spans two segments: when the next record does not fit, the rest of the segment
+is filled with a blank record (see :mod:`rocketspark.protocol.record`) and a new segment is
+started. Records are laid out in ``rocketspark.protocol.record``; each carries a CRC.
+
+The commit log is the truth. Consume queues are derived from it and rebuilt after a crash
+(:mod:`broker.store.recovery`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+
+from broker.store.mappedfile import MappedFile
+from rocketspark.protocol import record
+
+_PREFIX_PACK = record.PREFIX.pack
+_REST_PACK = record.REST_HEADER.pack
+_MAGIC = record.RECORD_MAGIC
+_HEADER_SIZE = record.HEADER_SIZE
+_crc32 = zlib.crc32
+
+
+class CommitLog:
+    """Append and read records by log offset. Single writer (the broker's event loop)."""
+
+    def __init__(self, directory: Path, segment_bytes: int) -> None:
+        self.directory = directory
+        self.segment_bytes = segment_bytes
+        self.segments: list[MappedFile] = []
+        directory.mkdir(parents=True, exist_ok=True)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Map existing segments (recovery then sets each one's write position)."""
+        names = sorted(p for p in self.directory.iterdir() if p.name.isdigit() and len(p.name) == 20)
+        for path in names:
+            base = int(path.name)
+            if base % self.segment_bytes:
+                raise ValueError(
+                    f"commit-log segment {path} does not start at a multiple of segment_bytes "
+                    f"({self.segment_bytes}); was the store created with another segment size?"
+                )
+            if self.segments and base != self.segments[-1].base + self.segment_bytes:
+                missing = self.segments[-1].base + self.segment_bytes
+                raise ValueError(
+                    f"commit-log segment {missing:020d} is missing between {self.segments[-1].path.name} and "
+                    f"{path.name}; restore it from a backup or move the later segments away"
+                )
+            segment = MappedFile(path, base, self.segment_bytes, create=False)
+            segment.wrote = self.segment_bytes  # assume full until recovery finds the real end
+            segment.flushed = self.segment_bytes
+            self.segments.append(segment)
+
+    def close(self) -> None:
+        for segment in self.segments:
+            segment.close()
+        self.segments = []
+
+    # -- offsets ---------------------------------------------------------------------------
+
+    @property
+    def min_offset(self) -> int:
+        return self.segments[0].base if self.segments else 0
+
+    @property
+    def max_offset(self) -> int:
+        """One past the last written byte: where the next record goes."""
+        return self.segments[-1].end if self.segments else 0
+
+    def segment_for(self, offset: int) -> MappedFile | None:
+        if not self.segments:
+            return None
+        index = (offset - self.segments[0].base) // self.segment_bytes
+        if 0 <= index < len(self.segments):
+            return self.segments[index]
+        return None
+
+    # -- append ----------------------------------------------------------------------------
+
+    def _writable(self) -> MappedFile:
+        if not self.segments:
+            return self._roll(0)
+        return self.segments[-1]
+
+    def _roll(self, base: int) -> MappedFile:
+        if self.segments:
+            self.segments[-1].touch(time.time())  # a sealed segment's mtime is its last write
+        segment = MappedFile(self.directory / f"{base:020d}", base, self.segment_bytes, create=True)
+        self.segments.append(segment)
+        return segment
+
+    def append_messages(
+        self,
+        topic_bytes: bytes,
+        queue_id: int,
+        first_queue_offset: int,
+        store_ms: int,
+        items: Sequence[tuple[int, bytes]],
+    ) -> list[tuple[int, int]]:
+        """Append one record per ``(born_ms, payload)``; return ``(log_offset, size)`` of each.
+
+        Records of one call are contiguous unless a segment boundary intervenes. The caller
+        guarantees every record fits in an empty segment (the config enforces it).
+        """
+        segment = self._writable()
+        tlen = len(topic_bytes)
+        base_size = _HEADER_SIZE + tlen
+        limit = self.segment_bytes - record.MIN_BLANK_SIZE  # always leave room for a blank marker
+        pos = segment.wrote
+        start = pos
+        buf = bytearray()
+        placed: list[tuple[int, int]] = []
+        qoff = first_queue_offset
+        for born, payload in items:
+            size = base_size + len(payload)
+            if pos + size > limit:
+                segment.append(buf)
+                segment.append(record.encode_blank(self.segment_bytes - segment.wrote))
+                segment = self._roll(segment.base + self.segment_bytes)
+                buf = bytearray()
+                pos = start = 0
+            phys = segment.base + pos
+            rest = _REST_PACK(queue_id, qoff, phys, born, store_ms, 0, tlen) + topic_bytes + payload
+            buf += _PREFIX_PACK(size, _MAGIC, _crc32(rest))
+            buf += rest
+            placed.append((phys, size))
+            pos += size
+            qoff += 1
+        if pos > start:
+            segment.append(buf)
+        return placed
+
+    # -- read ------------------------------------------------------------------------------
+
+    def read(self, offset: int, size: int) -> bytes | None:
+        """The ``size`` bytes at ``offset``, or None when that part of the log is gone."""
+        segment = self.segment_for(offset)
+        if segment is None:
+            return None
+        pos = offset - segment.base
+        if pos + size > segment.wrote:
+            return None
+        return segment.read(pos, size)
+
+    def store_time_at(self, offset: int) -> int | None:
+        """Store timestamp of the record at ``offset`` (for search by time)."""
+        head = self.read(offset, record.HEADER_SIZE)
+        if head is None:
+            return None
+        return int(record.HEADER.unpack_from(head)[7])
+
+    # -- durability and retention ------------------------------------------------------------
+
+    def flush(self) -> int:
+        """fsync every segment with unflushed data; return the flushed log offset."""
+        for segment in self.segments:
+            if segment.flushed < segment.wrote:
+                segment.flush()
+        return self.max_offset
+
+    def delete_expired(self, older_than: float, *, keep_last: int = 1) -> list[Path]:
+        """Delete sealed segments last written before ``older_than`` (epoch seconds), oldest first.
+
+        Deletion stops at the first segment that is still young, so the log stays contiguous.
+        """
+        deleted: list[Path] = []
+        while len(self.segments) > keep_last and self.segments[0].mtime() < older_than:
+            segment = self.segments.pop(0)
+            deleted.append(segment.path)
+            segment.delete()
+        return deleted
+
+    def truncate(self, offset: int) -> None:
+        """Drop everything at and after ``offset`` (recovery of a torn tail)."""
+        while self.segments and self.segments[-1].base > offset:
+            self.segments.pop().delete()
+        if self.segments:
+            last = self.segments[-1]
+            pos = offset - last.base
+            if pos < last.wrote:
+                last.zero_from(pos)
+            last.wrote = pos
+
+    def disk_usage(self) -> int:
+        return sum(os.stat(s.path).st_blocks * 512 for s in self.segments)

@@ -1,0 +1,122 @@
+"""A fixed-size, preallocated file mapped into memory (RocketMQ's ``MappedFile``).
+
+Commit-log and consume-queue segments are each one MappedFile. The file is created at its
+full size (sparse, so unwritten parts cost no disk) and mapped once; appends are memory
+copies and reads are slices. ``flush`` forces written pages to disk with ``fsync`` on a file
+descriptor kept for that purpose, which the kernel honours for pages dirtied through a
+shared mapping too, and which releases the GIL while it waits.
+"""
+
+from __future__ import annotations
+
+import errno
+import mmap
+import os
+import threading
+from pathlib import Path
+
+
+class MappedFile:
+    """One segment. Not thread-safe for writers; a single writer plus a flusher thread is fine."""
+
+    __slots__ = ("path", "base", "size", "wrote", "flushed", "_mm", "_fd", "_flush_lock")
+
+    def __init__(self, path: Path, base: int, size: int, *, create: bool) -> None:
+        self.path = path
+        self.base = base  # offset of byte 0 of this file in its log's address space
+        self.size = size
+        self.wrote = 0  # bytes appended so far (set by the owner after recovery)
+        self.flushed = 0  # bytes known to be on disk
+        flags = os.O_RDWR | (os.O_CREAT if create else 0)
+        self._fd = os.open(path, flags, 0o644)
+        try:
+            actual = os.fstat(self._fd).st_size
+            if actual != size:
+                if not create and actual > size:
+                    raise ValueError(f"{path} is {actual} bytes, larger than the configured segment size {size}")
+                os.ftruncate(self._fd, size)
+            self._mm = mmap.mmap(self._fd, size, access=mmap.ACCESS_WRITE)
+        except BaseException:
+            os.close(self._fd)
+            raise
+        self._flush_lock = threading.Lock()
+
+    @property
+    def end(self) -> int:
+        """Log offset one past the last written byte."""
+        return self.base + self.wrote
+
+    @property
+    def free(self) -> int:
+        return self.size - self.wrote
+
+    def view(self) -> mmap.mmap:
+        """The whole mapping, for scanning during recovery."""
+        return self._mm
+
+    def append(self, data: bytes | bytearray | memoryview) -> int:
+        """Copy ``data`` at the write position; return the file-relative position it landed at."""
+        pos = self.wrote
+        n = len(data)
+        if pos + n > self.size:
+            raise ValueError(f"append of {n} bytes overflows {self.path.name} at {pos}/{self.size}")
+        self._mm[pos : pos + n] = data
+        self.wrote = pos + n
+        return pos
+
+    def write_at(self, pos: int, data: bytes | bytearray) -> None:
+        """Overwrite bytes in place (recovery marks damaged regions, consume queues fill holes)."""
+        self._mm[pos : pos + len(data)] = data
+
+    def read(self, pos: int, n: int) -> bytes:
+        return self._mm[pos : pos + n]
+
+    def zero_from(self, pos: int) -> None:
+        """Erase every byte from ``pos`` to the end of the file (truncate a torn tail).
+
+        Only the file's allocated extents are rewritten: writing zeros over the sparse rest
+        of a preallocated segment would allocate it for nothing.
+        """
+        for start, stop in self.data_extents(pos):
+            self._mm[start:stop] = bytes(stop - start)
+        self.wrote = min(self.wrote, pos)
+        self.flushed = min(self.flushed, pos)
+
+    def data_extents(self, pos: int) -> list[tuple[int, int]]:
+        extents: list[tuple[int, int]] = []
+        while pos < self.size:
+            try:
+                start = os.lseek(self._fd, pos, os.SEEK_DATA)
+            except OSError as exc:
+                if exc.errno == errno.ENXIO:  # no data after pos
+                    break
+                return [(pos, self.size)]  # no SEEK_DATA support: erase it all
+            stop = min(os.lseek(self._fd, start, os.SEEK_HOLE), self.size)
+            extents.append((start, stop))
+            pos = stop
+        return extents
+
+    def flush(self) -> int:
+        """fsync written data; return the flushed position. Safe to call from a flusher thread."""
+        with self._flush_lock:
+            target = self.wrote
+            if target > self.flushed:
+                os.fsync(self._fd)
+                self.flushed = target
+            return self.flushed
+
+    def mtime(self) -> float:
+        return os.fstat(self._fd).st_mtime
+
+    def touch(self, when: float) -> None:
+        os.utime(self.path, (when, when))
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            self._mm.close()
+            os.close(self._fd)
+            self._fd = -1
+
+    def delete(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)

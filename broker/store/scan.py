@@ -1,0 +1,132 @@
+"""Walking the commit log record by record, as recovery and queue rebuilds need.
+
+``scan_segment`` yields every intact record of one segment and reports every damaged region
+it had to step over. A damaged region is found by its header (bad magic, impossible size) or
+its CRC; the scan then looks for the next intact record (magic, sane size and matching CRC)
+so that one bad record does not cost every record after it.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Final
+
+import msgpack
+
+from broker.store.mappedfile import MappedFile
+from rocketspark.protocol import record
+
+GAP_MAGIC: Final = 0x47415021  # "GAP!": a region recovery cut out of the middle of a segment
+_MAGIC_BYTES: Final = struct.pack(">I", record.RECORD_MAGIC)
+_HEAD: Final = struct.Struct(">II")
+
+
+@dataclass(frozen=True, slots=True)
+class ScannedRecord:
+    phys: int
+    size: int
+    topic: str
+    queue_id: int
+    queue_offset: int
+    store_ms: int
+    tags: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Damage:
+    """A byte range of the log that held no intact record."""
+
+    start: int
+    end: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"[{self.start}, {self.end}) {self.end - self.start} bytes: {self.reason}"
+
+
+@dataclass(slots=True)
+class SegmentScan:
+    end: int = 0  # segment-relative end of the last intact record (or blank)
+    sealed: bool = False  # ended with a blank record: the log continues in the next segment
+
+
+def _parse(mm: memoryview, pos: int, segment: MappedFile, with_tags: bool) -> ScannedRecord:
+    total, _m, _c, qid, qoff, _phys, _born, store, _flag, tlen = record.HEADER.unpack_from(mm, pos)
+    topic = bytes(mm[pos + record.HEADER_SIZE : pos + record.HEADER_SIZE + tlen]).decode()
+    tags = None
+    if with_tags:
+        fields = msgpack.unpackb(mm[pos + record.HEADER_SIZE + tlen : pos + total])
+        tags = fields[1]
+    return ScannedRecord(segment.base + pos, total, topic, qid, qoff, store, tags)
+
+
+def _resync(mm: memoryview, raw: bytes | bytearray, start: int, limit: int) -> int | None:
+    """Position of the next intact record after ``start``, or None."""
+    probe = start + record.MIN_BLANK_SIZE  # a gap must hold its own marker
+    while True:
+        hit = raw.find(_MAGIC_BYTES, probe + 4, limit)
+        if hit < 0:
+            return None
+        candidate = hit - 4
+        try:
+            record.check_record(mm, candidate, limit)
+            return candidate
+        except record.RecordCorrupted:
+            probe = candidate + 1
+
+
+def scan_segment(
+    segment: MappedFile, *, is_last: bool, damage: list[Damage], with_tags: bool = True, verify: bool = True
+) -> Iterator[ScannedRecord | SegmentScan]:
+    """Yield the segment's intact records, then one SegmentScan telling where the data ended.
+
+    Damaged regions are appended to ``damage``; the caller decides what to do with them.
+    """
+    raw = segment.view()
+    mm = memoryview(raw)
+    size = segment.size
+    pos = 0
+    state = SegmentScan()
+    try:
+        while pos + record.MIN_BLANK_SIZE <= size:
+            total, magic = _HEAD.unpack_from(mm, pos)
+            if magic == record.BLANK_MAGIC and total == size - pos:
+                state.end, state.sealed = size, True
+                break
+            if magic == GAP_MAGIC and record.MIN_BLANK_SIZE <= total <= size - pos:
+                pos += total  # cut by an earlier recovery; already reported then
+                state.end = pos
+                continue
+            if total == 0 and magic == 0:
+                break  # never written: the end of this segment's data
+            try:
+                if verify:
+                    record.check_record(mm, pos, size)
+                elif magic != record.RECORD_MAGIC or total < record.HEADER_SIZE or pos + total > size:
+                    raise record.RecordCorrupted("bad header", pos)
+                yield _parse(mm, pos, segment, with_tags)
+                pos += total
+                state.end = pos
+            except (record.RecordCorrupted, ValueError, msgpack.UnpackException) as exc:
+                nxt = _resync(mm, raw, pos, size)
+                stop = nxt if nxt is not None else _data_end(raw, pos, size)
+                damage.append(Damage(segment.base + pos, segment.base + stop, str(exc)))
+                if nxt is None:
+                    if not is_last:  # the rest of a sealed segment becomes padding
+                        segment.write_at(pos, record.encode_blank(size - pos)[: record.MIN_BLANK_SIZE])
+                        state.end, state.sealed = size, True
+                    break
+                segment.write_at(pos, _HEAD.pack(nxt - pos, GAP_MAGIC))
+                pos = nxt
+                state.end = pos
+        yield state
+    finally:
+        mm.release()
+
+
+def _data_end(raw: bytes | bytearray, pos: int, size: int) -> int:
+    """One past the last non-zero byte at or after ``pos`` (how far the garbage goes)."""
+    return pos + len(bytes(raw[pos:size]).rstrip(b"\0")) or pos
+

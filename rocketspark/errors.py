@@ -1,0 +1,191 @@
+"""Every error rocketspark raises, in one hierarchy.
+
+Each class carries its wire ``code`` (a RocketMQ ``ResponseCode`` or ``ClientErrorCode``)
+and whether retrying the same call may succeed (``retriable``). The code-to-class table is
+built from the classes themselves, so adding a class is the only step::
+
+    RocketSparkError
+    ├── ClientError                    raised by the client before or instead of a server reply
+    │   ├── NoNameServerError          10004  no nameserver address configured
+    │   ├── NoRouteInfoError           10005  "No route info of this topic" (with the reason)
+    │   ├── ConnectError               10001  peer unreachable (retriable)
+    │   ├── RequestTimeoutError        10002  no reply before the deadline (retriable)
+    │   ├── InvalidAddressError        10006  an address that is not host:port
+    │   └── DataCorruptedError         9103   a pulled record failed its CRC
+    └── ServerError                    a non-success response code
+        ├── SystemError_               1
+        ├── SystemBusyError            2      (retriable)
+        ├── RequestCodeNotSupported    3
+        ├── FlushDiskTimeoutError      10     stored, but not yet flushed to disk
+        ├── MessageIllegalError        13
+        │   └── MessageTooLargeError   13     body over the size limit
+        ├── ServiceNotAvailableError   14     (retriable)
+        ├── NoPermissionError          16
+        ├── TopicNotExistError         17
+        ├── TopicExistAlreadyError     18
+        ├── NotLeaderForQueueError     501    (retriable after a route refresh)
+        ├── InvalidParameterError      9100
+        │   └── IllegalTopicNameError  9100
+        ├── MalformedRequestError      9101
+        └── BrokerNotExistError        9102
+
+Translation happens in two places only: the server turns an exception into a response in
+``rocketspark.remoting.server``; the client turns a response or a ``grpc.RpcError`` into
+one of these in ``rocketspark.remoting.client``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from rocketspark.protocol.codes import ResponseCode
+
+
+class RocketSparkError(Exception):
+    """Base of every rocketspark error."""
+
+    code: ClassVar[int] = int(ResponseCode.SYSTEM_ERROR)
+    retriable: ClassVar[bool] = False
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+
+class ClientError(RocketSparkError):
+    """Raised by the client itself: configuration, connectivity, validation of replies."""
+
+
+class NoNameServerError(ClientError):
+    code = 10004
+
+
+class NoRouteInfoError(ClientError):
+    code = 10005
+
+
+class ConnectError(ClientError):
+    code = 10001
+    retriable = True
+
+
+class RequestTimeoutError(ClientError):
+    code = 10002
+    retriable = True
+
+
+class InvalidAddressError(ClientError):
+    code = 10006
+
+
+class DataCorruptedError(ClientError):
+    code = int(ResponseCode.DATA_CORRUPTED)
+
+
+class ServerError(RocketSparkError):
+    """A peer answered with a non-success response code."""
+
+
+class SystemError_(ServerError):  # noqa: N801 - the trailing underscore avoids shadowing the builtin
+    code = int(ResponseCode.SYSTEM_ERROR)
+
+
+class SystemBusyError(ServerError):
+    code = int(ResponseCode.SYSTEM_BUSY)
+    retriable = True
+
+
+class RequestCodeNotSupported(ServerError):
+    code = int(ResponseCode.REQUEST_CODE_NOT_SUPPORTED)
+
+
+class FlushDiskTimeoutError(ServerError):
+    code = int(ResponseCode.FLUSH_DISK_TIMEOUT)
+
+
+class MessageIllegalError(ServerError):
+    code = int(ResponseCode.MESSAGE_ILLEGAL)
+
+
+class MessageTooLargeError(MessageIllegalError):
+    pass
+
+
+class ServiceNotAvailableError(ServerError):
+    code = int(ResponseCode.SERVICE_NOT_AVAILABLE)
+    retriable = True
+
+
+class NoPermissionError(ServerError):
+    code = int(ResponseCode.NO_PERMISSION)
+
+
+class TopicNotExistError(ServerError):
+    code = int(ResponseCode.TOPIC_NOT_EXIST)
+
+
+class TopicExistAlreadyError(ServerError):
+    code = int(ResponseCode.TOPIC_EXIST_ALREADY)
+
+
+class NotLeaderForQueueError(ServerError):
+    code = int(ResponseCode.NOT_LEADER_FOR_QUEUE)
+    retriable = True
+
+
+class InvalidParameterError(ServerError):
+    code = int(ResponseCode.INVALID_PARAMETER)
+
+
+class IllegalTopicNameError(InvalidParameterError):
+    pass
+
+
+class MalformedRequestError(ServerError):
+    code = int(ResponseCode.MALFORMED_REQUEST)
+
+
+class BrokerNotExistError(ServerError):
+    code = int(ResponseCode.BROKER_NOT_EXIST)
+
+
+def _all_subclasses(cls: type[RocketSparkError]) -> list[type[RocketSparkError]]:
+    out: list[type[RocketSparkError]] = []
+    for sub in cls.__subclasses__():
+        out.append(sub)
+        out.extend(_all_subclasses(sub))
+    return out
+
+
+def _build_tables() -> tuple[dict[int, type[ServerError]], dict[str, type[RocketSparkError]]]:
+    by_code: dict[int, type[ServerError]] = {}
+    for cls in _all_subclasses(ServerError):
+        # The most general class of a code wins; subclasses sharing it are chosen by name.
+        by_code.setdefault(cls.code, cls)  # type: ignore[arg-type]
+    by_name = {cls.__name__: cls for cls in _all_subclasses(RocketSparkError)}
+    return by_code, by_name
+
+
+_BY_CODE, _BY_NAME = _build_tables()
+
+
+def error_for_response(code: int, remark: str, error_name: str | None = None) -> RocketSparkError:
+    """The exception a client raises for a non-success response.
+
+    ``error_name`` is the server's exception class name (sent in the response's ext); it picks
+    a more specific subclass of the code's class when there is one.
+    """
+    base: type[RocketSparkError] = _BY_CODE.get(code, ServerError)
+    if error_name:
+        named = _BY_NAME.get(error_name)
+        if named is not None and issubclass(named, base) and named.code == code:
+            base = named
+    err = base(remark or f"request failed with response code {code}")
+    if base is ServerError:
+        err.details["code"] = code
+    return err
+
+
+def code_of(exc: BaseException) -> int:
+    return exc.code if isinstance(exc, RocketSparkError) else int(ResponseCode.SYSTEM_ERROR)

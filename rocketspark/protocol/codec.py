@@ -1,0 +1,80 @@
+"""msgpack codecs for request bodies: send batches and small structured bodies.
+
+A send body is a msgpack array with one entry per message::
+
+    [[born_ms: int, payload: bin], ...]
+
+where ``payload`` is already the record payload (see :mod:`rocketspark.protocol.record`):
+msgpack ``[body, tags, keys, properties]``. The broker validates each payload's shape and
+stores it unchanged, so a message is encoded once, by its producer.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import msgpack
+
+from rocketspark.protocol.record import encode_payload
+from rocketspark.protocol.types import Message
+
+
+class MalformedBody(ValueError):
+    """A request body does not have the shape its request code requires."""
+
+
+def pack(value: Any) -> bytes:
+    return msgpack.packb(value, use_bin_type=True)
+
+
+def unpack(data: bytes) -> Any:
+    try:
+        return msgpack.unpackb(data, raw=False, strict_map_key=False)
+    except Exception as exc:
+        raise MalformedBody(f"body is not valid msgpack ({type(exc).__name__}: {exc})") from exc
+
+
+def message_payload(message: Message) -> bytes:
+    return encode_payload(message.body, message.tags, message.keys, message.properties)
+
+
+def encode_send_batch(messages: Sequence[Message], payloads: Sequence[bytes] | None = None) -> bytes:
+    """Body of a SEND_MESSAGE / SEND_BATCH_MESSAGE request."""
+    born = int(time.time() * 1000)
+    if payloads is None:
+        payloads = [message_payload(m) for m in messages]
+    return msgpack.packb([[born, p] for p in payloads], use_bin_type=True)
+
+
+def decode_send_batch(body: bytes) -> list[list[Any]]:
+    """Parse a send body into ``[born_ms, payload]`` pairs, checking the outer shape only."""
+    entries = unpack(body)
+    if not isinstance(entries, list) or not entries:
+        raise MalformedBody("send body must be a non-empty array of [born_ms, payload] entries")
+    for entry in entries:
+        if (
+            type(entry) is not list
+            or len(entry) != 2
+            or type(entry[0]) is not int
+            or type(entry[1]) is not bytes
+        ):
+            raise MalformedBody("each send entry must be [born_ms: int, payload: bin]")
+    return entries
+
+
+def payload_tags(payload: bytes) -> str | None:
+    """Validate a record payload's shape and return its tag (needed for the tag hash)."""
+    try:
+        fields = msgpack.unpackb(payload, raw=False)
+    except Exception as exc:
+        raise MalformedBody(f"message payload is not valid msgpack ({type(exc).__name__})") from exc
+    if type(fields) is not list or len(fields) != 4:
+        raise MalformedBody("message payload must be [body, tags, keys, properties]")
+    body, tags, keys, props = fields
+    if type(body) is not bytes or not (tags is None or type(tags) is str):
+        raise MalformedBody("message body must be bytes and tags a string or nil")
+    if type(keys) is not list or type(props) is not dict:
+        raise MalformedBody("message keys must be an array and properties a map")
+    return tags

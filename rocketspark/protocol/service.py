@@ -1,0 +1,49 @@
+"""The gRPC method table, written by hand the way a generated stub would be (no protobuf).
+
+Two methods carry every RemotingCommand:
+
+- ``/rocketspark.v1.Remoting/Invoke`` (unary): one request command, one response command.
+  Sync, async and oneway calls all use it; a oneway request has the ONEWAY flag and the server
+  answers it at once, before doing the work.
+- ``/rocketspark.v1.Remoting/Push`` (server streaming): the client opens it with an
+  OPEN_PUSH_STREAM command and keeps it open; the server writes commands to it (route-change
+  notifications) for as long as both sides live.
+
+Payloads are msgpack (see :mod:`rocketspark.protocol.command`). The server receives raw bytes
+and decodes them itself, so that a malformed request gets a readable response instead of a
+bare gRPC INTERNAL status.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+SERVICE_NAME: Final = "rocketspark.v1.Remoting"
+INVOKE: Final = "Invoke"
+PUSH: Final = "Push"
+INVOKE_PATH: Final = f"/{SERVICE_NAME}/{INVOKE}"
+PUSH_PATH: Final = f"/{SERVICE_NAME}/{PUSH}"
+
+# grpc's default 4 MiB limit is below one maximal message plus framing; allow big batches
+# and pull responses. Producers and the broker still enforce their own per-message limit.
+MAX_GRPC_MESSAGE_BYTES: Final = 256 * 1024 * 1024
+
+CHANNEL_OPTIONS: Final = (
+    ("grpc.max_send_message_length", MAX_GRPC_MESSAGE_BYTES),
+    ("grpc.max_receive_message_length", MAX_GRPC_MESSAGE_BYTES),
+    # Reconnect quickly after a peer restarts instead of backing off for up to two minutes.
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+    ("grpc.keepalive_time_ms", 30_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+    ("grpc.enable_retries", 0),
+)
+
+SERVER_OPTIONS: Final = (
+    ("grpc.max_send_message_length", MAX_GRPC_MESSAGE_BYTES),
+    ("grpc.max_receive_message_length", MAX_GRPC_MESSAGE_BYTES),
+    ("grpc.so_reuseport", 0),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+)

@@ -1,0 +1,181 @@
+"""Client side of the remoting layer: sync, async and oneway calls with a deadline each.
+
+One gRPC channel per peer address, created lazily and owned by the process that created it:
+gRPC channels do not survive ``fork``, so a forked child (a Spark Python worker) gets fresh
+channels instead of inheriting broken ones.
+
+This module is the one place on the client where transport failures become rocketspark
+errors (``translate_rpc_error``) and error responses become exceptions (``check``).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import os
+import threading
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import grpc
+
+from rocketspark.errors import (
+    ConnectError,
+    InvalidAddressError,
+    RequestTimeoutError,
+    RocketSparkError,
+    error_for_response,
+)
+from rocketspark.protocol import service
+from rocketspark.protocol.codes import Flag, RequestCode, ResponseCode
+from rocketspark.protocol.command import RemotingCommand
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT_MS = 3000  # RocketMQ's mqClientApiTimeout
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    """Split ``host:port``; anything else is a clear error naming the bad value."""
+    host, sep, port = address.strip().rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise InvalidAddressError(f'"{address}" is not a valid address: expected host:port, e.g. 127.0.0.1:9876')
+    return host, int(port)
+
+
+def translate_rpc_error(err: grpc.RpcError, address: str, peer: str) -> RocketSparkError:
+    """Turn a gRPC failure into the rocketspark error a user can act on."""
+    code = err.code() if hasattr(err, "code") else None
+    details = (err.details() if hasattr(err, "details") else "") or ""
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return RequestTimeoutError(f"{peer} at {address} did not answer before the deadline", address=address)
+    if code == grpc.StatusCode.UNAVAILABLE:
+        reason = "connection refused" if "refused" in details.lower() else details or "unavailable"
+        return ConnectError(f"cannot reach {peer} at {address} ({reason}). Is it running?", address=address)
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return ConnectError(f"{peer} at {address} refused the request as too large: {details}", address=address)
+    return ConnectError(f"call to {peer} at {address} failed: {code} {details}", address=address)
+
+
+def check(response: RemotingCommand, *ok_codes: int) -> RemotingCommand:
+    """Return ``response`` if its code is SUCCESS or one of ``ok_codes``; raise otherwise."""
+    if response.code == ResponseCode.SUCCESS or response.code in ok_codes:
+        return response
+    name = response.ext.get("error")
+    raise error_for_response(response.code, response.remark, name if isinstance(name, str) else None)
+
+
+class _Peer:
+    __slots__ = ("channel", "invoke", "push")
+
+    def __init__(self, address: str) -> None:
+        self.channel = grpc.insecure_channel(address, options=list(service.CHANNEL_OPTIONS))
+        self.invoke = self.channel.unary_unary(service.INVOKE_PATH)
+        self.push = self.channel.unary_stream(service.PUSH_PATH)
+
+
+class RemotingClient:
+    """Calls RemotingCommands on peers by address. Thread-safe; one per client object."""
+
+    def __init__(self, *, peer_kind: str = "broker", default_timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
+        self.peer_kind = peer_kind
+        self.default_timeout_ms = default_timeout_ms
+        self._peers: dict[str, _Peer] = {}
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self._closed = False
+
+    def _peer(self, address: str) -> _Peer:
+        if os.getpid() != self._pid:  # forked: the parent's channels are unusable here
+            with self._lock:
+                self._peers = {}
+                self._pid = os.getpid()
+        peer = self._peers.get(address)
+        if peer is None:
+            parse_address(address)
+            with self._lock:
+                if self._closed:
+                    raise ConnectError(f"client is closed; cannot call {address}")
+                peer = self._peers.get(address)
+                if peer is None:
+                    peer = self._peers[address] = _Peer(address)
+        return peer
+
+    def invoke(
+        self, address: str, request: RemotingCommand, timeout_ms: int | None = None, *, peer: str | None = None
+    ) -> RemotingCommand:
+        """Sync call: wait for the response or raise at the deadline."""
+        timeout = (timeout_ms or self.default_timeout_ms) / 1000
+        try:
+            raw = self._peer(address).invoke(request.encode(), timeout=timeout)
+        except grpc.RpcError as err:
+            raise translate_rpc_error(err, address, peer or self.peer_kind) from None
+        return RemotingCommand.decode(raw)
+
+    def invoke_async(
+        self, address: str, request: RemotingCommand, timeout_ms: int | None = None, *, peer: str | None = None
+    ) -> concurrent.futures.Future[RemotingCommand]:
+        """Async call: a future that resolves to the response or to a translated error."""
+        result: concurrent.futures.Future[RemotingCommand] = concurrent.futures.Future()
+        timeout = (timeout_ms or self.default_timeout_ms) / 1000
+        try:
+            call = self._peer(address).invoke.future(request.encode(), timeout=timeout)
+        except RocketSparkError as exc:
+            result.set_exception(exc)
+            return result
+
+        def done(call: Any) -> None:
+            try:
+                result.set_result(RemotingCommand.decode(call.result()))
+            except grpc.RpcError as err:
+                result.set_exception(translate_rpc_error(err, address, peer or self.peer_kind))
+            except Exception as exc:  # decoding or cancellation
+                result.set_exception(exc)
+
+        call.add_done_callback(done)
+        return result
+
+    def invoke_oneway(self, address: str, request: RemotingCommand, timeout_ms: int | None = None) -> None:
+        """Fire and forget: the peer acknowledges at once and failures are only logged."""
+        request.flag |= Flag.ONEWAY
+        future = self.invoke_async(address, request, timeout_ms)
+        future.add_done_callback(lambda f: f.exception() and log.debug("oneway to %s failed: %s", address, f.exception()))
+
+    def open_push_stream(self, address: str, client_id: str) -> Iterator[RemotingCommand]:
+        """Open the server-push stream; iterate it in a thread, cancel it with ``cancel()``."""
+        request = RemotingCommand.request(RequestCode.OPEN_PUSH_STREAM, {"clientId": client_id})
+        call = self._peer(address).push(request.encode())
+        return _PushStream(call, address, self.peer_kind)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            peers, self._peers = self._peers, {}
+        for peer in peers.values():
+            peer.channel.close()
+
+
+class _PushStream(Iterator[RemotingCommand]):
+    def __init__(self, call: Any, address: str, peer_kind: str) -> None:
+        self._call = call
+        self._address = address
+        self._peer_kind = peer_kind
+
+    def __next__(self) -> RemotingCommand:
+        try:
+            raw = next(self._call)
+        except grpc.RpcError as err:
+            if err.code() == grpc.StatusCode.CANCELLED:
+                raise StopIteration from None
+            raise translate_rpc_error(err, self._address, self._peer_kind) from None
+        return RemotingCommand.decode(raw)
+
+    def cancel(self) -> None:
+        self._call.cancel()
+
+
+def first_success(results: Iterable[RemotingCommand]) -> RemotingCommand | None:
+    for r in results:
+        if r.code == ResponseCode.SUCCESS:
+            return r
+    return None
