@@ -19,7 +19,7 @@ from pathlib import Path
 class MappedFile:
     """One segment. Not thread-safe for writers; a single writer plus a flusher thread is fine."""
 
-    __slots__ = ("path", "base", "size", "wrote", "flushed", "_mm", "_fd", "_flush_lock")
+    __slots__ = ("_fd", "_flush_lock", "_mm", "base", "flushed", "path", "size", "wrote")
 
     def __init__(self, path: Path, base: int, size: int, *, create: bool) -> None:
         self.path = path

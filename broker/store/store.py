@@ -246,17 +246,17 @@ class MessageStore:
     ) -> GetResult:
         """Read up to ``max_messages`` / ``max_bytes`` of records from ``offset`` (at least one)."""
         cq = self.queues.get((topic, queue_id))
-        if cq is None:
-            return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, b"", 0, 0, 0, 0)
-        lo, hi = cq.min_offset, cq.max_offset
-        if hi == 0:
-            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, b"", 0, 0, lo, hi)
+        lo, hi = (cq.min_offset, cq.max_offset) if cq is not None else (0, 0)
+        if hi == 0 and offset == 0:
+            status = GetStatus.NO_MESSAGE_IN_QUEUE if cq is not None else GetStatus.NO_MATCHED_LOGIC_QUEUE
+            return GetResult(status, b"", 0, 0, lo, hi)
         if offset < lo:
             return GetResult(GetStatus.OFFSET_TOO_SMALL, b"", 0, lo, lo, hi)
         if offset == hi:
             return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, b"", 0, offset, lo, hi)
         if offset > hi:
             return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, b"", 0, hi, lo, hi)
+        assert cq is not None
         return self._read_range(cq, offset, max_messages, max_bytes, tag_hashes)
 
     def _read_range(

@@ -64,8 +64,8 @@ def decode_send_batch(body: bytes) -> list[list[Any]]:
     return entries
 
 
-def payload_tags(payload: bytes) -> str | None:
-    """Validate a record payload's shape and return its tag (needed for the tag hash)."""
+def payload_tags(payload: bytes) -> tuple[str | None, int]:
+    """Validate a record payload's shape; return its tag (for the tag hash) and body size."""
     try:
         fields = msgpack.unpackb(payload, raw=False)
     except Exception as exc:
@@ -77,4 +77,4 @@ def payload_tags(payload: bytes) -> str | None:
         raise MalformedBody("message body must be bytes and tags a string or nil")
     if type(keys) is not list or type(props) is not dict:
         raise MalformedBody("message keys must be an array and properties a map")
-    return tags
+    return tags, len(body)

@@ -29,7 +29,7 @@ class MalformedCommand(ValueError):
 class RemotingCommand:
     """A request or a response. Plain slots class: it is built once per RPC on hot paths."""
 
-    __slots__ = ("code", "opaque", "flag", "remark", "ext", "body")
+    __slots__ = ("body", "code", "ext", "flag", "opaque", "remark")
 
     def __init__(
         self,

@@ -34,7 +34,7 @@ class Perm:
 class Message:
     """A message to send. ``keys`` index it for lookups; ``tags`` is the one server-side filter tag."""
 
-    __slots__ = ("topic", "body", "tags", "keys", "properties", "queue_id", "sharding_key")
+    __slots__ = ("body", "keys", "properties", "queue_id", "sharding_key", "tags", "topic")
 
     def __init__(
         self,
@@ -63,17 +63,17 @@ class MessageExt:
     """A stored message as a consumer sees it."""
 
     __slots__ = (
-        "topic",
-        "queue_id",
-        "queue_offset",
         "body",
-        "tags",
+        "born_timestamp",
+        "broker_name",
+        "commitlog_offset",
         "keys",
         "properties",
-        "born_timestamp",
+        "queue_id",
+        "queue_offset",
         "store_timestamp",
-        "commitlog_offset",
-        "broker_name",
+        "tags",
+        "topic",
     )
 
     def __init__(

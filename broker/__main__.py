@@ -1,0 +1,61 @@
+"""``python -m broker --conf conf/broker-a.toml``: run one broker in the foreground.
+
+Prints one readiness line, ``broker <name> ready on <host>:<port>``, once it serves
+requests; stops cleanly on SIGTERM or Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+
+from broker import config as broker_config
+from broker.server import create_server, nameservers_from_env, serve
+from rocketspark.configfile import ConfigError
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m broker", description="Run a rocketspark broker.")
+    parser.add_argument("--conf", help="TOML config file (see conf/broker-a.toml)")
+    parser.add_argument("--name", dest="broker_name", help="broker name (overrides the file)")
+    parser.add_argument("--cluster", dest="cluster_name", help="cluster name")
+    parser.add_argument("--host", dest="listen_host", help="address to listen on")
+    parser.add_argument("--port", dest="listen_port", type=int, help="port to listen on; 0 picks a free one")
+    parser.add_argument("--data-dir", dest="data_dir", help="store directory")
+    parser.add_argument("--nameserver", "-n", help="nameserver addresses, comma separated (host:port)")
+    parser.add_argument("--flush-mode", dest="flush_mode", choices=["async", "sync"])
+    parser.add_argument("--log-level", default="INFO")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    overrides = {k: v for k, v in vars(args).items() if k not in ("conf", "nameserver", "log_level")}
+    if args.nameserver:
+        overrides["nameservers"] = [a.strip() for a in args.nameserver.split(",") if a.strip()]
+    try:
+        config = broker_config.load(args.conf, **overrides)
+        if not config.nameservers and nameservers_from_env():
+            config = broker_config.load(args.conf, **overrides, nameservers=nameservers_from_env())
+        asyncio.run(run(config))
+    except (ConfigError, OSError, ValueError) as exc:
+        print(f"broker: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+async def run(config: broker_config.BrokerConfig) -> None:
+    """Create the server inside the event loop (grpc.aio binds to the running loop)."""
+    server, _port, broker = create_server(config)
+
+    def ready(address: str) -> None:
+        print(f"broker {broker.name} ready on {address}", flush=True)
+
+    await serve(server, broker, ready=ready)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""Broker configuration: one frozen dataclass, loaded from TOML, unknown keys rejected.
+
+Defaults are RocketMQ's (``BrokerConfig`` / ``MessageStoreConfig``) unless noted; units are
+in the names. ``conf/broker-a.toml`` lists every key with its default.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from broker.store.store import StoreConfig
+from rocketspark import configfile
+from rocketspark.configfile import ConfigError
+from rocketspark.protocol.types import Perm
+
+MiB = 1024 * 1024
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerConfig:
+    broker_name: str = "broker-a"
+    cluster_name: str = "DefaultCluster"
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 10911  # 0 picks a free port
+    advertised_host: str = ""  # address registered with nameservers; default listen_host
+    data_dir: str = "data/broker-a"
+    nameservers: list[str] = field(default_factory=list)  # also ROCKETSPARK_NAMESRV
+    broker_permission: int = Perm.READ_WRITE  # 4 = read only (write wiped), 6 = read+write
+
+    flush_mode: str = "async"  # "async" | "sync"
+    flush_interval_ms: int = 500
+    sync_flush_timeout_ms: int = 5000
+    segment_bytes: int = 128 * MiB  # commit-log segment size (RocketMQ: 1 GiB)
+    queue_entries_per_file: int = 300_000
+    checkpoint_interval_ms: int = 1000
+    retention_hours: float = 72.0
+    retention_check_interval_ms: int = 10_000
+    max_message_bytes: int = 4 * MiB
+    max_pull_bytes: int = 8 * MiB  # cap on one pull response
+    max_long_poll_ms: int = 30_000  # longest a pull may be held waiting for data
+
+    auto_create_topic_enable: bool = True  # RocketMQ's default; turn it off in production
+    default_topic_queue_nums: int = 8  # queues of TBW102, the auto-create template
+
+    register_interval_ms: int = 30_000  # re-register with every nameserver this often
+    register_timeout_ms: int = 3000
+    consumer_expired_ms: int = 120_000  # a consumer silent this long leaves its group
+    offset_flush_interval_ms: int = 5000  # persist consumer offsets this often
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.broker_name):
+            raise ConfigError(f'broker_name "{self.broker_name}" must be 1-64 letters, digits, "_" or "-"')
+        if not _NAME.match(self.cluster_name):
+            raise ConfigError(f'cluster_name "{self.cluster_name}" must be 1-64 letters, digits, "_" or "-"')
+        if self.flush_mode not in ("async", "sync"):
+            raise ConfigError(f'flush_mode must be "async" or "sync", not "{self.flush_mode}"')
+        if not 0 <= self.listen_port < 65536:
+            raise ConfigError(f"listen_port {self.listen_port} is not a port number (0-65535)")
+        if self.max_message_bytes <= 0:
+            raise ConfigError("max_message_bytes must be positive")
+        if self.segment_bytes < 2 * self.max_message_bytes + 4096:
+            raise ConfigError(
+                f"segment_bytes ({self.segment_bytes}) must be at least twice max_message_bytes "
+                f"({self.max_message_bytes}) plus 4096, so that any message fits in a segment"
+            )
+        if self.queue_entries_per_file < 1 or self.default_topic_queue_nums < 1:
+            raise ConfigError("queue_entries_per_file and default_topic_queue_nums must be at least 1")
+        if self.broker_permission & ~Perm.READ_WRITE:
+            raise ConfigError("broker_permission may only combine 4 (read) and 2 (write)")
+
+    @property
+    def advertised_address(self) -> str:
+        return self.advertised_host or self.listen_host
+
+    def store_config(self) -> StoreConfig:
+        return StoreConfig(
+            path=Path(self.data_dir),
+            segment_bytes=self.segment_bytes,
+            queue_entries_per_file=self.queue_entries_per_file,
+            flush_mode=self.flush_mode,
+            flush_interval_ms=self.flush_interval_ms,
+            sync_flush_timeout_ms=self.sync_flush_timeout_ms,
+            retention_ms=int(self.retention_hours * 3600 * 1000),
+            checkpoint_interval_ms=self.checkpoint_interval_ms,
+        )
+
+
+def load(path: str | Path | None, **overrides: Any) -> BrokerConfig:
+    """Read a TOML file (if given) and apply command-line overrides on top."""
+    return configfile.load(BrokerConfig, path, overrides)

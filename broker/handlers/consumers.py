@@ -1,0 +1,34 @@
+"""Consumer heartbeats and group membership (what client-side rebalance is computed from)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rocketspark.protocol.codes import RequestCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.headers import get_list, get_str
+
+if TYPE_CHECKING:
+    from broker.server import Broker
+
+
+def register(broker: Broker) -> None:
+    groups = broker.consumers
+
+    async def heartbeat(cmd: RemotingCommand) -> RemotingCommand:
+        group, client_id = get_str(cmd, "consumerGroup"), get_str(cmd, "clientId")
+        topics = [str(t) for t in get_list(cmd, "topics", [])]
+        changed = groups.heartbeat(group, client_id, topics)
+        return cmd.response(ext={"changed": changed, "members": groups.members(group)})
+
+    async def unregister(cmd: RemotingCommand) -> RemotingCommand:
+        group, client_id = get_str(cmd, "consumerGroup"), get_str(cmd, "clientId")
+        groups.unregister(group, client_id)
+        return cmd.response()
+
+    async def member_list(cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.response(ext={"members": groups.members(get_str(cmd, "consumerGroup"))})
+
+    broker.dispatcher.register(RequestCode.HEART_BEAT, heartbeat)
+    broker.dispatcher.register(RequestCode.UNREGISTER_CLIENT, unregister)
+    broker.dispatcher.register(RequestCode.GET_CONSUMER_LIST_BY_GROUP, member_list)

@@ -1,0 +1,61 @@
+"""Queue offsets and consumer-group progress: min/max, search by time, commit and query.
+
+GET_MIN_OFFSET / GET_MAX_OFFSET / SEARCH_OFFSET_BY_TIMESTAMP answer for one queue;
+UPDATE_CONSUMER_OFFSET / QUERY_CONSUMER_OFFSET keep a group's progress per queue. A query for
+a group that never committed answers QUERY_NOT_FOUND, a status the client turns into "none".
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from broker.handlers.pull import check_readable
+from rocketspark.errors import InvalidParameterError
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.headers import get_int, get_str
+
+if TYPE_CHECKING:
+    from broker.server import Broker
+
+
+def register(broker: Broker) -> None:
+    store, offsets = broker.store, broker.offsets
+
+    async def max_offset(cmd: RemotingCommand) -> RemotingCommand:
+        topic, queue_id = get_str(cmd, "topic"), get_int(cmd, "queueId")
+        check_readable(broker, topic, queue_id)
+        return cmd.response(ext={"offset": store.max_offset(topic, queue_id)})
+
+    async def min_offset(cmd: RemotingCommand) -> RemotingCommand:
+        topic, queue_id = get_str(cmd, "topic"), get_int(cmd, "queueId")
+        check_readable(broker, topic, queue_id)
+        return cmd.response(ext={"offset": store.min_offset(topic, queue_id)})
+
+    async def search_by_time(cmd: RemotingCommand) -> RemotingCommand:
+        topic, queue_id = get_str(cmd, "topic"), get_int(cmd, "queueId")
+        check_readable(broker, topic, queue_id)
+        timestamp = get_int(cmd, "timestamp")
+        return cmd.response(ext={"offset": store.offset_for_time(topic, queue_id, timestamp)})
+
+    async def update_consumer_offset(cmd: RemotingCommand) -> RemotingCommand:
+        group, topic = get_str(cmd, "consumerGroup"), get_str(cmd, "topic")
+        queue_id, offset = get_int(cmd, "queueId"), get_int(cmd, "commitOffset")
+        check_readable(broker, topic, queue_id)
+        if offset < 0:
+            raise InvalidParameterError(f"commit offset must be >= 0, got {offset}")
+        offsets.commit(group, topic, queue_id, offset)
+        return cmd.response()
+
+    async def query_consumer_offset(cmd: RemotingCommand) -> RemotingCommand:
+        group, topic, queue_id = get_str(cmd, "consumerGroup"), get_str(cmd, "topic"), get_int(cmd, "queueId")
+        offset = offsets.query(group, topic, queue_id)
+        if offset is None:
+            return cmd.response(ResponseCode.QUERY_NOT_FOUND, remark=f"group {group} has no offset for {topic}/{queue_id}")
+        return cmd.response(ext={"offset": offset})
+
+    broker.dispatcher.register(RequestCode.GET_MAX_OFFSET, max_offset)
+    broker.dispatcher.register(RequestCode.GET_MIN_OFFSET, min_offset)
+    broker.dispatcher.register(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, search_by_time)
+    broker.dispatcher.register(RequestCode.UPDATE_CONSUMER_OFFSET, update_consumer_offset)
+    broker.dispatcher.register(RequestCode.QUERY_CONSUMER_OFFSET, query_consumer_offset)

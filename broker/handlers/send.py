@@ -1,0 +1,121 @@
+"""SEND_MESSAGE and SEND_BATCH_MESSAGE: validate, auto-create if allowed, store, answer.
+
+Header fields: ``topic``, ``queueId`` (-1 or absent: the broker picks), ``defaultTopic`` and
+``defaultTopicQueueNums`` (auto-create template, as RocketMQ's producer sends them). The body
+is a batch (see :mod:`rocketspark.protocol.codec`); a single send is a batch of one.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING
+
+from broker.store.recovery import tag_hash
+from rocketspark.errors import InvalidParameterError, MessageTooLargeError, NoPermissionError, TopicNotExistError
+from rocketspark.protocol import record
+from rocketspark.protocol.codec import decode_send_batch, payload_tags
+from rocketspark.protocol.codes import RequestCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.headers import get_int, get_str
+from rocketspark.protocol.types import Perm, SendStatus, TopicConfig
+from rocketspark.protocol.validation import validate_topic_name
+
+if TYPE_CHECKING:
+    from broker.server import Broker
+
+
+def register(broker: Broker) -> None:
+    async def send(cmd: RemotingCommand) -> RemotingCommand:
+        return await handle_send(broker, cmd)
+
+    broker.dispatcher.register(RequestCode.SEND_MESSAGE, send)
+    broker.dispatcher.register(RequestCode.SEND_BATCH_MESSAGE, send)
+
+
+def resolve_topic(broker: Broker, cmd: RemotingCommand, topic: str) -> TopicConfig:
+    """The topic's config, auto-creating it from the template when the broker allows it."""
+    config = broker.topics.get(topic)
+    if config is None:
+        template = get_str(cmd, "defaultTopic", "")
+        if template and broker.config.auto_create_topic_enable:
+            queue_nums = get_int(cmd, "defaultTopicQueueNums", 4)
+            config = broker.topics.auto_create(topic, template, queue_nums, broker.store.commitlog.max_offset)
+            if config is not None:
+                broker.registry.trigger()  # register at once, like RocketMQ's registerBrokerAll
+    if config is None:
+        why = (
+            "auto-create is off on this broker (auto_create_topic_enable = false)"
+            if not broker.config.auto_create_topic_enable
+            else "the send did not ask to auto-create it"
+        )
+        raise TopicNotExistError(
+            f'topic "{topic}" does not exist on broker {broker.name} and {why}; create it first with '
+            f"`rocketspark admin create-topic {topic}`"
+        )
+    return config
+
+
+def check_writable(broker: Broker, config: TopicConfig) -> None:
+    if not broker.perm & Perm.WRITE:
+        raise NoPermissionError(
+            f"broker {broker.name} is not accepting writes (its write permission was wiped, usually for "
+            "maintenance); send to another broker of the topic"
+        )
+    if not config.perm & Perm.WRITE:
+        raise NoPermissionError(f'topic "{config.name}" is not writable on broker {broker.name} (perm '
+                                f"{Perm.describe(config.perm)})")
+
+
+def validate_entries(broker: Broker, body: bytes) -> tuple[list[tuple[int, bytes]], list[int]]:
+    """Decode the batch, enforce the size limit, and compute each message's tag hash."""
+    entries = decode_send_batch(body)
+    limit = broker.config.max_message_bytes
+    items: list[tuple[int, bytes]] = []
+    hashes: list[int] = []
+    for index, (born, payload) in enumerate(entries):
+        if len(payload) > limit + 1024:
+            raise MessageTooLargeError(_too_large(broker, index, len(payload), limit))
+        tags, body_len = payload_tags(payload)
+        if body_len > limit:
+            raise MessageTooLargeError(_too_large(broker, index, body_len, limit))
+        items.append((born, payload))
+        hashes.append(tag_hash(tags))
+    return items, hashes
+
+
+def _too_large(broker: Broker, index: int, size: int, limit: int) -> str:
+    return (
+        f"message {index} of the batch has a {size}-byte body, over broker {broker.name}'s limit of {limit} bytes "
+        "(max_message_bytes); split the payload or raise the limit"
+    )
+
+
+async def handle_send(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
+    topic = get_str(cmd, "topic")
+    validate_topic_name(topic)
+    config = resolve_topic(broker, cmd, topic)
+    check_writable(broker, config)
+    items, hashes = validate_entries(broker, cmd.body)
+    queue_id = get_int(cmd, "queueId", -1)
+    if queue_id < 0:
+        queue_id = random.randrange(config.write_queue_nums)
+    elif queue_id >= config.write_queue_nums:
+        raise InvalidParameterError(
+            f'queue {queue_id} does not exist: topic "{topic}" has {config.write_queue_nums} write queues on '
+            f"broker {broker.name}"
+        )
+    result = broker.store.put(topic, queue_id, items, hashes)
+    broker.longpoll.notify((topic, queue_id))
+    status = SendStatus.SEND_OK
+    if broker.config.flush_mode == "sync" and not await broker.store.wait_flushed(result.end_offset):
+        status = SendStatus.FLUSH_DISK_TIMEOUT
+    first_phys = result.placed[0][0]
+    return cmd.response(
+        ext={
+            "queueId": queue_id,
+            "queueOffset": result.first_queue_offset,
+            "count": len(result.placed),
+            "msgId": record.msg_id(broker.name, first_phys),
+            "status": status.value,
+        }
+    )

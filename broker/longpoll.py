@@ -1,0 +1,49 @@
+"""Long polling: a pull that finds nothing waits here until a send wakes it or time runs out.
+
+RocketMQ's ``PullRequestHoldService`` checks suspended pulls on a timer; we wake them the
+moment a message for their queue is stored, which is what keeps produce-to-pull latency
+below a millisecond.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+
+Key = tuple[str, int]
+
+
+class LongPollHub:
+    def __init__(self) -> None:
+        self._waiters: defaultdict[Key, list[asyncio.Future[None]]] = defaultdict(list)
+
+    async def wait(self, key: Key, timeout_s: float) -> bool:
+        """Wait for new data on ``key``; True if woken by data, False on timeout."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiters = self._waiters[key]
+        waiters.append(future)
+        try:
+            await asyncio.wait_for(future, timeout_s)
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            if future in waiters:
+                waiters.remove(future)
+            if not waiters:
+                self._waiters.pop(key, None)
+
+    def notify(self, key: Key) -> None:
+        waiters = self._waiters.pop(key, None)
+        if waiters:
+            for future in waiters:
+                if not future.done():
+                    future.set_result(None)
+
+    def notify_all(self) -> None:
+        for key in list(self._waiters):
+            self.notify(key)
+
+    @property
+    def waiting(self) -> int:
+        return sum(len(w) for w in self._waiters.values())

@@ -1,0 +1,87 @@
+"""Registration with every configured nameserver: at start, every 30 s, and on each change.
+
+A broker registers its address, permission and full topic table (RocketMQ's
+``registerBrokerAll``). Nameservers share nothing, so the broker tells each of them; one
+being down never blocks the others. Failures are logged once per nameserver until it is
+back, not every period.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from rocketspark.errors import RocketSparkError
+from rocketspark.protocol.codec import pack
+from rocketspark.protocol.codes import RequestCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.remoting.client import RemotingClient, check
+
+if TYPE_CHECKING:
+    from broker.server import Broker
+
+log = logging.getLogger(__name__)
+
+
+class Registry:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.client = RemotingClient(peer_kind="nameserver", default_timeout_ms=broker.config.register_timeout_ms)
+        self._wake: asyncio.Event | None = None
+        self._failing: set[str] = set()
+        self.registrations = 0
+
+    @property
+    def nameservers(self) -> list[str]:
+        return list(self.broker.config.nameservers)
+
+    def trigger(self) -> None:
+        """Ask the registration loop to run now (from the event loop thread)."""
+        if self._wake is not None:
+            self._wake.set()
+
+    async def run(self) -> None:
+        self._wake = asyncio.Event()
+        interval = self.broker.config.register_interval_ms / 1000
+        while True:
+            await self.register_now()
+            try:
+                await asyncio.wait_for(self._wake.wait(), interval)
+            except TimeoutError:
+                pass
+            self._wake.clear()
+
+    async def register_now(self) -> None:
+        body = pack(self.broker.registration())
+        await asyncio.gather(*(asyncio.to_thread(self._register_one, addr, body) for addr in self.nameservers))
+        self.registrations += 1
+
+    def _register_one(self, address: str, body: bytes) -> None:
+        request = RemotingCommand.request(
+            RequestCode.REGISTER_BROKER, {"brokerName": self.broker.name, "clusterName": self.broker.cluster}, body
+        )
+        try:
+            check(self.client.invoke(address, request))
+        except RocketSparkError as exc:
+            if address not in self._failing:
+                log.warning("broker %s cannot register with nameserver %s: %s", self.broker.name, address, exc)
+                self._failing.add(address)
+            return
+        if address in self._failing:
+            log.info("broker %s registered with nameserver %s again", self.broker.name, address)
+            self._failing.discard(address)
+
+    async def unregister_all(self) -> None:
+        ext = {"brokerName": self.broker.name, "clusterName": self.broker.cluster, "addr": self.broker.address}
+
+        def one(address: str) -> None:
+            try:
+                self.client.invoke(address, RemotingCommand.request(RequestCode.UNREGISTER_BROKER, ext), 1000)
+            except RocketSparkError:
+                pass  # the nameserver will drop us after the silence timeout anyway
+
+        await asyncio.gather(*(asyncio.to_thread(one, a) for a in self.nameservers))
+
+    def close(self) -> None:
+        self.client.close()

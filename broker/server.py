@@ -1,0 +1,196 @@
+"""The broker process: wires the store, topic table, offsets and handlers onto a gRPC server.
+
+``Broker`` owns the state; ``create_server`` binds it to a port; ``serve`` runs it until a
+signal asks it to stop, then stops cleanly: no new requests, nameservers told, store flushed
+and marked clean.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from grpc import aio
+
+from broker.config import BrokerConfig
+from broker.consumers import ConsumerGroups
+from broker.handlers import admin, consumers, offsets, pull, send
+from broker.longpoll import LongPollHub
+from broker.offsets import ConsumerOffsets
+from broker.registry import Registry
+from broker.store.metafile import read_json, write_json_atomic
+from broker.store.recovery import RecoveryReport
+from broker.store.store import MessageStore
+from broker.topics import TopicTable
+from rocketspark.protocol.types import Perm
+from rocketspark.remoting.server import Dispatcher
+from rocketspark.remoting.server import create_server as bind_server
+
+log = logging.getLogger("broker")
+
+
+class Broker:
+    """Everything one broker holds; handlers receive it."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.name = config.broker_name
+        self.cluster = config.cluster_name
+        self.data_dir = Path(config.data_dir)
+        self.topics = TopicTable(self.data_dir / "config" / "topics.json")
+        self.offsets = ConsumerOffsets(self.data_dir / "config" / "consumerOffset.json")
+        self.store = MessageStore(config.store_config(), accepts=self.topics.accepts)
+        self.longpoll = LongPollHub()
+        self.consumers = ConsumerGroups(config.consumer_expired_ms)
+        self.dispatcher = Dispatcher(f"broker {self.name}")
+        self.registry = Registry(self)
+        self.perm = config.broker_permission
+        self.address = ""
+        self.started_at = time.time()
+        for module in (send, pull, offsets, consumers, admin):
+            module.register(self)
+
+    # -- state ---------------------------------------------------------------------------
+
+    def open(self) -> RecoveryReport:
+        self.topics.load()
+        self.offsets.load()
+        saved = read_json(self.data_dir / "config" / "broker.json", default={})
+        self.perm = int(saved.get("brokerPermission", self.perm))
+        report = self.store.open()
+        self.topics.set_auto_create(
+            self.config.auto_create_topic_enable, self.config.default_topic_queue_nums, self.store.commitlog.max_offset
+        )
+        return report
+
+    def close(self) -> None:
+        self.offsets.persist()
+        self.store.close()
+        self.registry.close()
+
+    def set_permission(self, perm: int) -> None:
+        self.perm = perm
+        write_json_atomic(self.data_dir / "config" / "broker.json", {"brokerPermission": perm})
+
+    def registration(self) -> dict[str, Any]:
+        """What the nameservers learn about this broker."""
+        return {
+            "cluster": self.cluster,
+            "broker": self.name,
+            "addr": self.address,
+            "perm": self.perm,
+            "version": self.topics.version,
+            "topics": [
+                {**c.to_wire(), "perm": c.perm & (self.perm | Perm.INHERIT)} for c in self.topics.configs()
+            ],
+        }
+
+    def runtime_info(self) -> dict[str, Any]:
+        stats = self.store.stats
+        return {
+            "brokerName": self.name,
+            "cluster": self.cluster,
+            "address": self.address,
+            "perm": Perm.describe(self.perm),
+            "uptimeS": int(time.time() - self.started_at),
+            "topics": len(self.topics.topics),
+            "logMinOffset": self.store.commitlog.min_offset,
+            "logMaxOffset": self.store.commitlog.max_offset,
+            "logFlushedOffset": self.store.flushed_offset,
+            "segments": len(self.store.commitlog.segments),
+            "diskBytes": self.store.disk_usage(),
+            "messagesStored": stats.messages_put,
+            "bytesStored": stats.bytes_put,
+            "flushMode": self.config.flush_mode,
+            "nameservers": self.config.nameservers,
+        }
+
+    # -- background work -------------------------------------------------------------------
+
+    async def _every(self, interval_ms: int, what: str, action: Callable[[], Awaitable[None] | None]) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                result = action()
+                if result is not None:
+                    await result
+            except Exception:
+                log.exception("broker %s: periodic %s failed", self.name, what)
+
+    def background_tasks(self) -> list[Awaitable[None]]:
+        return [
+            self.registry.run(),
+            self._every(self.config.offset_flush_interval_ms, "offset persist", self.offsets.persist),
+            self._every(self.config.retention_check_interval_ms, "retention", self.store.delete_expired),
+        ]
+
+
+def create_server(config: BrokerConfig) -> tuple[aio.Server, int, Broker]:
+    """Open the store and bind the gRPC server (not started); port 0 picks a free port."""
+    broker = Broker(config)
+    report = broker.open()
+    for line in report.lines():
+        (log.warning if report.damage else log.info)("broker %s: %s", broker.name, line)
+    server, port = create_server_for(broker)
+    broker.address = f"{config.advertised_address}:{port}"
+    return server, port, broker
+
+
+def create_server_for(broker: Broker) -> tuple[aio.Server, int]:
+    return bind_server(broker.dispatcher, broker.config.listen_host, broker.config.listen_port)
+
+
+async def start(server: aio.Server, broker: Broker) -> list[asyncio.Task[None]]:
+    """Start serving and the background work; register with the nameservers once."""
+    await server.start()
+    if not broker.config.nameservers:
+        log.warning(
+            "broker %s has no nameserver configured (nameservers in its config or ROCKETSPARK_NAMESRV); "
+            "clients will not find it",
+            broker.name,
+        )
+    tasks = [asyncio.create_task(t) for t in broker.background_tasks()]  # type: ignore[arg-type]
+    await broker.registry.register_now()
+    return tasks
+
+
+async def stop(server: aio.Server, broker: Broker, tasks: list[asyncio.Task[None]]) -> None:
+    """Graceful stop: refuse new requests, tell the nameservers, flush and close the store."""
+    log.info("broker %s stopping", broker.name)
+    for task in tasks:
+        task.cancel()
+    broker.longpoll.notify_all()
+    await server.stop(grace=2)
+    await broker.registry.unregister_all()
+    broker.close()
+    log.info("broker %s stopped cleanly", broker.name)
+
+
+async def serve(server: aio.Server, broker: Broker, *, ready: Callable[[str], None] | None = None) -> None:
+    """Run until SIGTERM/SIGINT, then stop gracefully."""
+    tasks = await start(server, broker)
+    if ready is not None:
+        ready(broker.address)
+    await wait_for_signal()
+    await stop(server, broker, tasks)
+
+
+async def wait_for_signal() -> None:
+    stop_event = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop_event.set)
+    await stop_event.wait()
+
+
+def nameservers_from_env() -> list[str]:
+    raw = os.environ.get("ROCKETSPARK_NAMESRV", "")
+    return [a.strip() for a in raw.replace(";", ",").split(",") if a.strip()]

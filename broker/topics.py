@@ -1,0 +1,118 @@
+"""The broker's topic table: which topics it serves, with how many queues, persisted.
+
+Also home of the auto-create rule (seeds 002 and 004): when ``auto_create_topic_enable`` is
+on, the broker serves the template topic ``TBW102`` with ``default_topic_queue_nums``
+queues and the INHERIT permission bit. A send to an unknown topic that names TBW102 as its
+template creates the topic here with ``min(client's defaultTopicQueueNums, TBW102's write
+queues)`` queues, which is why an auto-created topic often has fewer queues than expected
+and lives only on the brokers that happened to receive its first messages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from broker.store.metafile import read_json, write_json_atomic
+from rocketspark.errors import InvalidParameterError
+from rocketspark.protocol.types import Perm, TopicConfig
+
+AUTO_CREATE_TOPIC = "TBW102"
+MAX_QUEUES = 1024
+
+
+def validate_queue_nums(read: int, write: int) -> None:
+    if not (1 <= write <= MAX_QUEUES and 1 <= read <= MAX_QUEUES):
+        raise InvalidParameterError(f"queue counts must be between 1 and {MAX_QUEUES}; got read={read}, write={write}")
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerTopic:
+    """A topic config plus where in this broker's commit log the topic began.
+
+    ``since_offset`` keeps recovery from indexing records of an earlier topic of the same
+    name that was deleted: only records at or after it belong to this topic.
+    """
+
+    config: TopicConfig
+    since_offset: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.config.to_wire(), "since": self.since_offset}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> BrokerTopic:
+        return cls(TopicConfig.from_wire(d), int(d.get("since", 0)))
+
+
+class TopicTable:
+    """Topics by name, saved to ``<data_dir>/config/topics.json`` on every change."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.topics: dict[str, BrokerTopic] = {}
+        self.version = 0  # rises on every change; registration carries it
+
+    def load(self) -> None:
+        data = read_json(self.path, default={"topics": []})
+        self.topics = {t["name"]: BrokerTopic.from_json(t) for t in data.get("topics", [])}
+        self.version = int(data.get("version", 0))
+
+    def persist(self) -> None:
+        self.version += 1
+        write_json_atomic(
+            self.path, {"version": self.version, "topics": [t.to_json() for t in self.topics.values()]}
+        )
+
+    def get(self, name: str) -> TopicConfig | None:
+        entry = self.topics.get(name)
+        return entry.config if entry else None
+
+    def accepts(self, name: str, phys: int) -> bool:
+        entry = self.topics.get(name)
+        return entry is not None and phys >= entry.since_offset
+
+    def configs(self) -> list[TopicConfig]:
+        return [t.config for t in self.topics.values()]
+
+    def put(self, config: TopicConfig, since_offset: int) -> bool:
+        """Create or update; return True when something changed."""
+        current = self.topics.get(config.name)
+        if current is not None and current.config == config:
+            return False
+        since = current.since_offset if current is not None else since_offset
+        self.topics[config.name] = BrokerTopic(config, since)
+        self.persist()
+        return True
+
+    def delete(self, name: str) -> bool:
+        if self.topics.pop(name, None) is None:
+            return False
+        self.persist()
+        return True
+
+    def set_auto_create(self, enabled: bool, queue_nums: int, since_offset: int) -> None:
+        """Serve TBW102 (with INHERIT) exactly when auto-create is on."""
+        if enabled:
+            template = TopicConfig(AUTO_CREATE_TOPIC, queue_nums, queue_nums, Perm.READ_WRITE | Perm.INHERIT)
+            self.put(template, since_offset)
+        elif AUTO_CREATE_TOPIC in self.topics:
+            self.delete(AUTO_CREATE_TOPIC)
+
+    def auto_create(self, topic: str, template: str, client_queue_nums: int, since_offset: int) -> TopicConfig | None:
+        """RocketMQ's ``createTopicInSendMessageMethod``; None when the template forbids it."""
+        existing = self.get(topic)
+        if existing is not None:
+            return existing
+        default = self.get(template)
+        if default is None or not default.perm & Perm.INHERIT:
+            return None
+        queues = max(1, min(client_queue_nums, default.write_queue_nums))
+        config = TopicConfig(topic, queues, queues, default.perm & ~Perm.INHERIT)
+        self.put(config, since_offset)
+        return config
+
+    def with_perm(self, name: str, perm: int) -> TopicConfig | None:
+        config = self.get(name)
+        return replace(config, perm=perm) if config else None

@@ -1,0 +1,42 @@
+"""``python -m nameserver``: run a nameserver in the foreground.
+
+Prints ``nameserver ready on <host>:<port>`` once it serves requests; stops cleanly on SIGTERM
+or Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+
+from nameserver import config as ns_config
+from nameserver.server import create_server, serve
+from rocketspark.configfile import ConfigError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m nameserver", description="Run a rocketspark nameserver.")
+    parser.add_argument("--conf", help="TOML config file (see conf/nameserver.toml)")
+    parser.add_argument("--host", dest="listen_host", help="address to listen on")
+    parser.add_argument("--port", dest="listen_port", type=int, help="port to listen on; 0 picks a free one")
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = ns_config.load(args.conf, listen_host=args.listen_host, listen_port=args.listen_port)
+        asyncio.run(run(config))
+    except (ConfigError, OSError) as exc:
+        print(f"nameserver: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+async def run(config: ns_config.NameServerConfig) -> None:
+    server, _port, nameserver = create_server(config)
+    await serve(server, nameserver, ready=lambda address: print(f"nameserver ready on {address}", flush=True))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,31 @@
+"""Nameserver configuration: a frozen dataclass loaded from TOML; unknown keys are errors.
+
+Defaults follow RocketMQ 5.x: scan for silent brokers every 5 s, drop one silent for 120 s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rocketspark import configfile
+from rocketspark.configfile import ConfigError
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NameServerConfig:
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 9876  # 0 picks a free port
+    scan_interval_ms: int = 5000  # how often silent brokers are looked for (4.x: 10 s)
+    broker_expired_ms: int = 120_000  # a broker silent this long is dropped from routes
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.listen_port < 65536:
+            raise ConfigError(f"listen_port {self.listen_port} is not a port number (0-65535)")
+        if self.scan_interval_ms <= 0 or self.broker_expired_ms <= 0:
+            raise ConfigError("scan_interval_ms and broker_expired_ms must be positive")
+
+
+def load(path: str | Path | None, **overrides: Any) -> NameServerConfig:
+    return configfile.load(NameServerConfig, path, overrides)

@@ -1,0 +1,56 @@
+"""What every client object shares: nameserver addresses, one remoting client, the route cache."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Self
+
+from rocketspark.client.routes import RouteCache, resolve_nameservers
+from rocketspark.errors import NoRouteInfoError
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.types import TopicRouteData
+from rocketspark.remoting.client import DEFAULT_TIMEOUT_MS, RemotingClient, check
+
+
+class ClientBase:
+    """Base of Producer, Consumer and Admin. Use as a context manager or call ``close()``."""
+
+    def __init__(
+        self,
+        nameserver: str | list[str] | None = None,
+        *,
+        timeout_ms: int = DEFAULT_TIMEOUT_MS,
+        poll_interval_ms: int = 30_000,
+    ) -> None:
+        self.nameservers = resolve_nameservers(nameserver)
+        self.timeout_ms = timeout_ms
+        self.remoting = RemotingClient(peer_kind="broker", default_timeout_ms=timeout_ms)
+        self.routes = RouteCache(self.nameservers, self.remoting, poll_interval_ms=poll_interval_ms)
+        self.closed = False
+
+    def broker_address(self, route: TopicRouteData, broker_name: str) -> str:
+        address = route.address_of(broker_name)
+        if address is None:
+            raise NoRouteInfoError(
+                f'broker "{broker_name}" is not in the route of topic "{route.topic}"; known brokers: '
+                f"{', '.join(b.broker_name for b in route.brokers) or 'none'}"
+            )
+        return address
+
+    def call(self, address: str, request: RemotingCommand, timeout_ms: int | None = None, *ok: int) -> RemotingCommand:
+        """Invoke on a broker and raise for any response code not in SUCCESS + ``ok``."""
+        return check(self.remoting.invoke(address, request, timeout_ms), *ok)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.routes.close()
+            self.remoting.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
