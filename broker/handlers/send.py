@@ -8,9 +8,9 @@ is a batch (see :mod:`rocketspark.protocol.codec`); a single send is a batch of 
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from broker.store.recovery import tag_hash
+from broker.store.recovery import tag_hash as compute_tag_hash
 from rocketspark.errors import InvalidParameterError, MessageTooLargeError, NoPermissionError, TopicNotExistError
 from rocketspark.protocol import record
 from rocketspark.protocol.codec import decode_send_batch, payload_tags
@@ -22,6 +22,8 @@ from rocketspark.protocol.validation import validate_topic_name
 
 if TYPE_CHECKING:
     from broker.server import Broker
+
+_TAG_HASHES: dict[str | None, int] = {None: 0}  # tags repeat; hash each distinct one once
 
 
 def register(broker: Broker) -> None:
@@ -66,21 +68,24 @@ def check_writable(broker: Broker, config: TopicConfig) -> None:
                                 f"{Perm.describe(config.perm)})")
 
 
-def validate_entries(broker: Broker, body: bytes) -> tuple[list[tuple[int, bytes]], list[int]]:
+def validate_entries(broker: Broker, body: bytes) -> tuple[list[list[Any]], list[int]]:
     """Decode the batch, enforce the size limit, and compute each message's tag hash."""
     entries = decode_send_batch(body)
     limit = broker.config.max_message_bytes
-    items: list[tuple[int, bytes]] = []
     hashes: list[int] = []
-    for index, (born, payload) in enumerate(entries):
-        if len(payload) > limit + 1024:
-            raise MessageTooLargeError(_too_large(broker, index, len(payload), limit))
+    append = hashes.append
+    cache = _TAG_HASHES
+    for index, (_born, payload) in enumerate(entries):
         tags, body_len = payload_tags(payload)
         if body_len > limit:
             raise MessageTooLargeError(_too_large(broker, index, body_len, limit))
-        items.append((born, payload))
-        hashes.append(tag_hash(tags))
-    return items, hashes
+        tag_hash = cache.get(tags)
+        if tag_hash is None:
+            tag_hash = compute_tag_hash(tags)
+            if len(cache) < 4096:
+                cache[tags] = tag_hash
+        append(tag_hash)
+    return entries, hashes
 
 
 def _too_large(broker: Broker, index: int, size: int, limit: int) -> str:
@@ -109,13 +114,12 @@ async def handle_send(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
     status = SendStatus.SEND_OK
     if broker.config.flush_mode == "sync" and not await broker.store.wait_flushed(result.end_offset):
         status = SendStatus.FLUSH_DISK_TIMEOUT
-    first_phys = result.placed[0][0]
     return cmd.response(
         ext={
             "queueId": queue_id,
             "queueOffset": result.first_queue_offset,
-            "count": len(result.placed),
-            "msgId": record.msg_id(broker.name, first_phys),
+            "count": result.count,
+            "msgId": record.msg_id(broker.name, result.first_offset),
             "status": status.value,
         }
     )

@@ -16,8 +16,11 @@ import os
 import time
 import zlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from broker.store.consumequeue import ENTRY
 from broker.store.mappedfile import MappedFile
 from rocketspark.protocol import record
 
@@ -26,6 +29,17 @@ _REST_PACK = record.REST_HEADER.pack
 _MAGIC = record.RECORD_MAGIC
 _HEADER_SIZE = record.HEADER_SIZE
 _crc32 = zlib.crc32
+_ENTRY_PACK = ENTRY.pack
+
+
+@dataclass(frozen=True, slots=True)
+class Appended:
+    """Where an append landed: first record, log end after it, and its queue entries."""
+
+    first_offset: int
+    end_offset: int
+    count: int
+    entries: bytes  # consume-queue entries of the appended records, ready to append
 
 
 class CommitLog:
@@ -104,40 +118,47 @@ class CommitLog:
         queue_id: int,
         first_queue_offset: int,
         store_ms: int,
-        items: Sequence[tuple[int, bytes]],
-    ) -> list[tuple[int, int]]:
-        """Append one record per ``(born_ms, payload)``; return ``(log_offset, size)`` of each.
+        items: Sequence[Sequence[Any]],
+        tag_hashes: Sequence[int],
+    ) -> Appended:
+        """Append one record per ``(born_ms, payload)`` item and build their queue entries.
 
         Records of one call are contiguous unless a segment boundary intervenes. The caller
-        guarantees every record fits in an empty segment (the config enforces it).
+        guarantees every record fits in an empty segment (the config enforces it). This is
+        the broker's hottest loop, so it is written flat.
         """
         segment = self._writable()
         tlen = len(topic_bytes)
         base_size = _HEADER_SIZE + tlen
         limit = self.segment_bytes - record.MIN_BLANK_SIZE  # always leave room for a blank marker
-        pos = segment.wrote
-        start = pos
+        pos = start = segment.wrote
+        base = segment.base
         buf = bytearray()
-        placed: list[tuple[int, int]] = []
+        entries = bytearray()
+        rest_pack, prefix_pack, entry_pack, crc32, magic = _REST_PACK, _PREFIX_PACK, _ENTRY_PACK, _crc32, _MAGIC
+        first_phys = -1
         qoff = first_queue_offset
-        for born, payload in items:
+        for (born, payload), tag_hash in zip(items, tag_hashes, strict=True):
             size = base_size + len(payload)
             if pos + size > limit:
                 segment.append(buf)
                 segment.append(record.encode_blank(self.segment_bytes - segment.wrote))
                 segment = self._roll(segment.base + self.segment_bytes)
+                base = segment.base
                 buf = bytearray()
                 pos = start = 0
-            phys = segment.base + pos
-            rest = _REST_PACK(queue_id, qoff, phys, born, store_ms, 0, tlen) + topic_bytes + payload
-            buf += _PREFIX_PACK(size, _MAGIC, _crc32(rest))
+            phys = base + pos
+            if first_phys < 0:
+                first_phys = phys
+            rest = rest_pack(queue_id, qoff, phys, born, store_ms, 0, tlen) + topic_bytes + payload
+            buf += prefix_pack(size, magic, crc32(rest))
             buf += rest
-            placed.append((phys, size))
+            entries += entry_pack(phys, size, tag_hash)
             pos += size
             qoff += 1
         if pos > start:
             segment.append(buf)
-        return placed
+        return Appended(first_phys, base + pos, qoff - first_queue_offset, bytes(entries))
 
     # -- read ------------------------------------------------------------------------------
 

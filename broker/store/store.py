@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 from broker.store.commitlog import CommitLog
 from broker.store.consumequeue import ENTRY, ConsumeQueue
@@ -73,13 +74,10 @@ class GetResult:
 @dataclass(frozen=True, slots=True)
 class PutResult:
     first_queue_offset: int
-    placed: list[tuple[int, int]]  # (commit-log offset, size) of each record
+    first_offset: int  # commit-log offset of the first record
+    end_offset: int  # commit-log offset just past the last record
+    count: int
     store_ms: int
-
-    @property
-    def end_offset(self) -> int:
-        phys, size = self.placed[-1]
-        return phys + size
 
 
 @dataclass
@@ -204,19 +202,18 @@ class MessageStore:
     # -- write -------------------------------------------------------------------------------
 
     def put(
-        self, topic: str, queue_id: int, items: Sequence[tuple[int, bytes]], tag_hashes: Sequence[int]
+        self, topic: str, queue_id: int, items: Sequence[Sequence[Any]], tag_hashes: Sequence[int]
     ) -> PutResult:
         """Append messages (``(born_ms, payload)`` each) to one queue; readable on return."""
         cq = self.queues.get((topic, queue_id)) or self.queue(topic, queue_id)
         store_ms = int(time.time() * 1000)
-        pack = ENTRY.pack
         with self._append_lock:
             first = cq.max_offset
-            placed = self.commitlog.append_messages(topic.encode(), queue_id, first, store_ms, items)
-            cq.append(b"".join([pack(p, s, h) for (p, s), h in zip(placed, tag_hashes, strict=True)]))
-        self.stats.messages_put += len(placed)
-        self.stats.bytes_put += sum(s for _, s in placed)
-        return PutResult(first, placed, store_ms)
+            appended = self.commitlog.append_messages(topic.encode(), queue_id, first, store_ms, items, tag_hashes)
+            cq.append(appended.entries)
+        self.stats.messages_put += appended.count
+        self.stats.bytes_put += appended.end_offset - appended.first_offset
+        return PutResult(first, appended.first_offset, appended.end_offset, appended.count, store_ms)
 
     async def wait_flushed(self, offset: int) -> bool:
         """Sync flush: wait until the log is durable up to ``offset``; False on timeout."""

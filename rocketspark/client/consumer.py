@@ -12,6 +12,8 @@ queue really is).
 
 from __future__ import annotations
 
+import concurrent.futures
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from rocketspark.client.base import ClientBase
@@ -21,7 +23,7 @@ from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.record import RecordCorrupted
 from rocketspark.protocol.types import PullResult, PullStatus, decode_records
-from rocketspark.remoting.client import DEFAULT_TIMEOUT_MS
+from rocketspark.remoting.client import DEFAULT_TIMEOUT_MS, check
 
 _STATUS = {
     ResponseCode.SUCCESS: PullStatus.FOUND,
@@ -29,6 +31,7 @@ _STATUS = {
     ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
     ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
 }
+_STATUS_CODES = tuple(int(c) for c in _STATUS if c != ResponseCode.SUCCESS)
 
 
 def parse_tags(tags: str | list[str] | None) -> list[str] | None:
@@ -46,6 +49,17 @@ def parse_tags(tags: str | list[str] | None) -> list[str] | None:
 class Located:
     address: str
     ref: QueueRef
+
+
+@dataclass(frozen=True, slots=True)
+class _PullSpec:
+    topic: str
+    queue_id: int
+    offset: int
+    where: Located
+    wanted: list[str] | None
+    request: RemotingCommand
+    budget_ms: int
 
 
 class Consumer(ClientBase):
@@ -84,6 +98,34 @@ class Consumer(ClientBase):
             self.routes.invalidate(topic)  # the broker moved or the topic changed: re-learn next time
             raise
 
+    def _pull_spec(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_messages: int,
+        broker_name: str | None,
+        max_bytes: int | None,
+        tags: str | list[str] | None,
+        long_poll_ms: int,
+        timeout_ms: int | None,
+    ) -> _PullSpec:
+        where = self.locate(topic, queue_id, broker_name)
+        wanted = parse_tags(tags)
+        ext: dict[str, object] = {
+            "topic": topic,
+            "queueId": where.ref.queue_id,
+            "queueOffset": offset,
+            "maxMsgNums": max_messages,
+            "suspendTimeoutMs": long_poll_ms,
+        }
+        if max_bytes is not None:
+            ext["maxBytes"] = max_bytes
+        if wanted:
+            ext["tags"] = wanted
+        budget = (timeout_ms or self.timeout_ms) + long_poll_ms
+        return _PullSpec(topic, queue_id, offset, where, wanted, RemotingCommand.request(RequestCode.PULL_MESSAGE, ext), budget)
+
     def pull(
         self,
         topic: str,
@@ -98,41 +140,85 @@ class Consumer(ClientBase):
         timeout_ms: int | None = None,
     ) -> PullResult:
         """Read up to ``max_messages`` from ``offset``; wait up to ``long_poll_ms`` for new ones."""
-        where = self.locate(topic, queue_id, broker_name)
-        wanted = parse_tags(tags)
-        ext: dict[str, object] = {
-            "topic": topic,
-            "queueId": where.ref.queue_id,
-            "queueOffset": offset,
-            "maxMsgNums": max_messages,
-            "suspendTimeoutMs": long_poll_ms,
-        }
-        if max_bytes is not None:
-            ext["maxBytes"] = max_bytes
-        if wanted:
-            ext["tags"] = wanted
-        request = RemotingCommand.request(RequestCode.PULL_MESSAGE, ext)
-        budget = (timeout_ms or self.timeout_ms) + long_poll_ms
-        response = self._call(topic, where, request, budget, *[c for c in _STATUS if c != ResponseCode.SUCCESS])
+        spec = self._pull_spec(topic, queue_id, offset, max_messages, broker_name, max_bytes, tags, long_poll_ms, timeout_ms)
+        response = self._call(topic, spec.where, spec.request, spec.budget_ms, *_STATUS_CODES)
+        return self._finish(spec, response)
+
+    def _pull_async(self, spec: _PullSpec) -> concurrent.futures.Future[RemotingCommand]:
+        return self.remoting.invoke_async(spec.where.address, spec.request, spec.budget_ms)
+
+    def _finish(self, spec: _PullSpec, response: RemotingCommand) -> PullResult:
+        """Turn a pull response into a PullResult: status, decoded and CRC-checked messages."""
+        check(response, *_STATUS_CODES)
         status = _STATUS[ResponseCode(response.code)]
         messages = []
         if status is PullStatus.FOUND:
             try:
                 messages = decode_records(
-                    response.body, topic, where.ref.broker_name, queue_id=queue_id, verify=self.verify_crc
+                    response.body, spec.topic, spec.where.ref.broker_name, queue_id=spec.queue_id, verify=self.verify_crc
                 )
             except RecordCorrupted as exc:
                 raise DataCorruptedError(
-                    f'a record of {topic} queue {queue_id} (from offset {offset}, broker {where.ref.broker_name}) '
-                    f"failed its integrity check: {exc}; the broker's copy is damaged",
+                    f"a record of {spec.topic} queue {spec.queue_id} (read from offset {spec.offset} on broker "
+                    f"{spec.where.ref.broker_name}) failed its integrity check: {exc}; the broker's copy is damaged",
                 ) from None
-            if wanted:
-                allowed = set(wanted)
+            if spec.wanted:
+                allowed = set(spec.wanted)
                 messages = [m for m in messages if m.tags in allowed]  # hashes can collide; tags decide
                 if not messages:
                     status = PullStatus.NO_MATCHED_MSG
         ext_in = response.ext
         return PullResult(status, messages, int(ext_in["next"]), int(ext_in["min"]), int(ext_in["max"]))
+
+    def iter_range(
+        self,
+        topic: str,
+        queue_id: int,
+        start: int,
+        end: int | None = None,
+        *,
+        batch: int = 2000,
+        broker_name: str | None = None,
+        max_bytes: int | None = None,
+        tags: str | list[str] | None = None,
+        timeout_ms: int | None = None,
+    ) -> Iterator[PullResult]:
+        """Read ``[start, end)`` (or until caught up) as a stream of pulls.
+
+        The next pull is in flight while the caller decodes and uses the current one, so the
+        broker's work and the network overlap with the caller's. Stops early at an
+        OFFSET_ILLEGAL result, which it yields so the caller can see where the queue is.
+        """
+        offset = start
+        spec = self._pull_spec(topic, queue_id, offset, self._span(offset, end, batch), broker_name, max_bytes, tags, 0, timeout_ms)
+        pending = self._pull_async(spec)
+        while True:
+            try:
+                response = pending.result()
+            except (ConnectError, TopicNotExistError):
+                self.routes.invalidate(topic)
+                raise
+            code = response.code
+            nxt = int(response.ext.get("next", offset)) if isinstance(response.ext.get("next"), int) else offset
+            more = code in (ResponseCode.SUCCESS, ResponseCode.PULL_RETRY_IMMEDIATELY) and (end is None or nxt < end)
+            current = spec
+            if more:
+                spec = self._pull_spec(topic, queue_id, nxt, self._span(nxt, end, batch), broker_name, max_bytes, tags, 0, timeout_ms)
+                pending = self._pull_async(spec)
+            result = self._finish(current, response)
+            if end is not None and result.messages and result.messages[-1].queue_offset >= end:
+                result = PullResult(
+                    result.status, [m for m in result.messages if m.queue_offset < end], min(result.next_offset, end),
+                    result.min_offset, result.max_offset,
+                )
+            yield result
+            if not more:
+                return
+            offset = nxt
+
+    @staticmethod
+    def _span(offset: int, end: int | None, batch: int) -> int:
+        return batch if end is None else max(1, min(batch, end - offset))
 
     def _offset_request(self, code: int, topic: str, queue_id: int, broker_name: str | None, **extra: object) -> int:
         where = self.locate(topic, queue_id, broker_name)

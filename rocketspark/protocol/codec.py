@@ -75,6 +75,6 @@ def payload_tags(payload: bytes) -> tuple[str | None, int]:
     body, tags, keys, props = fields
     if type(body) is not bytes or not (tags is None or type(tags) is str):
         raise MalformedBody("message body must be bytes and tags a string or nil")
-    if type(keys) is not list or type(props) is not dict:
-        raise MalformedBody("message keys must be an array and properties a map")
+    if not (keys is None or type(keys) is list) or not (props is None or type(props) is dict):
+        raise MalformedBody("message keys must be an array (or nil) and properties a map (or nil)")
     return tags, len(body)

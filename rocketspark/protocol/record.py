@@ -17,7 +17,8 @@ Byte layout (big-endian, like RocketMQ's commit log)::
     48  u32  sys_flag          reserved bits, 0 today
     52  u16  topic_len
     54  ...  topic             UTF-8, topic_len bytes
-    ...  ...  payload          msgpack [body: bin, tags: str|nil, keys: [str], properties: {str: str}]
+    ...  ...  payload          msgpack [body: bin, tags: str|nil, keys: [str]|nil, properties: {str: str}|nil]
+                               (nil when empty: cheaper to decode than an empty array or map)
 
 A blank record is just ``total_size`` and ``BLANK_MAGIC``: the rest of its bytes are padding.
 """
@@ -51,7 +52,7 @@ class RecordCorrupted(ValueError):
 
 
 def encode_payload(body: bytes, tags: str | None, keys: list[str], properties: dict[str, str]) -> bytes:
-    return _pack_payload([body, tags, keys, properties])
+    return _pack_payload([body, tags, keys or None, properties or None])
 
 
 def encode_record(

@@ -271,8 +271,8 @@ def test_sync_flush_acknowledges_only_after_the_log_is_on_disk(store_path: Path)
 
     async def send() -> bool:
         payload = encode_payload(b"durable", None, [], {})
-        placed = store.put("t", 0, [(0, payload)], [0])
-        return await store.wait_flushed(placed.end_offset)
+        result = store.put("t", 0, [(0, payload)], [0])
+        return await store.wait_flushed(result.end_offset)
 
     assert asyncio.run(send()) is True
     assert store.flushed_offset >= store.commitlog.max_offset

@@ -1,0 +1,49 @@
+"""A do-nothing gRPC server on rocketspark's method path: the transport ceiling.
+
+It answers every Invoke with the same tiny success response and never looks at the request,
+so a benchmark that sends it the broker's exact batches measures what gRPC plus our client
+cost, with no broker work. Prints ``echo ready on <host>:<port>``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from typing import Any
+
+import grpc
+from grpc import aio
+
+sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent))
+
+from rocketspark.protocol import service  # noqa: E402
+from rocketspark.protocol.codes import Flag  # noqa: E402
+from rocketspark.protocol.command import RemotingCommand  # noqa: E402
+
+REPLY = RemotingCommand(
+    0, flag=Flag.RESPONSE, ext={"queueId": 0, "queueOffset": 0, "count": 100, "msgId": "0", "status": "SEND_OK"}
+).encode()
+
+
+async def invoke(raw: bytes, context: Any) -> bytes:
+    return REPLY
+
+
+async def main() -> None:
+    server = aio.server(options=list(service.SERVER_OPTIONS))
+    handler = grpc.method_handlers_generic_handler(
+        service.SERVICE_NAME, {service.INVOKE: grpc.unary_unary_rpc_method_handler(invoke)}
+    )
+    server.add_generic_rpc_handlers((handler,))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    print(f"echo ready on 127.0.0.1:{port}", flush=True)
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    await stop.wait()
+    await server.stop(0)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,39 @@
+"""Consumer half of the produce-to-pull latency benchmark, run as its own process.
+
+Long-polls one queue and, for every message, records now minus the send time the producer
+wrote into the body (CLOCK_MONOTONIC, shared by processes on one machine). Prints a JSON
+list of latencies in microseconds when it has seen ``count`` messages.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from rocketspark import Consumer, PullStatus  # noqa: E402
+
+
+def main(nameserver: str, topic: str, count: int) -> None:
+    latencies: list[int] = []
+    offset = 0
+    with Consumer(nameserver) as consumer:
+        print("consumer ready", flush=True)
+        deadline = time.monotonic() + 120
+        while len(latencies) < count and time.monotonic() < deadline:
+            result = consumer.pull(topic, 0, offset, 100, long_poll_ms=1000)
+            now = time.monotonic_ns()
+            if result.status is PullStatus.FOUND:
+                for message in result.messages:
+                    (sent,) = struct.unpack_from(">q", message.body)
+                    latencies.append((now - sent) // 1000)
+            offset = result.next_offset
+    print(json.dumps(latencies), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]))
