@@ -16,7 +16,7 @@ test: $(STAMP)
 	$(PY) -m pytest -q
 
 run: $(STAMP)
-	$(PY) -m rocketspark.main
+	$(PY) examples/main_job.py
 
 check: $(STAMP)
 	$(VENV)/bin/ruff format --check .

@@ -29,11 +29,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rocketspark import Admin, Consumer, LocalCluster, Message, Producer  # noqa: E402
-from rocketspark.protocol.codec import encode_send_batch  # noqa: E402
-from rocketspark.protocol.codes import RequestCode  # noqa: E402
-from rocketspark.protocol.command import RemotingCommand  # noqa: E402
-from rocketspark.remoting.client import RemotingClient  # noqa: E402
+from rocketspark import Admin, Consumer, LocalCluster, Message, Producer
+from rocketspark.protocol.codec import encode_send_batch
+from rocketspark.protocol.codes import RequestCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.remoting.client import RemotingClient
 
 HERE = Path(__file__).resolve().parent
 BATCH = 100
@@ -160,16 +160,24 @@ def main() -> None:
         echo.terminate()
         echo.wait(10)
 
-    print(f"\nrocketspark broker benchmark ({messages_n:,} msgs per ingest run, batches of {BATCH}, "
-          f"{THREADS} sender threads, async flush, 1 broker)\n")
-    print(f"{'body':>6} {'ingest msg/s':>14} {'echo ceiling':>14} {'ratio':>6} {'drain msg/s':>13} "
-          f"{'p50 ms':>7} {'p99 ms':>7}")
-    for size, ours, ceiling, drained, count, p50, p99 in rows:
-        print(f"{size:>5}B {ours:>14,.0f} {ceiling:>14,.0f} {ours / ceiling:>6.2f} {drained:>13,.0f} "
-              f"{p50:>7.2f} {p99:>7.2f}")
+    print(
+        f"\nrocketspark broker benchmark ({messages_n:,} msgs per ingest run, batches of {BATCH}, "
+        f"{THREADS} sender threads, async flush, 1 broker)\n"
+    )
+    print(
+        f"{'body':>6} {'ingest msg/s':>14} {'echo ceiling':>14} {'ratio':>6} {'drain msg/s':>13} "
+        f"{'p50 ms':>7} {'p99 ms':>7}"
+    )
+    for size, ours, ceiling, drained, _count, p50, p99 in rows:
+        print(
+            f"{size:>5}B {ours:>14,.0f} {ceiling:>14,.0f} {ours / ceiling:>6.2f} {drained:>13,.0f} "
+            f"{p50:>7.2f} {p99:>7.2f}"
+        )
     print("\ntargets (100 B): ingest >= 150,000 msg/s and >= 0.4x ceiling; drain >= 250,000 msg/s; p99 <= 2 ms")
-    print("reference (peer-baselines.md, this machine): Redis streams 100k ingest / 500k drain, "
-          "JetStream 50k / 150k, p99 ~0.7 ms")
+    print(
+        "reference (peer-baselines.md, this machine): Redis streams 100k ingest / 500k drain, "
+        "JetStream 50k / 150k, p99 ~0.7 ms"
+    )
 
 
 if __name__ == "__main__":

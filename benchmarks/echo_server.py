@@ -17,9 +17,9 @@ from grpc import aio
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent))
 
-from rocketspark.protocol import service  # noqa: E402
-from rocketspark.protocol.codes import Flag  # noqa: E402
-from rocketspark.protocol.command import RemotingCommand  # noqa: E402
+from rocketspark.protocol import service
+from rocketspark.protocol.codes import Flag
+from rocketspark.protocol.command import RemotingCommand
 
 REPLY = RemotingCommand(
     0, flag=Flag.RESPONSE, ext={"queueId": 0, "queueOffset": 0, "count": 100, "msgId": "0", "status": "SEND_OK"}

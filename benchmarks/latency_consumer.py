@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rocketspark import Consumer, PullStatus  # noqa: E402
+from rocketspark import Consumer, PullStatus
 
 
 def main(nameserver: str, topic: str, count: int) -> None:

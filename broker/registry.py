@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from typing import TYPE_CHECKING
 
 from rocketspark.errors import RocketSparkError
@@ -30,6 +31,8 @@ class Registry:
         self.client = RemotingClient(peer_kind="nameserver", default_timeout_ms=broker.config.register_timeout_ms)
         self._wake: asyncio.Event | None = None
         self._failing: set[str] = set()
+        self._lock = threading.Lock()  # an UNREGISTER must not be overtaken by a late REGISTER
+        self._stopped = False
         self.registrations = 0
 
     @property
@@ -62,7 +65,10 @@ class Registry:
             RequestCode.REGISTER_BROKER, {"brokerName": self.broker.name, "clusterName": self.broker.cluster}, body
         )
         try:
-            check(self.client.invoke(address, request))
+            with self._lock:
+                if self._stopped:
+                    return
+                check(self.client.invoke(address, request))
         except RocketSparkError as exc:
             if address not in self._failing:
                 log.warning("broker %s cannot register with nameserver %s: %s", self.broker.name, address, exc)
@@ -77,10 +83,12 @@ class Registry:
 
         def one(address: str) -> None:
             try:
-                self.client.invoke(address, RemotingCommand.request(RequestCode.UNREGISTER_BROKER, ext), 1000)
+                self.client.invoke(address, RemotingCommand.request(RequestCode.UNREGISTER_BROKER, ext))
             except RocketSparkError:
                 pass  # the nameserver will drop us after the silence timeout anyway
 
+        with self._lock:
+            self._stopped = True
         await asyncio.gather(*(asyncio.to_thread(one, a) for a in self.nameservers))
 
     def close(self) -> None:

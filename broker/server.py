@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import os
 import signal
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -87,9 +88,7 @@ class Broker:
             "addr": self.address,
             "perm": self.perm,
             "version": self.topics.version,
-            "topics": [
-                {**c.to_wire(), "perm": c.perm & (self.perm | Perm.INHERIT)} for c in self.topics.configs()
-            ],
+            "topics": [{**c.to_wire(), "perm": c.perm & (self.perm | Perm.INHERIT)} for c in self.topics.configs()],
         }
 
     def runtime_info(self) -> dict[str, Any]:
@@ -114,17 +113,17 @@ class Broker:
 
     # -- background work -------------------------------------------------------------------
 
-    async def _every(self, interval_ms: int, what: str, action: Callable[[], Awaitable[None] | None]) -> None:
+    async def _every(self, interval_ms: int, what: str, action: Callable[[], object]) -> None:
         while True:
             await asyncio.sleep(interval_ms / 1000)
             try:
                 result = action()
-                if result is not None:
+                if inspect.isawaitable(result):
                     await result
             except Exception:
                 log.exception("broker %s: periodic %s failed", self.name, what)
 
-    def background_tasks(self) -> list[Awaitable[None]]:
+    def background_tasks(self) -> list[Coroutine[Any, Any, None]]:
         return [
             self.registry.run(),
             self._every(self.config.offset_flush_interval_ms, "offset persist", self.offsets.persist),
@@ -156,7 +155,7 @@ async def start(server: aio.Server, broker: Broker) -> list[asyncio.Task[None]]:
             "clients will not find it",
             broker.name,
         )
-    tasks = [asyncio.create_task(t) for t in broker.background_tasks()]  # type: ignore[arg-type]
+    tasks = [asyncio.create_task(t) for t in broker.background_tasks()]
     await broker.registry.register_now()
     return tasks
 

@@ -61,9 +61,7 @@ class TopicTable:
 
     def persist(self) -> None:
         self.version += 1
-        write_json_atomic(
-            self.path, {"version": self.version, "topics": [t.to_json() for t in self.topics.values()]}
-        )
+        write_json_atomic(self.path, {"version": self.version, "topics": [t.to_json() for t in self.topics.values()]})
 
     def get(self, name: str) -> TopicConfig | None:
         entry = self.topics.get(name)

@@ -102,9 +102,7 @@ class NameServer:
             await asyncio.sleep(self.config.scan_interval_ms / 1000)
             for name in self.routes.scan_inactive():
                 self.dropped_brokers += 1
-                log.warning(
-                    "broker %s dropped: silent for more than %d ms", name, self.config.broker_expired_ms
-                )
+                log.warning("broker %s dropped: silent for more than %d ms", name, self.config.broker_expired_ms)
 
 
 def create_server(config: NameServerConfig) -> tuple[aio.Server, int, NameServer]:

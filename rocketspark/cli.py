@@ -35,7 +35,9 @@ def _ms(ts: int) -> str:
 def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     table = Table(title=title, title_justify="left")
     for column in columns:
-        table.add_column(column, justify="right" if column.endswith(("offset", "lag", "queues", "count", "#")) else "left")
+        table.add_column(
+            column, justify="right" if column.endswith(("offset", "lag", "queues", "count", "#")) else "left"
+        )
     for row in rows:
         table.add_row(*(str(v) for v in row))
     console.print(table)
@@ -96,7 +98,9 @@ def admin_clusters(args: argparse.Namespace) -> None:
     for cluster, names in info["clusters"].items():
         for name in names:
             b = info["brokers"][name]
-            rows.append((cluster, name, b["addr"], Perm.describe(b["perm"]), b["topics"], f"{b['lastUpdateAgoMs']} ms ago"))
+            rows.append(
+                (cluster, name, b["addr"], Perm.describe(b["perm"]), b["topics"], f"{b['lastUpdateAgoMs']} ms ago")
+            )
     _table("clusters", ["cluster", "broker", "address", "perm", "topics count", "last heartbeat"], rows)
 
 
@@ -130,7 +134,10 @@ def admin_status(args: argparse.Namespace) -> None:
     _table(
         f"status of {args.topic}",
         ["queue #", "broker", "physical queue", "min offset", "max offset", "last stored"],
-        [(r.queue_id, r.broker_name, r.physical_queue_id, r.min_offset, r.max_offset, _ms(r.last_store_ms)) for r in rows],
+        [
+            (r.queue_id, r.broker_name, r.physical_queue_id, r.min_offset, r.max_offset, _ms(r.last_store_ms))
+            for r in rows
+        ],
     )
 
 

@@ -227,7 +227,9 @@ class LocalCluster:
             conf = self.data_dir / "nameserver.toml"
             write_toml(conf, values)
             proc = ServerProcess(
-                "nameserver", [sys.executable, "-m", "nameserver", "--conf", str(conf)], self.data_dir / "nameserver.log"
+                "nameserver",
+                [sys.executable, "-m", "nameserver", "--conf", str(conf)],
+                self.data_dir / "nameserver.log",
             )
             self.nameserver = proc.start(self._child_env())
             self._procs["nameserver"] = proc
@@ -266,7 +268,9 @@ class LocalCluster:
         if self.processes:
             conf = self.data_dir / f"{name}.toml"
             write_toml(conf, values)
-            proc = ServerProcess(name, [sys.executable, "-m", "broker", "--conf", str(conf)], self.data_dir / f"{name}.log")
+            proc = ServerProcess(
+                name, [sys.executable, "-m", "broker", "--conf", str(conf)], self.data_dir / f"{name}.log"
+            )
             address = proc.start(self._child_env())
             self._procs[name] = proc
         else:

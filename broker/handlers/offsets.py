@@ -51,7 +51,9 @@ def register(broker: Broker) -> None:
         group, topic, queue_id = get_str(cmd, "consumerGroup"), get_str(cmd, "topic"), get_int(cmd, "queueId")
         offset = offsets.query(group, topic, queue_id)
         if offset is None:
-            return cmd.response(ResponseCode.QUERY_NOT_FOUND, remark=f"group {group} has no offset for {topic}/{queue_id}")
+            return cmd.response(
+                ResponseCode.QUERY_NOT_FOUND, remark=f"group {group} has no offset for {topic}/{queue_id}"
+            )
         return cmd.response(ext={"offset": offset})
 
     broker.dispatcher.register(RequestCode.GET_MAX_OFFSET, max_offset)

@@ -64,8 +64,9 @@ def check_writable(broker: Broker, config: TopicConfig) -> None:
             "maintenance); send to another broker of the topic"
         )
     if not config.perm & Perm.WRITE:
-        raise NoPermissionError(f'topic "{config.name}" is not writable on broker {broker.name} (perm '
-                                f"{Perm.describe(config.perm)})")
+        raise NoPermissionError(
+            f'topic "{config.name}" is not writable on broker {broker.name} (perm {Perm.describe(config.perm)})'
+        )
 
 
 def validate_entries(broker: Broker, body: bytes) -> tuple[list[list[Any]], list[int]]:
@@ -98,9 +99,9 @@ def _too_large(broker: Broker, index: int, size: int, limit: int) -> str:
 async def handle_send(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
     topic = get_str(cmd, "topic")
     validate_topic_name(topic)
+    items, hashes = validate_entries(broker, cmd.body)  # a malformed body is the first thing to report
     config = resolve_topic(broker, cmd, topic)
     check_writable(broker, config)
-    items, hashes = validate_entries(broker, cmd.body)
     queue_id = get_int(cmd, "queueId", -1)
     if queue_id < 0:
         queue_id = random.randrange(config.write_queue_nums)

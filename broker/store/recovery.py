@@ -164,9 +164,9 @@ def recover(
     report.log_end = _scan(commitlog, start_index, report, sink)
 
     for key, expected in checkpoint_queues.items():
-        if key not in sink.damaged and registry.accepts(key[0], report.log_end):
-            if registry.queue(*key).max_offset < expected:
-                sink.damaged.add(key)
+        alive = key not in sink.damaged and registry.accepts(key[0], report.log_end)
+        if alive and registry.queue(*key).max_offset < expected:
+            sink.damaged.add(key)
     report.redispatched += sink.count
     report.tombstones += sink.tombstones
     if sink.damaged:

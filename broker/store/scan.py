@@ -8,6 +8,7 @@ so that one bad record does not cost every record after it.
 
 from __future__ import annotations
 
+import mmap
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -62,7 +63,7 @@ def _parse(mm: memoryview, pos: int, segment: MappedFile, with_tags: bool) -> Sc
     return ScannedRecord(segment.base + pos, total, topic, qid, qoff, store, tags)
 
 
-def _resync(mm: memoryview, raw: bytes | bytearray, start: int, limit: int) -> int | None:
+def _resync(mm: memoryview, raw: mmap.mmap, start: int, limit: int) -> int | None:
     """Position of the next intact record after ``start``, or None."""
     probe = start + record.MIN_BLANK_SIZE  # a gap must hold its own marker
     while True:
@@ -126,7 +127,6 @@ def scan_segment(
         mm.release()
 
 
-def _data_end(raw: bytes | bytearray, pos: int, size: int) -> int:
+def _data_end(raw: mmap.mmap, pos: int, size: int) -> int:
     """One past the last non-zero byte at or after ``pos`` (how far the garbage goes)."""
     return pos + len(bytes(raw[pos:size]).rstrip(b"\0")) or pos
-

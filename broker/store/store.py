@@ -201,9 +201,7 @@ class MessageStore:
 
     # -- write -------------------------------------------------------------------------------
 
-    def put(
-        self, topic: str, queue_id: int, items: Sequence[Sequence[Any]], tag_hashes: Sequence[int]
-    ) -> PutResult:
+    def put(self, topic: str, queue_id: int, items: Sequence[Sequence[Any]], tag_hashes: Sequence[int]) -> PutResult:
         """Append messages (``(born_ms, payload)`` each) to one queue; readable on return."""
         cq = self.queues.get((topic, queue_id)) or self.queue(topic, queue_id)
         store_ms = int(time.time() * 1000)
@@ -402,4 +400,3 @@ def _parse_queue_table(checkpoint: dict[str, object] | None) -> dict[QueueKey, i
             if topic and qid.isdigit() and isinstance(value, int):
                 out[(topic, int(qid))] = value
     return out
-

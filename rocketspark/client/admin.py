@@ -182,7 +182,9 @@ class Admin(ClientBase):
         self._each_nameserver(code, {"brokerName": broker_name})
 
     def broker_runtime(self, broker_name: str) -> dict[str, Any]:
-        response = self.call(self._broker_address(broker_name), RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO))
+        response = self.call(
+            self._broker_address(broker_name), RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)
+        )
         info: dict[str, Any] = unpack(response.body)
         return info
 
@@ -200,4 +202,3 @@ class Admin(ClientBase):
         response = self.call_nameserver_at(target, RemotingCommand.request(RequestCode.GET_COUNTERS))
         counters: dict[str, Any] = unpack(response.body)
         return counters
-

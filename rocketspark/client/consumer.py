@@ -86,12 +86,15 @@ class Consumer(ClientBase):
             view = read_queues(route)
             if not 0 <= queue_id < len(view):
                 raise InvalidParameterError(
-                    f'queue {queue_id} does not exist: topic "{topic}" has {len(view)} readable queues (0-{len(view) - 1})'
+                    f'queue {queue_id} does not exist: topic "{topic}" has {len(view)} readable queues '
+                    f"(0-{len(view) - 1})"
                 )
             ref = view[queue_id]
         return Located(self.broker_address(route, ref.broker_name), ref)
 
-    def _call(self, topic: str, where: Located, request: RemotingCommand, timeout_ms: int | None, *ok: int) -> RemotingCommand:
+    def _call(
+        self, topic: str, where: Located, request: RemotingCommand, timeout_ms: int | None, *ok: int
+    ) -> RemotingCommand:
         try:
             return self.call(where.address, request, timeout_ms, *ok)
         except (ConnectError, TopicNotExistError):
@@ -124,7 +127,9 @@ class Consumer(ClientBase):
         if wanted:
             ext["tags"] = wanted
         budget = (timeout_ms or self.timeout_ms) + long_poll_ms
-        return _PullSpec(topic, queue_id, offset, where, wanted, RemotingCommand.request(RequestCode.PULL_MESSAGE, ext), budget)
+        return _PullSpec(
+            topic, queue_id, offset, where, wanted, RemotingCommand.request(RequestCode.PULL_MESSAGE, ext), budget
+        )
 
     def pull(
         self,
@@ -140,7 +145,9 @@ class Consumer(ClientBase):
         timeout_ms: int | None = None,
     ) -> PullResult:
         """Read up to ``max_messages`` from ``offset``; wait up to ``long_poll_ms`` for new ones."""
-        spec = self._pull_spec(topic, queue_id, offset, max_messages, broker_name, max_bytes, tags, long_poll_ms, timeout_ms)
+        spec = self._pull_spec(
+            topic, queue_id, offset, max_messages, broker_name, max_bytes, tags, long_poll_ms, timeout_ms
+        )
         response = self._call(topic, spec.where, spec.request, spec.budget_ms, *_STATUS_CODES)
         return self._finish(spec, response)
 
@@ -155,7 +162,11 @@ class Consumer(ClientBase):
         if status is PullStatus.FOUND:
             try:
                 messages = decode_records(
-                    response.body, spec.topic, spec.where.ref.broker_name, queue_id=spec.queue_id, verify=self.verify_crc
+                    response.body,
+                    spec.topic,
+                    spec.where.ref.broker_name,
+                    queue_id=spec.queue_id,
+                    verify=self.verify_crc,
                 )
             except RecordCorrupted as exc:
                 raise DataCorruptedError(
@@ -190,7 +201,9 @@ class Consumer(ClientBase):
         OFFSET_ILLEGAL result, which it yields so the caller can see where the queue is.
         """
         offset = start
-        spec = self._pull_spec(topic, queue_id, offset, self._span(offset, end, batch), broker_name, max_bytes, tags, 0, timeout_ms)
+        spec = self._pull_spec(
+            topic, queue_id, offset, self._span(offset, end, batch), broker_name, max_bytes, tags, 0, timeout_ms
+        )
         pending = self._pull_async(spec)
         while True:
             try:
@@ -203,13 +216,18 @@ class Consumer(ClientBase):
             more = code in (ResponseCode.SUCCESS, ResponseCode.PULL_RETRY_IMMEDIATELY) and (end is None or nxt < end)
             current = spec
             if more:
-                spec = self._pull_spec(topic, queue_id, nxt, self._span(nxt, end, batch), broker_name, max_bytes, tags, 0, timeout_ms)
+                spec = self._pull_spec(
+                    topic, queue_id, nxt, self._span(nxt, end, batch), broker_name, max_bytes, tags, 0, timeout_ms
+                )
                 pending = self._pull_async(spec)
             result = self._finish(current, response)
             if end is not None and result.messages and result.messages[-1].queue_offset >= end:
                 result = PullResult(
-                    result.status, [m for m in result.messages if m.queue_offset < end], min(result.next_offset, end),
-                    result.min_offset, result.max_offset,
+                    result.status,
+                    [m for m in result.messages if m.queue_offset < end],
+                    min(result.next_offset, end),
+                    result.min_offset,
+                    result.max_offset,
                 )
             yield result
             if not more:
@@ -232,13 +250,17 @@ class Consumer(ClientBase):
         """One past the newest message: the offset the next message will get."""
         return self._offset_request(RequestCode.GET_MAX_OFFSET, topic, queue_id, broker_name)
 
-    def offset_for_timestamp(self, topic: str, queue_id: int, timestamp_ms: int, *, broker_name: str | None = None) -> int:
+    def offset_for_timestamp(
+        self, topic: str, queue_id: int, timestamp_ms: int, *, broker_name: str | None = None
+    ) -> int:
         """The first offset stored at or after ``timestamp_ms`` (the max offset if none)."""
         return self._offset_request(
             RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, topic, queue_id, broker_name, timestamp=timestamp_ms
         )
 
-    def commit_offset(self, group: str, topic: str, queue_id: int, offset: int, *, broker_name: str | None = None) -> None:
+    def commit_offset(
+        self, group: str, topic: str, queue_id: int, offset: int, *, broker_name: str | None = None
+    ) -> None:
         where = self.locate(topic, queue_id, broker_name)
         ext = {"consumerGroup": group, "topic": topic, "queueId": where.ref.queue_id, "commitOffset": offset}
         self._call(topic, where, RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, ext), None)

@@ -48,7 +48,8 @@ RETRY_ON = (ConnectError, NoPermissionError, TopicNotExistError)
 @dataclass(frozen=True, slots=True)
 class PublishInfo:
     route: TopicRouteData
-    queues: list[QueueRef]
+    queues: list[QueueRef]  # writable now: what round robin picks from
+    stable: list[QueueRef]  # every write queue, writable or not: what keys and ids index
     template: str | None  # "TBW102" when sending through the auto-create template
 
 
@@ -90,15 +91,13 @@ class Producer(ClientBase):
                     f"Create it with `rocketspark admin create-topic {topic}`",
                     topic=topic,
                 ) from None
-            return PublishInfo(template, write_queues(template), self.create_topic_key)
+            queues = write_queues(template)
+            return PublishInfo(template, queues, queues, self.create_topic_key)
         queues = write_queues(route)
-        if not queues:
-            raise NoRouteInfoError(
-                f'No route info of this topic "{topic}": none of its brokers accepts writes now '
-                "(write permission wiped?)",
-                topic=topic,
-            )
-        return PublishInfo(route, queues, None)
+        stable = write_queues(route, writable_only=False)
+        if not stable:
+            raise NoRouteInfoError(f'No route info of this topic "{topic}": its route lists no queues', topic=topic)
+        return PublishInfo(route, queues, stable, None)
 
     def _template_route(self) -> TopicRouteData | None:
         try:
@@ -106,8 +105,12 @@ class Producer(ClientBase):
         except RocketSparkError:
             return None
         shrunk = tuple(
-            QueueData(q.broker_name, min(self.default_topic_queue_nums, q.read_queue_nums),
-                      min(self.default_topic_queue_nums, q.read_queue_nums), q.perm)
+            QueueData(
+                q.broker_name,
+                min(self.default_topic_queue_nums, q.read_queue_nums),
+                min(self.default_topic_queue_nums, q.read_queue_nums),
+                q.perm,
+            )
             for q in route.queues
         )
         return TopicRouteData(route.topic, route.brokers, shrunk)
@@ -115,6 +118,8 @@ class Producer(ClientBase):
     # -- selection ------------------------------------------------------------------------------
 
     def _pinned(self, message: Message, queues: list[QueueRef]) -> QueueRef | None:
+        """The queue a message is pinned to by id or key, indexing every write queue so that
+        a broker losing write permission makes its keys fail instead of silently moving."""
         if message.queue_id is not None:
             if not 0 <= message.queue_id < len(queues):
                 raise NoRouteInfoError(
@@ -127,6 +132,11 @@ class Producer(ClientBase):
         return None
 
     def _next(self, queues: list[QueueRef], avoid: str | None) -> QueueRef:
+        if not queues:
+            raise NoPermissionError(
+                "none of the topic's brokers accepts writes now (write permission wiped on all of them); "
+                "add it back with `rocketspark admin add-write-perm <broker>`"
+            )
         for _ in range(len(queues)):
             ref = queues[next(self._round_robin) % len(queues)]
             if ref.broker_name != avoid:
@@ -174,7 +184,7 @@ class Producer(ClientBase):
         last_error: RocketSparkError | None = None
         for attempt in range(attempts):
             info = self.publish_info(topic)
-            ref = (self._pinned(pinned, info.queues) if pinned else None) or self._next(info.queues, avoid)
+            ref = (self._pinned(pinned, info.stable) if pinned else None) or self._next(info.queues, avoid)
             try:
                 address = self.broker_address(info.route, ref.broker_name)
                 request = self._request(info, topic, ref, body, batch)
@@ -248,7 +258,7 @@ class Producer(ClientBase):
         """Send without waiting for any answer: fastest, and a failure goes unnoticed."""
         self._check(message)
         info = self.publish_info(message.topic)
-        ref = self._pinned(message, info.queues) or self._next(info.queues, None)
+        ref = self._pinned(message, info.stable) or self._next(info.queues, None)
         request = self._request(info, message.topic, ref, encode_send_batch([message]), False)
         self.remoting.invoke_oneway(self.broker_address(info.route, ref.broker_name), request)
 

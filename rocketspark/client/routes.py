@@ -70,19 +70,19 @@ def read_queues(route: TopicRouteData) -> list[QueueRef]:
     ]
 
 
-def write_queues(route: TopicRouteData) -> list[QueueRef]:
+def write_queues(route: TopicRouteData, *, writable_only: bool = True) -> list[QueueRef]:
+    """The topic's write queues in view order; with ``writable_only=False`` also those of
+    brokers whose write permission is wiped, so that indexes into the list stay stable."""
     return [
         QueueRef(q.broker_name, i)
         for q in sorted(route.queues, key=lambda q: q.broker_name)
-        if q.perm & Perm.WRITE and route.address_of(q.broker_name)
+        if (q.perm & Perm.WRITE or not writable_only) and route.address_of(q.broker_name)
         for i in range(q.write_queue_nums)
     ]
 
 
 class RouteCache:
-    def __init__(
-        self, nameservers: list[str], remoting: RemotingClient, *, poll_interval_ms: int = 30_000
-    ) -> None:
+    def __init__(self, nameservers: list[str], remoting: RemotingClient, *, poll_interval_ms: int = 30_000) -> None:
         self.nameservers = list(nameservers)
         self.remoting = remoting
         self.poll_interval_ms = poll_interval_ms
@@ -116,7 +116,9 @@ class RouteCache:
     def fetch(self, topic: str) -> TopicRouteData:
         """Ask a nameserver for a route now; TopicNotExistError when it has none."""
         self.queries += 1
-        response = check(self.call_nameserver(RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})))
+        response = check(
+            self.call_nameserver(RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}))
+        )
         return TopicRouteData.from_wire(unpack(response.body))
 
     # -- cache -----------------------------------------------------------------------------------
@@ -184,4 +186,3 @@ class RouteCache:
 
     def close(self) -> None:
         self._stop.set()
-

@@ -26,7 +26,8 @@ class MalformedBody(ValueError):
 
 
 def pack(value: Any) -> bytes:
-    return msgpack.packb(value, use_bin_type=True)
+    packed: bytes = msgpack.packb(value, use_bin_type=True)
+    return packed
 
 
 def unpack(data: bytes) -> Any:
@@ -45,7 +46,8 @@ def encode_send_batch(messages: Sequence[Message], payloads: Sequence[bytes] | N
     born = int(time.time() * 1000)
     if payloads is None:
         payloads = [message_payload(m) for m in messages]
-    return msgpack.packb([[born, p] for p in payloads], use_bin_type=True)
+    packed: bytes = msgpack.packb([[born, p] for p in payloads], use_bin_type=True)
+    return packed
 
 
 def decode_send_batch(body: bytes) -> list[list[Any]]:
@@ -54,12 +56,7 @@ def decode_send_batch(body: bytes) -> list[list[Any]]:
     if not isinstance(entries, list) or not entries:
         raise MalformedBody("send body must be a non-empty array of [born_ms, payload] entries")
     for entry in entries:
-        if (
-            type(entry) is not list
-            or len(entry) != 2
-            or type(entry[0]) is not int
-            or type(entry[1]) is not bytes
-        ):
+        if type(entry) is not list or len(entry) != 2 or type(entry[0]) is not int or type(entry[1]) is not bytes:
             raise MalformedBody("each send entry must be [born_ms: int, payload: bin]")
     return entries
 

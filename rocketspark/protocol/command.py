@@ -54,7 +54,12 @@ class RemotingCommand:
         return cls(code, opaque=next(_opaque_counter), ext=ext, body=body)
 
     def response(
-        self, code: int = ResponseCode.SUCCESS, *, remark: str = "", ext: dict[str, Any] | None = None, body: bytes = b""
+        self,
+        code: int = ResponseCode.SUCCESS,
+        *,
+        remark: str = "",
+        ext: dict[str, Any] | None = None,
+        body: bytes = b"",
     ) -> RemotingCommand:
         """The response to this request: same opaque, response bit set."""
         return RemotingCommand(code, opaque=self.opaque, flag=Flag.RESPONSE, remark=remark, ext=ext, body=body)
@@ -68,7 +73,10 @@ class RemotingCommand:
         return bool(self.flag & Flag.ONEWAY)
 
     def encode(self) -> bytes:
-        return msgpack.packb([self.code, self.opaque, self.flag, self.remark, self.ext, self.body], use_bin_type=True)
+        packed: bytes = msgpack.packb(
+            [self.code, self.opaque, self.flag, self.remark, self.ext, self.body], use_bin_type=True
+        )
+        return packed
 
     @classmethod
     def decode(cls, data: bytes) -> RemotingCommand:

@@ -52,7 +52,8 @@ class RecordCorrupted(ValueError):
 
 
 def encode_payload(body: bytes, tags: str | None, keys: list[str], properties: dict[str, str]) -> bytes:
-    return _pack_payload([body, tags, keys or None, properties or None])
+    packed: bytes = _pack_payload([body, tags, keys or None, properties or None])
+    return packed
 
 
 def encode_record(

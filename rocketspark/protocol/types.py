@@ -32,7 +32,11 @@ class Perm:
 
     @staticmethod
     def describe(perm: int) -> str:
-        return ("R" if perm & Perm.READ else "-") + ("W" if perm & Perm.WRITE else "-") + ("X" if perm & Perm.INHERIT else "-")
+        return (
+            ("R" if perm & Perm.READ else "-")
+            + ("W" if perm & Perm.WRITE else "-")
+            + ("X" if perm & Perm.INHERIT else "-")
+        )
 
 
 class Message:
@@ -91,8 +95,19 @@ class MessageExt(tuple):  # type: ignore[type-arg]
     ) -> MessageExt:
         return _tuple_new(
             cls,
-            (topic, queue_id, queue_offset, body, tags, keys, properties, born_timestamp, store_timestamp,
-             commitlog_offset, broker_name),
+            (
+                topic,
+                queue_id,
+                queue_offset,
+                body,
+                tags,
+                keys,
+                properties,
+                born_timestamp,
+                store_timestamp,
+                commitlog_offset,
+                broker_name,
+            ),
         )
 
     topic: str = property(itemgetter(0))  # type: ignore[assignment]
@@ -155,7 +170,9 @@ def decode_records(
                 raise record.RecordCorrupted(f"CRC mismatch in the record at queue offset {qoff}", pos)
             body, tags, keys, props = unpackb(view[pos + header_size + tlen : stop])
             qid_out = qid if queue_id is None else queue_id
-            append(new(cls, (topic, qid_out, qoff + offset_delta, body, tags, keys, props, born, store, phys, broker_name)))
+            append(
+                new(cls, (topic, qid_out, qoff + offset_delta, body, tags, keys, props, born, store, phys, broker_name))
+            )
             pos = stop
     except struct.error as exc:
         raise record.RecordCorrupted(f"truncated record at byte {pos} of the response", pos) from exc

@@ -18,6 +18,4 @@ def validate_topic_name(name: str) -> None:
     if len(name) > TOPIC_NAME_MAX:
         raise IllegalTopicNameError(f'topic name "{name[:40]}..." is {len(name)} characters; the limit is 127')
     if not _TOPIC_NAME.match(name):
-        raise IllegalTopicNameError(
-            f'topic name "{name}" is illegal: use only letters, digits, "_", "-", "%" and "|"'
-        )
+        raise IllegalTopicNameError(f'topic name "{name}" is illegal: use only letters, digits, "_", "-", "%" and "|"')

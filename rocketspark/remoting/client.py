@@ -139,7 +139,12 @@ class RemotingClient:
         """Fire and forget: the peer acknowledges at once and failures are only logged."""
         request.flag |= Flag.ONEWAY
         future = self.invoke_async(address, request, timeout_ms)
-        future.add_done_callback(lambda f: f.exception() and log.debug("oneway to %s failed: %s", address, f.exception()))
+
+        def report(done: concurrent.futures.Future[RemotingCommand]) -> None:
+            if done.exception() is not None:
+                log.debug("oneway call to %s failed: %s", address, done.exception())
+
+        future.add_done_callback(report)
 
     def open_push_stream(self, address: str, client_id: str) -> Iterator[RemotingCommand]:
         """Open the server-push stream; iterate it in a thread, cancel it with ``cancel()``."""

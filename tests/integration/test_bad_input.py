@@ -1,0 +1,149 @@
+"""Bad input gets a clear error, and the servers stay up."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import grpc
+import msgpack
+import pytest
+
+from rocketspark import Admin, Consumer, LocalCluster, Message, Producer, PullStatus
+from rocketspark.errors import (
+    IllegalTopicNameError,
+    InvalidAddressError,
+    InvalidParameterError,
+    MessageTooLargeError,
+    NoNameServerError,
+    NoRouteInfoError,
+)
+from rocketspark.protocol import service
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.command import RemotingCommand
+from tests.helpers import free_port
+
+pytestmark = pytest.mark.integration
+
+
+def test_no_nameserver_address_is_a_clear_error() -> None:
+    with pytest.raises(NoNameServerError, match=r"No name server address, please set it.*ROCKETSPARK_NAMESRV"):
+        Producer()
+
+
+def test_a_nameserver_that_is_not_running_is_named_in_the_error() -> None:
+    address = f"127.0.0.1:{free_port()}"
+    with Producer(address) as producer, pytest.raises(NoRouteInfoError) as info:
+        producer.send(Message("orders", b"x"))
+    assert f'No route info of this topic "orders": no nameserver answered: cannot reach nameserver at {address}' in str(
+        info.value
+    )
+    assert "(connection refused). Is it running?" in str(info.value)
+
+
+def test_a_malformed_address_is_rejected_before_any_call() -> None:
+    with pytest.raises(InvalidAddressError, match='"localhost" is not a valid address: expected host:port'):
+        Consumer("localhost")
+
+
+def test_an_unknown_topic_with_auto_create_off_explains_why(shared_cluster: LocalCluster) -> None:
+    with Producer(shared_cluster.nameserver) as producer, pytest.raises(NoRouteInfoError) as info:
+        producer.send(Message("never-created", b"x"))
+    text = str(info.value)
+    assert 'No route info of this topic "never-created"' in text
+    assert "no broker offers auto-creation either (auto_create_topic_enable is off)" in text
+    assert "rocketspark admin create-topic never-created" in text
+
+
+def test_an_oversized_message_is_refused_by_the_producer(shared_cluster: LocalCluster, topic_name: str) -> None:
+    with (
+        Producer(shared_cluster.nameserver, max_message_bytes=1000) as producer,
+        pytest.raises(MessageTooLargeError) as info,
+    ):
+        producer.send(Message(topic_name, b"x" * 1001))
+    assert "1001 bytes, over the producer's limit of 1000 bytes" in str(info.value)
+
+
+def test_an_oversized_message_is_refused_by_the_broker_and_nothing_is_stored(
+    make_cluster: Callable[..., LocalCluster], topic_name: str
+) -> None:
+    cluster = make_cluster(brokers=1, broker_config={"max_message_bytes": 10_000})
+    with Admin(cluster.nameserver) as admin:
+        admin.create_topic(topic_name, queues=1)
+    with Producer(cluster.nameserver, max_message_bytes=1 << 20) as producer:
+        with pytest.raises(MessageTooLargeError, match="over broker broker-a's limit of 10000 bytes"):
+            producer.send_batch([Message(topic_name, b"ok"), Message(topic_name, b"x" * 20_000)])
+        producer.send(Message(topic_name, b"fine"))
+    with Consumer(cluster.nameserver) as consumer:
+        assert [m.body for m in consumer.pull(topic_name, 0, 0).messages] == [b"fine"]  # all-or-nothing batch
+
+
+def test_an_illegal_topic_name_is_refused_by_client_and_broker(shared_cluster: LocalCluster) -> None:
+    with Producer(shared_cluster.nameserver) as producer, pytest.raises(IllegalTopicNameError, match="illegal"):
+        producer.send(Message("bad topic!", b"x"))
+    with Admin(shared_cluster.nameserver) as admin, pytest.raises(IllegalTopicNameError):
+        admin.create_topic("a" * 200)
+    response = _raw_call(
+        shared_cluster.brokers["broker-a"],
+        RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, {"topic": "no/slashes"}).encode(),
+    )
+    assert response.code == ResponseCode.INVALID_PARAMETER and "illegal" in response.remark
+
+
+def _raw_call(address: str, payload: bytes) -> RemotingCommand:
+    with grpc.insecure_channel(address) as channel:
+        return RemotingCommand.decode(channel.unary_unary(service.INVOKE_PATH)(payload, timeout=5))
+
+
+@pytest.mark.parametrize(
+    ("payload", "code", "fragment"),
+    [
+        (b"\x00\x01garbage", ResponseCode.MALFORMED_REQUEST, "malformed request"),
+        (msgpack.packb({"not": "a command"}), ResponseCode.MALFORMED_REQUEST, "must be a msgpack array"),
+        (
+            RemotingCommand.request(RequestCode.SEND_MESSAGE, {"topic": "t"}, b"\xc1").encode(),
+            ResponseCode.MALFORMED_REQUEST,
+            "not valid msgpack",
+        ),
+        (
+            RemotingCommand.request(RequestCode.PULL_MESSAGE, {"topic": "t"}).encode(),
+            ResponseCode.MALFORMED_REQUEST,
+            'missing the header field "queueId"',
+        ),
+        (
+            RemotingCommand.request(
+                RequestCode.PULL_MESSAGE, {"topic": "t", "queueId": "0", "queueOffset": 0}
+            ).encode(),
+            ResponseCode.MALFORMED_REQUEST,
+            'header field "queueId" must be int',
+        ),
+        (RemotingCommand.request(4242).encode(), ResponseCode.REQUEST_CODE_NOT_SUPPORTED, "4242 is not supported"),
+    ],
+)
+def test_malformed_requests_straight_to_the_grpc_port_get_an_answer(
+    shared_cluster: LocalCluster, topic_name: str, payload: bytes, code: int, fragment: str
+) -> None:
+    envelope_only = code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED or b"garbage" in payload or b"not" in payload
+    targets = [shared_cluster.brokers["broker-a"]] + ([shared_cluster.nameserver] if envelope_only else [])
+    for address in targets:
+        response = _raw_call(address, payload)
+        assert response.code == code and fragment in response.remark
+    with Admin(shared_cluster.nameserver) as admin:  # still serving
+        admin.create_topic(topic_name, queues=1)
+    with Producer(shared_cluster.nameserver) as producer:
+        assert producer.send(Message(topic_name, b"after")).queue_offset == 0
+
+
+def test_pulls_outside_the_queue_are_statuses_not_exceptions(shared_cluster: LocalCluster, topic_name: str) -> None:
+    with Admin(shared_cluster.nameserver) as admin:
+        admin.create_topic(topic_name, queues=1, brokers=["broker-a"])
+    with Producer(shared_cluster.nameserver) as producer:
+        producer.send_batch([Message(topic_name, b"x")] * 5)
+    with Consumer(shared_cluster.nameserver) as consumer:
+        above = consumer.pull(topic_name, 0, 50)
+        assert (above.status, above.next_offset, above.max_offset) == (PullStatus.OFFSET_ILLEGAL, 5, 5)
+        at_end = consumer.pull(topic_name, 0, 5)
+        assert (at_end.status, at_end.next_offset) == (PullStatus.NO_NEW_MSG, 5)
+        below = consumer.pull(topic_name, 0, -3)
+        assert (below.status, below.next_offset) == (PullStatus.OFFSET_ILLEGAL, 0)
+        with pytest.raises(InvalidParameterError, match="queue 9 does not exist"):
+            consumer.pull(topic_name, 9, 0)

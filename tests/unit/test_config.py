@@ -1,0 +1,61 @@
+"""Config files: strict keys and types, sane combinations, clear messages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from broker import config as broker_config
+from nameserver import config as ns_config
+from rocketspark.configfile import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_shipped_config_files_load() -> None:
+    assert broker_config.load(ROOT / "conf" / "broker-a.toml").broker_name == "broker-a"
+    assert broker_config.load(ROOT / "conf" / "broker-b.toml").listen_port == 10921
+    assert ns_config.load(ROOT / "conf" / "nameserver.toml").listen_port == 9876
+
+
+def test_an_unknown_key_is_an_error_naming_the_key(tmp_path: Path) -> None:
+    path = tmp_path / "b.toml"
+    path.write_text('broker_name = "x"\nflush_modee = "sync"\n')
+    with pytest.raises(ConfigError, match=r"unknown key.*flush_modee"):
+        broker_config.load(path)
+
+
+def test_a_value_of_the_wrong_type_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "b.toml"
+    path.write_text('listen_port = "10911"\n')
+    with pytest.raises(ConfigError, match="listen_port must be int"):
+        broker_config.load(path)
+
+
+def test_invalid_toml_is_reported_with_the_file_name(tmp_path: Path) -> None:
+    path = tmp_path / "b.toml"
+    path.write_text("listen_port = = 1\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        broker_config.load(path)
+
+
+def test_a_missing_file_is_reported() -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        broker_config.load("/no/such/file.toml")
+
+
+def test_segments_must_hold_the_largest_message() -> None:
+    with pytest.raises(ConfigError, match="segment_bytes"):
+        broker_config.load(None, segment_bytes=1024 * 1024, max_message_bytes=4 * 1024 * 1024)
+
+
+def test_flush_mode_is_checked() -> None:
+    with pytest.raises(ConfigError, match='flush_mode must be "async" or "sync"'):
+        broker_config.load(None, flush_mode="sometimes")
+
+
+def test_command_line_overrides_win_over_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "b.toml"
+    path.write_text("listen_port = 1234\n")
+    assert broker_config.load(path, listen_port=0).listen_port == 0

@@ -1,0 +1,43 @@
+"""The error hierarchy and its code table."""
+
+from __future__ import annotations
+
+from rocketspark import errors
+from rocketspark.protocol.codes import ResponseCode
+
+
+def test_every_server_error_code_maps_back_to_its_most_general_class() -> None:
+    assert type(errors.error_for_response(ResponseCode.TOPIC_NOT_EXIST, "x")) is errors.TopicNotExistError
+    assert type(errors.error_for_response(ResponseCode.MESSAGE_ILLEGAL, "x")) is errors.MessageIllegalError
+    assert type(errors.error_for_response(ResponseCode.SYSTEM_BUSY, "x")) is errors.SystemBusyError
+
+
+def test_the_servers_class_name_selects_a_more_specific_subclass() -> None:
+    err = errors.error_for_response(ResponseCode.MESSAGE_ILLEGAL, "too big", "MessageTooLargeError")
+    assert isinstance(err, errors.MessageTooLargeError) and err.message == "too big"
+
+
+def test_a_class_name_from_another_code_is_ignored() -> None:
+    err = errors.error_for_response(ResponseCode.TOPIC_NOT_EXIST, "x", "MessageTooLargeError")
+    assert type(err) is errors.TopicNotExistError
+
+
+def test_an_unknown_code_becomes_a_server_error_that_keeps_the_code() -> None:
+    err = errors.error_for_response(4242, "")
+    assert type(err) is errors.ServerError and err.details["code"] == 4242
+    assert "4242" in err.message
+
+
+def test_retriable_errors_are_marked() -> None:
+    assert errors.ConnectError.retriable and errors.SystemBusyError.retriable
+    assert not errors.TopicNotExistError.retriable and not errors.MessageTooLargeError.retriable
+
+
+def test_codes_are_distinct_across_unrelated_classes() -> None:
+    seen: dict[int, type] = {}
+    for cls in errors._all_subclasses(errors.RocketSparkError):
+        if cls in (errors.ClientError, errors.ServerError):
+            continue  # abstract families, never raised
+        if cls.code in seen and not (issubclass(cls, seen[cls.code]) or issubclass(seen[cls.code], cls)):
+            raise AssertionError(f"{cls.__name__} and {seen[cls.code].__name__} share code {cls.code}")
+        seen.setdefault(cls.code, cls)

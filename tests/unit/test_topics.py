@@ -1,0 +1,32 @@
+"""The broker's topic table and the TBW102 auto-create rule (seeds 002 and 004)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from broker.topics import AUTO_CREATE_TOPIC, TopicTable
+from rocketspark.protocol.types import Perm, TopicConfig
+
+
+def test_auto_create_takes_the_smaller_of_the_template_and_the_client_queue_count(tmp_path: Path) -> None:
+    table = TopicTable(tmp_path / "topics.json")
+    table.set_auto_create(True, 8, 0)
+    assert table.auto_create("small", AUTO_CREATE_TOPIC, 4, 0) == TopicConfig("small", 4, 4, Perm.READ_WRITE)
+    assert table.auto_create("capped", AUTO_CREATE_TOPIC, 16, 0) == TopicConfig("capped", 8, 8, Perm.READ_WRITE)
+
+
+def test_auto_create_is_refused_without_the_template(tmp_path: Path) -> None:
+    table = TopicTable(tmp_path / "topics.json")
+    table.set_auto_create(False, 8, 0)
+    assert table.auto_create("x", AUTO_CREATE_TOPIC, 4, 0) is None
+    table.put(TopicConfig("plain", 4, 4, Perm.READ_WRITE), 0)
+    assert table.auto_create("y", "plain", 4, 0) is None  # a template needs the INHERIT bit
+
+
+def test_topics_survive_a_reload_with_their_start_offset(tmp_path: Path) -> None:
+    table = TopicTable(tmp_path / "topics.json")
+    table.put(TopicConfig("orders", 2, 2, Perm.READ_WRITE), 4096)
+    again = TopicTable(tmp_path / "topics.json")
+    again.load()
+    assert again.get("orders") == TopicConfig("orders", 2, 2, Perm.READ_WRITE)
+    assert again.accepts("orders", 4096) and not again.accepts("orders", 4095)
