@@ -84,6 +84,7 @@ class RemotingClient:
         self._lock = threading.Lock()
         self._pid = os.getpid()
         self._closed = False
+        self._oneway: set[concurrent.futures.Future[RemotingCommand]] = set()
 
     def _peer(self, address: str) -> _Peer:
         if os.getpid() != self._pid:  # forked: the parent's channels are unusable here
@@ -136,11 +137,19 @@ class RemotingClient:
         return result
 
     def invoke_oneway(self, address: str, request: RemotingCommand, timeout_ms: int | None = None) -> None:
-        """Fire and forget: the peer acknowledges at once and failures are only logged."""
+        """Fire and forget: the peer acknowledges at once and failures are only logged.
+
+        ``close()`` waits (briefly) for oneway calls still in flight, so that closing a client
+        right after a oneway send does not cancel it.
+        """
         request.flag |= Flag.ONEWAY
         future = self.invoke_async(address, request, timeout_ms)
+        with self._lock:
+            self._oneway.add(future)
 
         def report(done: concurrent.futures.Future[RemotingCommand]) -> None:
+            with self._lock:
+                self._oneway.discard(done)
             if done.exception() is not None:
                 log.debug("oneway call to %s failed: %s", address, done.exception())
 
@@ -152,7 +161,10 @@ class RemotingClient:
         call = self._peer(address).push(request.encode())
         return _PushStream(call, address, self.peer_kind)
 
-    def close(self) -> None:
+    def close(self, *, oneway_grace_s: float = 2.0) -> None:
+        with self._lock:
+            pending = list(self._oneway)
+        concurrent.futures.wait(pending, timeout=oneway_grace_s)
         with self._lock:
             self._closed = True
             peers, self._peers = self._peers, {}
