@@ -13,6 +13,7 @@ is outside [min, max]; ``next`` says where to go). The body is the stored record
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from broker.store.recovery import tag_hash
@@ -43,7 +44,11 @@ def register(broker: Broker) -> None:
     async def pull(cmd: RemotingCommand) -> RemotingCommand:
         return await handle_pull(broker, cmd)
 
+    def stream(cmd: RemotingCommand) -> AsyncIterator[RemotingCommand]:
+        return stream_pull(broker, cmd)
+
     broker.dispatcher.register(RequestCode.PULL_MESSAGE, pull)
+    broker.dispatcher.register_stream(RequestCode.PULL_MESSAGE, stream)
 
 
 def check_readable(broker: Broker, topic: str, queue_id: int) -> None:
@@ -59,36 +64,80 @@ def check_readable(broker: Broker, topic: str, queue_id: int) -> None:
         )
 
 
-async def handle_pull(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
-    topic = get_str(cmd, "topic")
-    queue_id = get_int(cmd, "queueId")
-    offset = get_int(cmd, "queueOffset")
-    check_readable(broker, topic, queue_id)
-    max_messages = min(max(get_int(cmd, "maxMsgNums", 32), 1), MAX_MESSAGES_PER_PULL)
-    max_bytes = min(max(get_int(cmd, "maxBytes", broker.config.max_pull_bytes), 1), broker.config.max_pull_bytes)
-    suspend_ms = min(max(get_int(cmd, "suspendTimeoutMs", 0), 0), broker.config.max_long_poll_ms)
-    tags = get_list(cmd, "tags", None)
-    tag_hashes = frozenset(tag_hash(str(t)) for t in tags) if tags else None
-    group = get_str(cmd, "consumerGroup", "")
-    commit = get_int(cmd, "commitOffset", -1)
-    if group and commit >= 0:
-        broker.offsets.commit(group, topic, queue_id, commit)
+class _PullRequest:
+    """A parsed pull request; ``read`` reads from any offset with its limits."""
 
-    def read() -> GetResult:
-        return broker.store.get(
-            topic, queue_id, offset, max_messages=max_messages, max_bytes=max_bytes, tag_hashes=tag_hashes
+    def __init__(self, broker: Broker, cmd: RemotingCommand) -> None:
+        self.broker = broker
+        self.topic = get_str(cmd, "topic")
+        self.queue_id = get_int(cmd, "queueId")
+        self.offset = get_int(cmd, "queueOffset")
+        check_readable(broker, self.topic, self.queue_id)
+        self.max_messages = min(max(get_int(cmd, "maxMsgNums", 32), 1), MAX_MESSAGES_PER_PULL)
+        limit = broker.config.max_pull_bytes
+        self.max_bytes = min(max(get_int(cmd, "maxBytes", limit), 1), limit)
+        self.suspend_ms = min(max(get_int(cmd, "suspendTimeoutMs", 0), 0), broker.config.max_long_poll_ms)
+        tags = get_list(cmd, "tags", None)
+        self.tag_hashes = frozenset(tag_hash(str(t)) for t in tags) if tags else None
+        group = get_str(cmd, "consumerGroup", "")
+        commit = get_int(cmd, "commitOffset", -1)
+        if group and commit >= 0:
+            broker.offsets.commit(group, self.topic, self.queue_id, commit)
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.topic, self.queue_id)
+
+    def read(self, offset: int) -> GetResult:
+        return self.broker.store.get(
+            self.topic,
+            self.queue_id,
+            offset,
+            max_messages=self.max_messages,
+            max_bytes=self.max_bytes,
+            tag_hashes=self.tag_hashes,
         )
 
-    result = read()
-    deadline = time.monotonic() + suspend_ms / 1000
-    while _CODES[result.status] == ResponseCode.PULL_NOT_FOUND and suspend_ms > 0:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            break
-        await broker.longpoll.wait((topic, queue_id), remaining)
-        result = read()
+
+def _response(cmd: RemotingCommand, result: GetResult) -> RemotingCommand:
     return cmd.response(
         _CODES[result.status],
         ext={"next": result.next_offset, "min": result.min_offset, "max": result.max_offset},
         body=result.body,
     )
+
+
+async def handle_pull(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
+    request = _PullRequest(broker, cmd)
+    result = request.read(request.offset)
+    deadline = time.monotonic() + request.suspend_ms / 1000
+    while _CODES[result.status] == ResponseCode.PULL_NOT_FOUND and request.suspend_ms > 0:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        await broker.longpoll.wait(request.key, remaining)
+        result = request.read(request.offset)
+    return _response(cmd, result)
+
+
+async def stream_pull(broker: Broker, cmd: RemotingCommand) -> AsyncIterator[RemotingCommand]:
+    """A pull that keeps going: send each batch as soon as it is stored, for ``suspendTimeoutMs``.
+
+    It ends at that deadline with a PULL_NOT_FOUND carrying the next offset, or at once on
+    PULL_OFFSET_MOVED. gRPC flow control holds the loop back when the consumer is slower.
+    """
+    request = _PullRequest(broker, cmd)
+    offset = request.offset
+    deadline = time.monotonic() + max(request.suspend_ms, 1) / 1000
+    while True:
+        result = request.read(offset)
+        code = _CODES[result.status]
+        if code in (ResponseCode.SUCCESS, ResponseCode.PULL_RETRY_IMMEDIATELY):
+            yield _response(cmd, result)
+            offset = result.next_offset
+            continue
+        remaining = deadline - time.monotonic()
+        if code != ResponseCode.PULL_NOT_FOUND or remaining <= 0:
+            yield _response(cmd, result)
+            return
+        await broker.longpoll.wait(request.key, remaining)

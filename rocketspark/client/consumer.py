@@ -234,6 +234,43 @@ class Consumer(ClientBase):
                 return
             offset = nxt
 
+    def follow(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        *,
+        max_messages: int = 256,
+        broker_name: str | None = None,
+        max_bytes: int | None = None,
+        tags: str | list[str] | None = None,
+        window_ms: int = 30_000,
+    ) -> Iterator[PullResult]:
+        """Follow a queue from ``offset``: yield each batch the moment the broker stores it.
+
+        One streaming pull carries many batches, so a new message costs one network hop
+        instead of a pull round trip; the stream is renewed every ``window_ms``. Iterate for
+        as long as you want messages; stop iterating (or ``close()`` the generator) to end it.
+        An OFFSET_ILLEGAL result is yielded and ends the iteration.
+        """
+        while True:
+            spec = self._pull_spec(topic, queue_id, offset, max_messages, broker_name, max_bytes, tags, window_ms, None)
+            responses = self.remoting.invoke_stream(spec.where.address, spec.request, window_ms + self.timeout_ms)
+            try:
+                for response in responses:
+                    result = self._finish(spec, response)
+                    if result.status is PullStatus.OFFSET_ILLEGAL:
+                        yield result
+                        return
+                    offset = result.next_offset
+                    if result.messages:
+                        yield result
+            except (ConnectError, TopicNotExistError):
+                self.routes.invalidate(topic)
+                raise
+            finally:
+                responses.cancel()
+
     @staticmethod
     def _span(offset: int, end: int | None, batch: int) -> int:
         return batch if end is None else max(1, min(batch, end - offset))

@@ -5,9 +5,11 @@ Two methods carry every RemotingCommand:
 - ``/rocketspark.v1.Remoting/Invoke`` (unary): one request command, one response command.
   Sync, async and oneway calls all use it; a oneway request has the ONEWAY flag and the server
   answers it at once, before doing the work.
-- ``/rocketspark.v1.Remoting/Push`` (server streaming): the client opens it with an
-  OPEN_PUSH_STREAM command and keeps it open; the server writes commands to it (route-change
-  notifications) for as long as both sides live.
+- ``/rocketspark.v1.Remoting/Stream`` (server streaming): one request command, then any
+  number of response commands. Two uses: OPEN_PUSH_STREAM, which a client keeps open so the
+  server can push commands to it (route-change notifications); and a streaming PULL_MESSAGE,
+  where the broker sends each batch as soon as it is stored instead of waiting for the next
+  pull (the lowest produce-to-consume latency).
 
 Payloads are msgpack (see :mod:`rocketspark.protocol.command`). The server receives raw bytes
 and decodes them itself, so that a malformed request gets a readable response instead of a
@@ -20,9 +22,9 @@ from typing import Final
 
 SERVICE_NAME: Final = "rocketspark.v1.Remoting"
 INVOKE: Final = "Invoke"
-PUSH: Final = "Push"
+STREAM: Final = "Stream"
 INVOKE_PATH: Final = f"/{SERVICE_NAME}/{INVOKE}"
-PUSH_PATH: Final = f"/{SERVICE_NAME}/{PUSH}"
+STREAM_PATH: Final = f"/{SERVICE_NAME}/{STREAM}"
 
 # grpc's default 4 MiB limit is below one maximal message plus framing; allow big batches
 # and pull responses. Producers and the broker still enforce their own per-message limit.

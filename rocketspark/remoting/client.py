@@ -14,7 +14,7 @@ import concurrent.futures
 import logging
 import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import grpc
@@ -66,12 +66,12 @@ def check(response: RemotingCommand, *ok_codes: int) -> RemotingCommand:
 
 
 class _Peer:
-    __slots__ = ("channel", "invoke", "push")
+    __slots__ = ("channel", "invoke", "stream")
 
     def __init__(self, address: str) -> None:
         self.channel = grpc.insecure_channel(address, options=list(service.CHANNEL_OPTIONS))
         self.invoke = self.channel.unary_unary(service.INVOKE_PATH)
-        self.push = self.channel.unary_stream(service.PUSH_PATH)
+        self.stream = self.channel.unary_stream(service.STREAM_PATH)
 
 
 class RemotingClient:
@@ -155,11 +155,17 @@ class RemotingClient:
 
         future.add_done_callback(report)
 
-    def open_push_stream(self, address: str, client_id: str) -> Iterator[RemotingCommand]:
-        """Open the server-push stream; iterate it in a thread, cancel it with ``cancel()``."""
+    def open_push_stream(self, address: str, client_id: str) -> ResponseStream:
+        """Open the server-push channel; iterate it in a thread, stop it with ``cancel()``."""
         request = RemotingCommand.request(RequestCode.OPEN_PUSH_STREAM, {"clientId": client_id})
-        call = self._peer(address).push(request.encode())
-        return _PushStream(call, address, self.peer_kind)
+        return self.invoke_stream(address, request, None)
+
+    def invoke_stream(
+        self, address: str, request: RemotingCommand, timeout_ms: int | None, *, peer: str | None = None
+    ) -> ResponseStream:
+        """A server-streaming call: iterate the responses; the deadline covers the whole stream."""
+        call = self._peer(address).stream(request.encode(), timeout=None if timeout_ms is None else timeout_ms / 1000)
+        return ResponseStream(call, address, peer or self.peer_kind)
 
     def close(self, *, oneway_grace_s: float = 2.0) -> None:
         with self._lock:
@@ -172,7 +178,10 @@ class RemotingClient:
             peer.channel.close()
 
 
-class _PushStream(Iterator[RemotingCommand]):
+class ResponseStream(Iterator[RemotingCommand]):
+    """Responses of a server-streaming call. Ends (StopIteration) when the server ends it, when
+    it is cancelled, or at its deadline; other failures raise translated errors."""
+
     def __init__(self, call: Any, address: str, peer_kind: str) -> None:
         self._call = call
         self._address = address
@@ -182,17 +191,10 @@ class _PushStream(Iterator[RemotingCommand]):
         try:
             raw = next(self._call)
         except grpc.RpcError as err:
-            if err.code() == grpc.StatusCode.CANCELLED:
+            if err.code() in (grpc.StatusCode.CANCELLED, grpc.StatusCode.DEADLINE_EXCEEDED):
                 raise StopIteration from None
             raise translate_rpc_error(err, self._address, self._peer_kind) from None
         return RemotingCommand.decode(raw)
 
     def cancel(self) -> None:
         self._call.cancel()
-
-
-def first_success(results: Iterable[RemotingCommand]) -> RemotingCommand | None:
-    for r in results:
-        if r.code == ResponseCode.SUCCESS:
-            return r
-    return None

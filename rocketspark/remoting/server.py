@@ -27,6 +27,7 @@ from rocketspark.protocol.command import MalformedCommand, RemotingCommand
 log = logging.getLogger(__name__)
 
 Handler = Callable[[RemotingCommand], Awaitable[RemotingCommand]]
+StreamHandler = Callable[[RemotingCommand], AsyncIterator[RemotingCommand]]
 StreamListener = Callable[[str, bool], None]
 PUSH_QUEUE_LIMIT = 1024
 
@@ -98,6 +99,7 @@ class Dispatcher:
     def __init__(self, server_name: str) -> None:
         self.server_name = server_name
         self.handlers: dict[int, Handler] = {}
+        self.stream_handlers: dict[int, StreamHandler] = {}
         self.counters: Counter[int] = Counter()
         self.push = PushHub()
         self._background: set[asyncio.Task[Any]] = set()
@@ -135,26 +137,46 @@ class Dispatcher:
         except BaseException as exc:
             return response_for_exception(request, exc, self.server_name)
 
-    async def open_push(self, raw: bytes, context: aio.ServicerContext[Any, Any]) -> AsyncIterator[bytes]:
+    def register_stream(self, code: int, handler: StreamHandler) -> None:
+        self.stream_handlers[int(code)] = handler
+
+    async def stream(self, raw: bytes, context: aio.ServicerContext[Any, Any]) -> AsyncIterator[bytes]:
+        """Server-streaming calls: the push channel, or a registered stream handler (pull)."""
         try:
             request = RemotingCommand.decode(raw)
         except MalformedCommand as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed push-stream request: {exc}")
-            return
-        client_id = request.ext.get("clientId")
-        if request.code != RequestCode.OPEN_PUSH_STREAM or not isinstance(client_id, str) or not client_id:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "push stream needs OPEN_PUSH_STREAM with a clientId")
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed stream request: {exc}")
             return
         self.counters[request.code] += 1
-        async for item in self.push.stream(client_id):
-            yield item
+        if request.code == RequestCode.OPEN_PUSH_STREAM:
+            client_id = request.ext.get("clientId")
+            if not isinstance(client_id, str) or not client_id:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "OPEN_PUSH_STREAM needs a clientId")
+                return
+            async for item in self.push.stream(client_id):
+                yield item
+            return
+        handler = self.stream_handlers.get(request.code)
+        if handler is None:
+            yield request.response(
+                ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                remark=f"request code {request.code} cannot be streamed from {self.server_name}",
+            ).encode()
+            return
+        try:
+            async for response in handler(request):
+                yield response.encode()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            yield response_for_exception(request, exc, self.server_name).encode()
 
     def generic_handler(self) -> grpc.GenericRpcHandler:
         return grpc.method_handlers_generic_handler(
             service.SERVICE_NAME,
             {
                 service.INVOKE: grpc.unary_unary_rpc_method_handler(self.invoke),
-                service.PUSH: grpc.unary_stream_rpc_method_handler(self.open_push),
+                service.STREAM: grpc.unary_stream_rpc_method_handler(self.stream),
             },
         )
 
