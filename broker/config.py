@@ -50,6 +50,7 @@ class BrokerConfig:
     register_timeout_ms: int = 3000
     consumer_expired_ms: int = 120_000  # a consumer silent this long leaves its group
     offset_flush_interval_ms: int = 5000  # persist consumer offsets this often
+    mapping_clean_interval_ms: int = 300_000  # drop expired static-topic segments this often
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.broker_name):

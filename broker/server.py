@@ -22,10 +22,12 @@ from grpc import aio
 
 from broker.config import BrokerConfig
 from broker.consumers import ConsumerGroups
-from broker.handlers import admin, consumers, offsets, pull, send
+from broker.handlers import admin, consumers, offsets, pull, send, static
 from broker.longpoll import LongPollHub
 from broker.offsets import ConsumerOffsets
 from broker.registry import Registry
+from broker.static_cleanup import clean_expired_segments
+from broker.static_topics import StaticTopics
 from broker.store.metafile import read_json, write_json_atomic
 from broker.store.recovery import RecoveryReport
 from broker.store.store import MessageStore
@@ -47,6 +49,7 @@ class Broker:
         self.data_dir = Path(config.data_dir)
         self.topics = TopicTable(self.data_dir / "config" / "topics.json")
         self.offsets = ConsumerOffsets(self.data_dir / "config" / "consumerOffset.json")
+        self.static = StaticTopics(self.data_dir / "config" / "topicQueueMapping.json", self.name)
         self.store = MessageStore(config.store_config(), accepts=self.topics.accepts)
         self.longpoll = LongPollHub()
         self.consumers = ConsumerGroups(config.consumer_expired_ms)
@@ -55,7 +58,7 @@ class Broker:
         self.perm = config.broker_permission
         self.address = ""
         self.started_at = time.time()
-        for module in (send, pull, offsets, consumers, admin):
+        for module in (send, pull, offsets, consumers, admin, static):
             module.register(self)
 
     # -- state ---------------------------------------------------------------------------
@@ -63,6 +66,7 @@ class Broker:
     def open(self) -> RecoveryReport:
         self.topics.load()
         self.offsets.load()
+        self.static.load()
         saved = read_json(self.data_dir / "config" / "broker.json", default={})
         self.perm = int(saved.get("brokerPermission", self.perm))
         report = self.store.open()
@@ -89,6 +93,7 @@ class Broker:
             "perm": self.perm,
             "version": self.topics.version,
             "topics": [{**c.to_wire(), "perm": c.perm & (self.perm | Perm.INHERIT)} for c in self.topics.configs()],
+            "static": [d.to_wire() for d in self.static.details.values()],
         }
 
     def runtime_info(self) -> dict[str, Any]:
@@ -128,7 +133,12 @@ class Broker:
             self.registry.run(),
             self._every(self.config.offset_flush_interval_ms, "offset persist", self.offsets.persist),
             self._every(self.config.retention_check_interval_ms, "retention", self.store.delete_expired),
+            self._every(self.config.mapping_clean_interval_ms, "static segment cleanup", self.clean_mappings),
         ]
+
+    async def clean_mappings(self) -> None:
+        if await clean_expired_segments(self):
+            await self.registry.register_now()
 
 
 def create_server(config: BrokerConfig) -> tuple[aio.Server, int, Broker]:
@@ -174,20 +184,22 @@ async def stop(server: aio.Server, broker: Broker, tasks: list[asyncio.Task[None
 
 async def serve(server: aio.Server, broker: Broker, *, ready: Callable[[str], None] | None = None) -> None:
     """Run until SIGTERM/SIGINT, then stop gracefully."""
+    stop_requested = signal_event()  # before the readiness line: a signal right after it must count
     tasks = await start(server, broker)
     if ready is not None:
         ready(broker.address)
-    await wait_for_signal()
+    await stop_requested.wait()
     await stop(server, broker, tasks)
 
 
-async def wait_for_signal() -> None:
-    stop_event = asyncio.Event()
+def signal_event() -> asyncio.Event:
+    """An event set by SIGTERM or SIGINT (in the main thread; elsewhere it is never set)."""
+    event = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop_event.set)
-    await stop_event.wait()
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, event.set)
+    return event
 
 
 def nameservers_from_env() -> list[str]:

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from rocketspark.protocol.mapping import TopicQueueMappingDetail, merge_details
 from rocketspark.protocol.types import BrokerData, Perm, QueueData, TopicConfig, TopicRouteData
 
 
@@ -37,6 +38,7 @@ class RouteTable:
         self.brokers: dict[str, BrokerLive] = {}
         self.clusters: dict[str, set[str]] = {}
         self.topic_queues: dict[str, dict[str, QueueData]] = {}
+        self.static: dict[str, dict[str, TopicQueueMappingDetail]] = {}  # topic -> broker -> detail
 
     # -- registration --------------------------------------------------------------------------
 
@@ -64,6 +66,23 @@ class RouteTable:
                 per_broker[name] = data
                 changed.add(config.name)
         live.topics = current
+        changed |= self._register_static(name, registration.get("static", []))
+        return changed
+
+    def _register_static(self, broker_name: str, details: list[dict[str, Any]]) -> set[str]:
+        changed: set[str] = set()
+        fresh = {d.topic: d for d in (TopicQueueMappingDetail.from_wire(w) for w in details)}
+        for topic, per_broker in list(self.static.items()):
+            if broker_name in per_broker and topic not in fresh:
+                del per_broker[broker_name]
+                changed.add(topic)
+                if not per_broker:
+                    del self.static[topic]
+        for topic, detail in fresh.items():
+            per_broker = self.static.setdefault(topic, {})
+            if per_broker.get(broker_name) != detail:
+                per_broker[broker_name] = detail
+                changed.add(topic)
         return changed
 
     def unregister(self, name: str) -> set[str]:
@@ -78,6 +97,7 @@ class RouteTable:
         changed: set[str] = set()
         for topic in list(live.topics):
             changed |= self._remove_queue(topic, name)
+        changed |= self._register_static(name, [])
         return changed
 
     def _remove_queue(self, topic: str, broker_name: str) -> set[str]:
@@ -100,6 +120,7 @@ class RouteTable:
 
     def delete_topic(self, topic: str) -> bool:
         per_broker = self.topic_queues.pop(topic, None)
+        self.static.pop(topic, None)
         for live in self.brokers.values():
             live.topics.discard(topic)
         return per_broker is not None
@@ -129,7 +150,8 @@ class RouteTable:
         brokers = tuple(
             BrokerData(self.brokers[n].cluster, n, self.brokers[n].address) for n in names if n in self.brokers
         )
-        return TopicRouteData(topic, brokers, tuple(per_broker[n] for n in names))
+        mapping = merge_details(topic, list(self.static.get(topic, {}).values()))
+        return TopicRouteData(topic, brokers, tuple(per_broker[n] for n in names), mapping)
 
     def cluster_info(self) -> dict[str, Any]:
         now = time.monotonic()

@@ -127,13 +127,13 @@ async def stop(server: aio.Server, nameserver: NameServer, tasks: list[asyncio.T
 
 async def serve(server: aio.Server, nameserver: NameServer, *, ready: Callable[[str], None] | None = None) -> None:
     """Run until SIGTERM/SIGINT, then stop."""
+    stop_event = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):  # before the readiness line, so no signal is missed
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, stop_event.set)
     tasks = await start(server, nameserver)
     if ready is not None:
         ready(nameserver.address)
-    stop_event = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop_event.set)
     await stop_event.wait()
     await stop(server, nameserver, tasks)

@@ -27,7 +27,8 @@ built from the classes themselves, so adding a class is the only step::
         ├── InvalidParameterError      9100
         │   └── IllegalTopicNameError  9100
         ├── MalformedRequestError      9101
-        └── BrokerNotExistError        9102
+        ├── BrokerNotExistError        9102
+        └── MappingStaleError          9104   (retriable after a route refresh)
 
 Translation happens in two places only: the server turns an exception into a response in
 ``rocketspark.remoting.server``; the client turns a response or a ``grpc.RpcError`` into
@@ -148,6 +149,13 @@ class MalformedRequestError(ServerError):
 
 class BrokerNotExistError(ServerError):
     code = int(ResponseCode.BROKER_NOT_EXIST)
+
+
+class MappingStaleError(ServerError):
+    """The client's mapping of a static topic is older than the broker's; refresh and retry."""
+
+    code = int(ResponseCode.MAPPING_STALE)
+    retriable = True
 
 
 def _all_subclasses(cls: type[RocketSparkError]) -> list[type[RocketSparkError]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from broker.handlers.offsets import LOGICAL_PREFIX
 from broker.handlers.pull import check_readable
 from broker.topics import validate_queue_nums
 from rocketspark.errors import InvalidParameterError, TopicNotExistError
@@ -54,6 +55,10 @@ async def create_topic(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
     validate_queue_nums(read, write)
     if perm & ~(Perm.READ_WRITE | Perm.INHERIT):
         raise InvalidParameterError(f"perm {perm} is not a combination of 4 (read), 2 (write) and 1 (inherit)")
+    if broker.static.is_static(topic):
+        raise InvalidParameterError(
+            f'"{topic}" is a static topic: change its queues with remap_static_topic, not create_topic'
+        )
     changed = broker.topics.put(TopicConfig(topic, read, write, perm), broker.store.commitlog.max_offset)
     if changed:
         await broker.registry.register_now()
@@ -63,8 +68,10 @@ async def create_topic(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
 async def delete_topic(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
     topic = get_str(cmd, "topic")
     existed = broker.topics.delete(topic)
+    broker.static.delete(topic)
     broker.store.drop_topic(topic)
     broker.offsets.drop_topic(topic)
+    broker.offsets.drop_topic(LOGICAL_PREFIX + topic)
     broker.longpoll.notify_all()
     if existed:
         await broker.registry.register_now()
@@ -76,11 +83,13 @@ async def all_topics(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
 
 
 async def topic_config(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
+    """The topic's config and, for a static topic, this broker's mapping detail."""
     topic = get_str(cmd, "topic")
     config = broker.topics.get(topic)
     if config is None:
         raise TopicNotExistError(f'topic "{topic}" does not exist on broker {broker.name}')
-    return cmd.response(body=pack(config.to_wire()))
+    detail = broker.static.get(topic)
+    return cmd.response(body=pack({"config": config.to_wire(), "mapping": detail.to_wire() if detail else None}))
 
 
 async def topic_stats(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:

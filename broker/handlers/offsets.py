@@ -13,10 +13,12 @@ from broker.handlers.pull import check_readable
 from rocketspark.errors import InvalidParameterError
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.protocol.headers import get_int, get_str
+from rocketspark.protocol.headers import get_bool, get_int, get_str
 
 if TYPE_CHECKING:
     from broker.server import Broker
+
+LOGICAL_PREFIX = "%LOGICAL%"
 
 
 def register(broker: Broker) -> None:
@@ -41,15 +43,21 @@ def register(broker: Broker) -> None:
     async def update_consumer_offset(cmd: RemotingCommand) -> RemotingCommand:
         group, topic = get_str(cmd, "consumerGroup"), get_str(cmd, "topic")
         queue_id, offset = get_int(cmd, "queueId"), get_int(cmd, "commitOffset")
-        check_readable(broker, topic, queue_id)
         if offset < 0:
             raise InvalidParameterError(f"commit offset must be >= 0, got {offset}")
+        if get_bool(cmd, "logical", False):
+            # A static topic's progress is kept by logical queue, on the broker that led the
+            # queue when it was committed; readers look back through the segments' brokers.
+            offsets.commit(group, LOGICAL_PREFIX + topic, queue_id, offset)
+            return cmd.response()
+        check_readable(broker, topic, queue_id)
         offsets.commit(group, topic, queue_id, offset)
         return cmd.response()
 
     async def query_consumer_offset(cmd: RemotingCommand) -> RemotingCommand:
         group, topic, queue_id = get_str(cmd, "consumerGroup"), get_str(cmd, "topic"), get_int(cmd, "queueId")
-        offset = offsets.query(group, topic, queue_id)
+        key = LOGICAL_PREFIX + topic if get_bool(cmd, "logical", False) else topic
+        offset = offsets.query(group, key, queue_id)
         if offset is None:
             return cmd.response(
                 ResponseCode.QUERY_NOT_FOUND, remark=f"group {group} has no offset for {topic}/{queue_id}"

@@ -22,6 +22,7 @@ from rocketspark.errors import InvalidParameterError, NoPermissionError, TopicNo
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.headers import get_int, get_list, get_str
+from rocketspark.protocol.mapping import LogicQueueMappingItem
 from rocketspark.protocol.types import Perm
 
 if TYPE_CHECKING:
@@ -83,19 +84,33 @@ class _PullRequest:
         commit = get_int(cmd, "commitOffset", -1)
         if group and commit >= 0:
             broker.offsets.commit(group, self.topic, self.queue_id, commit)
+        # A read of one segment of a static topic's logical queue names it (logicQueueId, gen).
+        self.logical_id = get_int(cmd, "logicQueueId", -1)
+        self.gen = get_int(cmd, "gen", -1)
+        self.epoch = get_int(cmd, "epoch", -1)
+        self.segmented = self.logical_id >= 0 and broker.static.is_static(self.topic)
+        if self.segmented:
+            self._item()
+
+    def _item(self) -> LogicQueueMappingItem:
+        return self.broker.static.item_for_read(self.topic, self.logical_id, self.gen, self.queue_id, self.epoch)
 
     @property
     def key(self) -> tuple[str, int]:
         return (self.topic, self.queue_id)
 
     def read(self, offset: int) -> GetResult:
+        """Read from ``offset``, never past the end of a sealed segment (checked on every read,
+        so a seal that happens while a long poll waits is noticed)."""
+        limit = self.max_messages
+        if self.segmented:
+            item = self._item()
+            if item.sealed:
+                if offset >= item.end_offset:
+                    raise self.broker.static.stale_read(self.topic, self.logical_id, item, self.epoch)
+                limit = min(limit, item.end_offset - offset)
         return self.broker.store.get(
-            self.topic,
-            self.queue_id,
-            offset,
-            max_messages=self.max_messages,
-            max_bytes=self.max_bytes,
-            tag_hashes=self.tag_hashes,
+            self.topic, self.queue_id, offset, max_messages=limit, max_bytes=self.max_bytes, tag_hashes=self.tag_hashes
         )
 
 

@@ -96,31 +96,52 @@ def _too_large(broker: Broker, index: int, size: int, limit: int) -> str:
     )
 
 
+def target_queue(broker: Broker, cmd: RemotingCommand, config: TopicConfig) -> tuple[int, int, int | None]:
+    """(physical queue id, offset delta, logical queue id) of the send.
+
+    A static topic is written through its logical queues: only the broker leading the logical
+    queue accepts, on that segment's physical queue.
+    """
+    topic = config.name
+    if broker.static.is_static(topic):
+        logical_id = get_int(cmd, "logicQueueId", -1)
+        if logical_id < 0:
+            raise InvalidParameterError(
+                f'topic "{topic}" is a static topic: send to a logical queue (logicQueueId), as the rocketspark '
+                "Producer does"
+            )
+        leader = broker.static.leader_for_send(topic, logical_id, get_int(cmd, "epoch", -1))
+        return leader.queue_id, leader.offset_delta, logical_id
+    queue_id = get_int(cmd, "queueId", -1)
+    if queue_id < 0:
+        return random.randrange(config.write_queue_nums), 0, None
+    if queue_id >= config.write_queue_nums:
+        raise InvalidParameterError(
+            f'queue {queue_id} does not exist: topic "{topic}" has {config.write_queue_nums} write queues on '
+            f"broker {broker.name}"
+        )
+    return queue_id, 0, None
+
+
 async def handle_send(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
     topic = get_str(cmd, "topic")
     validate_topic_name(topic)
     items, hashes = validate_entries(broker, cmd.body)  # a malformed body is the first thing to report
     config = resolve_topic(broker, cmd, topic)
     check_writable(broker, config)
-    queue_id = get_int(cmd, "queueId", -1)
-    if queue_id < 0:
-        queue_id = random.randrange(config.write_queue_nums)
-    elif queue_id >= config.write_queue_nums:
-        raise InvalidParameterError(
-            f'queue {queue_id} does not exist: topic "{topic}" has {config.write_queue_nums} write queues on '
-            f"broker {broker.name}"
-        )
+    queue_id, delta, logical_id = target_queue(broker, cmd, config)
     result = broker.store.put(topic, queue_id, items, hashes)
     broker.longpoll.notify((topic, queue_id))
     status = SendStatus.SEND_OK
     if broker.config.flush_mode == "sync" and not await broker.store.wait_flushed(result.end_offset):
         status = SendStatus.FLUSH_DISK_TIMEOUT
-    return cmd.response(
-        ext={
-            "queueId": queue_id,
-            "queueOffset": result.first_queue_offset,
-            "count": result.count,
-            "msgId": record.msg_id(broker.name, result.first_offset),
-            "status": status.value,
-        }
-    )
+    ext = {
+        "queueId": queue_id,
+        "queueOffset": result.first_queue_offset + delta,
+        "count": result.count,
+        "msgId": record.msg_id(broker.name, result.first_offset),
+        "status": status.value,
+    }
+    if logical_id is not None:
+        ext["logicQueueId"] = logical_id
+    return cmd.response(ext=ext)

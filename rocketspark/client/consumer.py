@@ -1,65 +1,41 @@
 """The pull consumer: read any queue from any offset, and keep a group's progress on the broker.
 
-Queues are addressed by ``queue_id`` in the topic's queue view: the topic's queues ordered by
-broker name, then physical queue id (for a topic on one broker that is simply its queue id).
-Pass ``broker_name`` to address a broker's physical queue directly.
+Every topic is read as logical queues (see :mod:`rocketspark.client.logical`): a static
+topic's logical queues, whose segments may sit on several brokers, or a normal topic's queues
+in broker-name order. ``queue_id`` is that logical id and offsets are logical offsets; for a
+normal topic they are simply the queue's offsets. Pass ``broker_name`` to read one broker's
+physical queue directly.
 
 Expected outcomes are statuses, never exceptions (RocketMQ's ``PullStatus``): FOUND,
-NO_NEW_MSG (caught up), NO_MATCHED_MSG (everything scanned was filtered out; continue at
-``next_offset``) and OFFSET_ILLEGAL (below min or above max; ``next_offset`` says where the
-queue really is).
+NO_NEW_MSG (caught up), NO_MATCHED_MSG (nothing to return here; continue at ``next_offset``:
+all filtered out, or the gap after a remap) and OFFSET_ILLEGAL (before the first or after the
+last message; ``next_offset`` says where the queue is). A client whose mapping of a static
+topic is out of date is told so by the broker and re-reads the route before retrying.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from typing import TypeVar
 
 from rocketspark.client.base import ClientBase
-from rocketspark.client.routes import QueueRef, read_queues
-from rocketspark.errors import ConnectError, DataCorruptedError, InvalidParameterError, TopicNotExistError
+from rocketspark.client.logical import LogicalQueue, Segment, logical_view, physical_queue
+from rocketspark.client.pulling import PullPlan, finish_pull, next_logical, parse_tags, plan_pull, segment_request_ext
+from rocketspark.errors import (
+    ConnectError,
+    InvalidParameterError,
+    MappingStaleError,
+    NotLeaderForQueueError,
+    TopicNotExistError,
+)
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.protocol.record import RecordCorrupted
-from rocketspark.protocol.types import PullResult, PullStatus, decode_records
-from rocketspark.remoting.client import DEFAULT_TIMEOUT_MS, check
+from rocketspark.protocol.types import PullResult, PullStatus
+from rocketspark.remoting.client import DEFAULT_TIMEOUT_MS
 
-_STATUS = {
-    ResponseCode.SUCCESS: PullStatus.FOUND,
-    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
-    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
-    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
-}
-_STATUS_CODES = tuple(int(c) for c in _STATUS if c != ResponseCode.SUCCESS)
-
-
-def parse_tags(tags: str | list[str] | None) -> list[str] | None:
-    """``"A || B"`` or ``["A", "B"]`` -> ``["A", "B"]``; None, ``""`` or ``"*"`` -> no filter."""
-    if tags is None:
-        return None
-    items = tags.split("||") if isinstance(tags, str) else list(tags)
-    cleaned = [t.strip() for t in items if t and t.strip()]
-    if not cleaned or "*" in cleaned:
-        return None
-    return cleaned
-
-
-@dataclass(frozen=True, slots=True)
-class Located:
-    address: str
-    ref: QueueRef
-
-
-@dataclass(frozen=True, slots=True)
-class _PullSpec:
-    topic: str
-    queue_id: int
-    offset: int
-    where: Located
-    wanted: list[str] | None
-    request: RemotingCommand
-    budget_ms: int
+T = TypeVar("T")
+_STALE = (MappingStaleError, NotLeaderForQueueError)
 
 
 class Consumer(ClientBase):
@@ -74,62 +50,35 @@ class Consumer(ClientBase):
         super().__init__(nameserver, timeout_ms=timeout_ms, poll_interval_ms=poll_interval_ms)
         self.verify_crc = verify_crc
 
-    def queues(self, topic: str) -> list[QueueRef]:
-        """The topic's readable queues in view order; ``queue_id`` indexes this list."""
-        return read_queues(self.routes.get(topic))
+    # -- queues -------------------------------------------------------------------------------
 
-    def locate(self, topic: str, queue_id: int, broker_name: str | None = None) -> Located:
-        route = self.routes.get(topic)
+    def queues(self, topic: str) -> list[LogicalQueue]:
+        """The topic's logical queues; ``queue_id`` indexes this list."""
+        return logical_view(self.routes.get(topic))
+
+    def queue(self, topic: str, queue_id: int, broker_name: str | None = None) -> LogicalQueue:
         if broker_name is not None:
-            ref = QueueRef(broker_name, queue_id)
-        else:
-            view = read_queues(route)
-            if not 0 <= queue_id < len(view):
-                raise InvalidParameterError(
-                    f'queue {queue_id} does not exist: topic "{topic}" has {len(view)} readable queues '
-                    f"(0-{len(view) - 1})"
-                )
-            ref = view[queue_id]
-        return Located(self.broker_address(route, ref.broker_name), ref)
+            return physical_queue(self.routes.get(topic), broker_name, queue_id)
+        view = self.queues(topic)
+        if not 0 <= queue_id < len(view):
+            raise InvalidParameterError(
+                f'queue {queue_id} does not exist: topic "{topic}" has {len(view)} queues (0-{len(view) - 1})'
+            )
+        return view[queue_id]
 
-    def _call(
-        self, topic: str, where: Located, request: RemotingCommand, timeout_ms: int | None, *ok: int
-    ) -> RemotingCommand:
+    def _retrying(self, topic: str, action: Callable[[], T]) -> T:
+        """Run ``action``; on a stale mapping or a moved broker, re-read the route and retry once."""
         try:
-            return self.call(where.address, request, timeout_ms, *ok)
-        except (ConnectError, TopicNotExistError):
-            self.routes.invalidate(topic)  # the broker moved or the topic changed: re-learn next time
-            raise
+            return action()
+        except (*_STALE, ConnectError, TopicNotExistError):
+            self.routes.invalidate(topic)
+        return action()
 
-    def _pull_spec(
-        self,
-        topic: str,
-        queue_id: int,
-        offset: int,
-        max_messages: int,
-        broker_name: str | None,
-        max_bytes: int | None,
-        tags: str | list[str] | None,
-        long_poll_ms: int,
-        timeout_ms: int | None,
-    ) -> _PullSpec:
-        where = self.locate(topic, queue_id, broker_name)
-        wanted = parse_tags(tags)
-        ext: dict[str, object] = {
-            "topic": topic,
-            "queueId": where.ref.queue_id,
-            "queueOffset": offset,
-            "maxMsgNums": max_messages,
-            "suspendTimeoutMs": long_poll_ms,
-        }
-        if max_bytes is not None:
-            ext["maxBytes"] = max_bytes
-        if wanted:
-            ext["tags"] = wanted
-        budget = (timeout_ms or self.timeout_ms) + long_poll_ms
-        return _PullSpec(
-            topic, queue_id, offset, where, wanted, RemotingCommand.request(RequestCode.PULL_MESSAGE, ext), budget
-        )
+    def _send(self, plan: PullPlan) -> PullResult:
+        response = self.remoting.invoke(plan.address, plan.request, plan.budget_ms)
+        return finish_pull(plan, response, verify=self.verify_crc)
+
+    # -- pulling ------------------------------------------------------------------------------
 
     def pull(
         self,
@@ -145,41 +94,17 @@ class Consumer(ClientBase):
         timeout_ms: int | None = None,
     ) -> PullResult:
         """Read up to ``max_messages`` from ``offset``; wait up to ``long_poll_ms`` for new ones."""
-        spec = self._pull_spec(
-            topic, queue_id, offset, max_messages, broker_name, max_bytes, tags, long_poll_ms, timeout_ms
-        )
-        response = self._call(topic, spec.where, spec.request, spec.budget_ms, *_STATUS_CODES)
-        return self._finish(spec, response)
+        wanted = parse_tags(tags)
 
-    def _pull_async(self, spec: _PullSpec) -> concurrent.futures.Future[RemotingCommand]:
-        return self.remoting.invoke_async(spec.where.address, spec.request, spec.budget_ms)
+        def attempt() -> PullResult:
+            queue = self.queue(topic, queue_id, broker_name)
+            plan = plan_pull(
+                queue, offset, max_messages, max_bytes=max_bytes, wanted=wanted, long_poll_ms=long_poll_ms,
+                timeout_ms=timeout_ms or self.timeout_ms,
+            )  # fmt: skip
+            return plan if isinstance(plan, PullResult) else self._send(plan)
 
-    def _finish(self, spec: _PullSpec, response: RemotingCommand) -> PullResult:
-        """Turn a pull response into a PullResult: status, decoded and CRC-checked messages."""
-        check(response, *_STATUS_CODES)
-        status = _STATUS[ResponseCode(response.code)]
-        messages = []
-        if status is PullStatus.FOUND:
-            try:
-                messages = decode_records(
-                    response.body,
-                    spec.topic,
-                    spec.where.ref.broker_name,
-                    queue_id=spec.queue_id,
-                    verify=self.verify_crc,
-                )
-            except RecordCorrupted as exc:
-                raise DataCorruptedError(
-                    f"a record of {spec.topic} queue {spec.queue_id} (read from offset {spec.offset} on broker "
-                    f"{spec.where.ref.broker_name}) failed its integrity check: {exc}; the broker's copy is damaged",
-                ) from None
-            if spec.wanted:
-                allowed = set(spec.wanted)
-                messages = [m for m in messages if m.tags in allowed]  # hashes can collide; tags decide
-                if not messages:
-                    status = PullStatus.NO_MATCHED_MSG
-        ext_in = response.ext
-        return PullResult(status, messages, int(ext_in["next"]), int(ext_in["min"]), int(ext_in["max"]))
+        return self._retrying(topic, attempt)
 
     def iter_range(
         self,
@@ -194,45 +119,66 @@ class Consumer(ClientBase):
         tags: str | list[str] | None = None,
         timeout_ms: int | None = None,
     ) -> Iterator[PullResult]:
-        """Read ``[start, end)`` (or until caught up) as a stream of pulls.
+        """Read ``[start, end)`` (or until caught up) as a stream of pulls, across segments.
 
-        The next pull is in flight while the caller decodes and uses the current one, so the
-        broker's work and the network overlap with the caller's. Stops early at an
-        OFFSET_ILLEGAL result, which it yields so the caller can see where the queue is.
+        The next pull is in flight while the caller uses the current one, so the broker's work
+        and the network overlap with the caller's. An OFFSET_ILLEGAL result is yielded and ends
+        the iteration (``next_offset`` says where the queue is).
         """
+        wanted = parse_tags(tags)
+        budget = timeout_ms or self.timeout_ms
+
+        def plan_at(offset: int) -> PullPlan | PullResult:
+            def make() -> PullPlan | PullResult:
+                queue = self.queue(topic, queue_id, broker_name)
+                span = batch if end is None else max(1, min(batch, end - offset))
+                return plan_pull(queue, offset, span, max_bytes=max_bytes, wanted=wanted, timeout_ms=budget)
+
+            return self._retrying(topic, make)
+
         offset = start
-        spec = self._pull_spec(
-            topic, queue_id, offset, self._span(offset, end, batch), broker_name, max_bytes, tags, 0, timeout_ms
-        )
-        pending = self._pull_async(spec)
-        while True:
-            try:
-                response = pending.result()
-            except (ConnectError, TopicNotExistError):
-                self.routes.invalidate(topic)
-                raise
-            code = response.code
-            nxt = int(response.ext.get("next", offset)) if isinstance(response.ext.get("next"), int) else offset
-            more = code in (ResponseCode.SUCCESS, ResponseCode.PULL_RETRY_IMMEDIATELY) and (end is None or nxt < end)
-            current = spec
-            if more:
-                spec = self._pull_spec(
-                    topic, queue_id, nxt, self._span(nxt, end, batch), broker_name, max_bytes, tags, 0, timeout_ms
-                )
-                pending = self._pull_async(spec)
-            result = self._finish(current, response)
-            if end is not None and result.messages and result.messages[-1].queue_offset >= end:
-                result = PullResult(
-                    result.status,
-                    [m for m in result.messages if m.queue_offset < end],
-                    min(result.next_offset, end),
-                    result.min_offset,
-                    result.max_offset,
-                )
-            yield result
-            if not more:
+        plan = plan_at(offset)
+        pending = self._dispatch(plan)
+        while end is None or offset < end:
+            following: tuple[PullPlan | PullResult, Future[RemotingCommand] | None] | None = None
+            if isinstance(plan, PullResult):
+                result = plan
+            else:
+                assert pending is not None
+                try:
+                    response = pending.result()
+                except ConnectError:
+                    self.routes.invalidate(topic)
+                    raise
+                if response.code in (ResponseCode.SUCCESS, ResponseCode.PULL_RETRY_IMMEDIATELY):
+                    nxt = next_logical(plan, int(response.ext["next"]))
+                    if nxt > offset and (end is None or nxt < end):
+                        ahead = plan_at(nxt)  # in flight while this response is decoded and used
+                        following = (ahead, self._dispatch(ahead))
+                try:
+                    result = finish_pull(plan, response, verify=self.verify_crc)
+                except _STALE:
+                    self.routes.invalidate(topic)
+                    plan = plan_at(offset)
+                    pending = self._dispatch(plan)
+                    continue
+            result = _trim(result, end)
+            terminal = result.status in (PullStatus.NO_NEW_MSG, PullStatus.OFFSET_ILLEGAL)
+            if result.messages or terminal:
+                yield result
+            if terminal or result.next_offset <= offset:
                 return
-            offset = nxt
+            offset = result.next_offset
+            if following is not None and isinstance(following[0], PullPlan) and following[0].offset == offset:
+                plan, pending = following
+            else:
+                plan = plan_at(offset)
+                pending = self._dispatch(plan)
+
+    def _dispatch(self, plan: PullPlan | PullResult) -> Future[RemotingCommand] | None:
+        if isinstance(plan, PullResult):
+            return None
+        return self.remoting.invoke_async(plan.address, plan.request, plan.budget_ms)
 
     def follow(
         self,
@@ -241,71 +187,169 @@ class Consumer(ClientBase):
         offset: int,
         *,
         max_messages: int = 256,
-        broker_name: str | None = None,
         max_bytes: int | None = None,
         tags: str | list[str] | None = None,
         window_ms: int = 30_000,
     ) -> Iterator[PullResult]:
-        """Follow a queue from ``offset``: yield each batch the moment the broker stores it.
+        """Follow a logical queue from ``offset``: yield each batch the moment it is stored.
 
-        One streaming pull carries many batches, so a new message costs one network hop
-        instead of a pull round trip; the stream is renewed every ``window_ms``. Iterate for
-        as long as you want messages; stop iterating (or ``close()`` the generator) to end it.
-        An OFFSET_ILLEGAL result is yielded and ends the iteration.
+        Sealed segments are read through with ``iter_range``; the open segment is followed with
+        one streaming pull that carries many batches, so a new message costs one network hop
+        instead of a pull round trip (renewed every ``window_ms``). A remap is followed to the
+        new segment. Stop iterating to end it. OFFSET_ILLEGAL is yielded and ends it.
         """
+        wanted = parse_tags(tags)
         while True:
-            spec = self._pull_spec(topic, queue_id, offset, max_messages, broker_name, max_bytes, tags, window_ms, None)
-            responses = self.remoting.invoke_stream(spec.where.address, spec.request, window_ms + self.timeout_ms)
+            queue = self.queue(topic, queue_id)
+            segment = queue.segment_for(offset) if queue.segments else None
+            sealed_end = segment.logical_end if segment is not None else None
+            if segment is not None and sealed_end is not None:
+                if offset < sealed_end:
+                    for result in self.iter_range(topic, queue_id, offset, sealed_end, max_bytes=max_bytes, tags=tags):
+                        if result.status is PullStatus.OFFSET_ILLEGAL:
+                            yield result
+                            return
+                        if result.messages:
+                            yield result
+                offset = queue.after_end(segment)
+                continue
+
+            def make(at: int = offset) -> PullPlan | PullResult:
+                return plan_pull(
+                    self.queue(topic, queue_id), at, max_messages, max_bytes=max_bytes, wanted=wanted,
+                    long_poll_ms=window_ms, timeout_ms=self.timeout_ms,
+                )  # fmt: skip
+
+            plan = self._retrying(topic, make)
+            if isinstance(plan, PullResult):
+                if plan.status is PullStatus.OFFSET_ILLEGAL:
+                    yield plan
+                    return
+                offset = plan.next_offset
+                continue
+            responses = self.remoting.invoke_stream(plan.address, plan.request, plan.budget_ms)
             try:
                 for response in responses:
-                    result = self._finish(spec, response)
+                    result = finish_pull(plan, response, verify=self.verify_crc)
                     if result.status is PullStatus.OFFSET_ILLEGAL:
                         yield result
                         return
                     offset = result.next_offset
                     if result.messages:
                         yield result
+            except _STALE:
+                self.routes.invalidate(topic)  # the segment was sealed under us: re-read the mapping
             except (ConnectError, TopicNotExistError):
                 self.routes.invalidate(topic)
                 raise
             finally:
                 responses.cancel()
 
-    @staticmethod
-    def _span(offset: int, end: int | None, batch: int) -> int:
-        return batch if end is None else max(1, min(batch, end - offset))
+    # -- offsets ------------------------------------------------------------------------------
 
-    def _offset_request(self, code: int, topic: str, queue_id: int, broker_name: str | None, **extra: object) -> int:
-        where = self.locate(topic, queue_id, broker_name)
-        request = RemotingCommand.request(code, {"topic": topic, "queueId": where.ref.queue_id, **extra})
-        return int(self._call(topic, where, request, None).ext["offset"])
+    def _segment_offset(self, queue: LogicalQueue, segment: Segment, code: int, **extra: object) -> int:
+        if segment.address is None:
+            raise ConnectError(f"broker {segment.broker_name} is not registered; cannot read {queue.topic}")
+        ext = {"topic": queue.topic, "queueId": segment.queue_id, **extra}
+        response = self.call(segment.address, RemotingCommand.request(code, ext))
+        return int(response.ext["offset"])
 
     def min_offset(self, topic: str, queue_id: int, *, broker_name: str | None = None) -> int:
-        return self._offset_request(RequestCode.GET_MIN_OFFSET, topic, queue_id, broker_name)
+        """The earliest logical offset still stored (expired segments are skipped)."""
+
+        def find() -> int:
+            queue = self.queue(topic, queue_id, broker_name)
+            for segment in queue.segments:
+                low = self._segment_offset(queue, segment, RequestCode.GET_MIN_OFFSET)
+                if not segment.sealed or low < segment.end_offset:
+                    return segment.logical(low)
+            return self.max_offset(topic, queue_id, broker_name=broker_name)
+
+        return self._retrying(topic, find)
 
     def max_offset(self, topic: str, queue_id: int, *, broker_name: str | None = None) -> int:
-        """One past the newest message: the offset the next message will get."""
-        return self._offset_request(RequestCode.GET_MAX_OFFSET, topic, queue_id, broker_name)
+        """One past the newest message: the logical offset the next message gets (or a later one,
+        after a remap)."""
+
+        def find() -> int:
+            queue = self.queue(topic, queue_id, broker_name)
+            leader = queue.leader
+            if leader is not None:
+                return leader.logical(self._segment_offset(queue, leader, RequestCode.GET_MAX_OFFSET))
+            last = queue.segments[-1] if queue.segments else None
+            return last.logical_end or 0 if last else 0
+
+        return self._retrying(topic, find)
 
     def offset_for_timestamp(
         self, topic: str, queue_id: int, timestamp_ms: int, *, broker_name: str | None = None
     ) -> int:
-        """The first offset stored at or after ``timestamp_ms`` (the max offset if none)."""
-        return self._offset_request(
-            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, topic, queue_id, broker_name, timestamp=timestamp_ms
-        )
+        """The first logical offset stored at or after ``timestamp_ms`` (the max offset if none)."""
+
+        def find() -> int:
+            queue = self.queue(topic, queue_id, broker_name)
+            for segment in queue.segments:
+                found = self._segment_offset(
+                    queue, segment, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, timestamp=timestamp_ms
+                )
+                if not segment.sealed or found < segment.end_offset:
+                    low = self._segment_offset(queue, segment, RequestCode.GET_MIN_OFFSET)
+                    return segment.logical(max(found, low))
+            return self.max_offset(topic, queue_id, broker_name=broker_name)
+
+        return self._retrying(topic, find)
 
     def commit_offset(
         self, group: str, topic: str, queue_id: int, offset: int, *, broker_name: str | None = None
     ) -> None:
-        where = self.locate(topic, queue_id, broker_name)
-        ext = {"consumerGroup": group, "topic": topic, "queueId": where.ref.queue_id, "commitOffset": offset}
-        self._call(topic, where, RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, ext), None)
+        """Store the group's progress. A static topic's is logical, kept by the queue's leader."""
+
+        def commit() -> None:
+            queue = self.queue(topic, queue_id, broker_name)
+            segment = queue.leader or queue.segments[-1]
+            ext = segment_request_ext(queue, segment)
+            ext.update(consumerGroup=group, commitOffset=offset)
+            if queue.static:
+                ext.update(queueId=queue.queue_id, logical=True)
+            self.call(_address(segment), RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, ext))
+
+        self._retrying(topic, commit)
 
     def committed_offset(self, group: str, topic: str, queue_id: int, *, broker_name: str | None = None) -> int | None:
-        """The group's committed offset, or None if it never committed one."""
-        where = self.locate(topic, queue_id, broker_name)
-        ext = {"consumerGroup": group, "topic": topic, "queueId": where.ref.queue_id}
-        request = RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, ext)
-        response = self._call(topic, where, request, None, ResponseCode.QUERY_NOT_FOUND)
-        return None if response.code == ResponseCode.QUERY_NOT_FOUND else int(response.ext["offset"])
+        """The group's committed offset, or None if it never committed one.
+
+        For a static topic the newest segment's broker is asked first, then the brokers of
+        older segments, so progress committed before a remap is still found after it.
+        """
+
+        def query() -> int | None:
+            queue = self.queue(topic, queue_id, broker_name)
+            seen: set[str] = set()
+            for segment in reversed(queue.segments):
+                if segment.broker_name in seen:
+                    continue
+                seen.add(segment.broker_name)
+                ext = segment_request_ext(queue, segment)
+                ext["consumerGroup"] = group
+                if queue.static:
+                    ext.update(queueId=queue.queue_id, logical=True)
+                request = RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, ext)
+                response = self.call(_address(segment), request, None, ResponseCode.QUERY_NOT_FOUND)
+                if response.code != ResponseCode.QUERY_NOT_FOUND:
+                    return int(response.ext["offset"])
+            return None
+
+        return self._retrying(topic, query)
+
+
+def _address(segment: Segment) -> str:
+    if segment.address is None:
+        raise ConnectError(f"broker {segment.broker_name} is not registered with the nameserver; is it down?")
+    return segment.address
+
+
+def _trim(result: PullResult, end: int | None) -> PullResult:
+    if end is None or not result.messages or result.messages[-1].queue_offset < end:
+        return result
+    kept = [m for m in result.messages if m.queue_offset < end]
+    return PullResult(result.status, kept, min(result.next_offset, end), result.min_offset, result.max_offset)

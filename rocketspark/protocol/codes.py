@@ -34,9 +34,11 @@ code  name                                 served by
 216   DELETE_TOPIC_IN_NAMESRV              nameserver
 320   SEND_BATCH_MESSAGE                   broker
 327   ADD_WRITE_PERM_OF_BROKER             nameserver
-351   GET_TOPIC_CONFIG                     broker
+351   GET_TOPIC_CONFIG                     broker (config, and the mapping of a static topic)
+513   UPDATE_AND_CREATE_STATIC_TOPIC       broker
 9001  GET_COUNTERS (ours)                  broker and nameserver
 9002  OPEN_PUSH_STREAM (ours)              server-streaming call for server push
+9003  SEAL_LOGIC_QUEUES (ours)             broker: close leader segments before a remap
 ====  ===================================  =============================================
 
 Responses (``ResponseCode``): see the enum; 9100+ are ours.
@@ -75,8 +77,10 @@ class RequestCode(IntEnum):
     SEND_BATCH_MESSAGE = 320
     ADD_WRITE_PERM_OF_BROKER = 327
     GET_TOPIC_CONFIG = 351
+    UPDATE_AND_CREATE_STATIC_TOPIC = 513
     GET_COUNTERS = 9001
     OPEN_PUSH_STREAM = 9002
+    SEAL_LOGIC_QUEUES = 9003
 
 
 class ResponseCode(IntEnum):
@@ -103,6 +107,7 @@ class ResponseCode(IntEnum):
     MALFORMED_REQUEST = 9101
     BROKER_NOT_EXIST = 9102
     DATA_CORRUPTED = 9103
+    MAPPING_STALE = 9104  # the request's view of a static topic's mapping is out of date
 
 
 class Flag:

@@ -19,6 +19,7 @@ from typing import Any
 import msgpack
 
 from rocketspark.protocol import record
+from rocketspark.protocol.mapping import TopicMapping
 
 
 class Perm:
@@ -274,6 +275,7 @@ class TopicRouteData:
     topic: str
     brokers: tuple[BrokerData, ...]
     queues: tuple[QueueData, ...]
+    mapping: TopicMapping | None = None  # set for a static topic: its logical queues
     fetched_at: float = field(default_factory=time.monotonic, compare=False)
 
     def address_of(self, broker_name: str) -> str | None:
@@ -287,12 +289,15 @@ class TopicRouteData:
             "topic": self.topic,
             "brokers": [b.to_wire() for b in self.brokers],
             "queues": [q.to_wire() for q in self.queues],
+            "mapping": self.mapping.to_wire() if self.mapping else None,
         }
 
     @classmethod
     def from_wire(cls, d: dict[str, Any]) -> TopicRouteData:
+        mapping = d.get("mapping")
         return cls(
             topic=d["topic"],
             brokers=tuple(BrokerData.from_wire(b) for b in d["brokers"]),
             queues=tuple(QueueData.from_wire(q) for q in d["queues"]),
+            mapping=TopicMapping.from_wire(d["topic"], mapping) if mapping else None,
         )

@@ -1,0 +1,80 @@
+"""Static-topic admin requests: store a mapping, seal leader segments before a remap.
+
+UPDATE_AND_CREATE_STATIC_TOPIC (513) carries this broker's ``TopicQueueMappingDetail``; the
+broker stores it, sizes the topic's physical queues to it and registers with the nameservers
+before answering. SEAL_LOGIC_QUEUES closes the open segments it leads at their current end,
+so that no message can land after the point the new segment starts from.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rocketspark.errors import InvalidParameterError, MalformedRequestError
+from rocketspark.protocol.codec import pack, unpack
+from rocketspark.protocol.codes import RequestCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.headers import get_list, get_str
+from rocketspark.protocol.mapping import TopicQueueMappingDetail
+from rocketspark.protocol.types import Perm, TopicConfig
+from rocketspark.protocol.validation import validate_topic_name
+
+if TYPE_CHECKING:
+    from broker.server import Broker
+
+
+def register(broker: Broker) -> None:
+    async def update(cmd: RemotingCommand) -> RemotingCommand:
+        return await update_static_topic(broker, cmd)
+
+    async def seal(cmd: RemotingCommand) -> RemotingCommand:
+        return await seal_queues(broker, cmd)
+
+    broker.dispatcher.register(RequestCode.UPDATE_AND_CREATE_STATIC_TOPIC, update)
+    broker.dispatcher.register(RequestCode.SEAL_LOGIC_QUEUES, seal)
+
+
+async def update_static_topic(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
+    body = unpack(cmd.body)
+    if not isinstance(body, dict) or "mapping" not in body:
+        raise MalformedRequestError("UPDATE_AND_CREATE_STATIC_TOPIC needs a body {mapping, force}")
+    try:
+        detail = TopicQueueMappingDetail.from_wire(body["mapping"])
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise MalformedRequestError(f"the mapping in the request does not parse: {exc!r}") from None
+    validate_topic_name(detail.topic)
+    existing = broker.topics.get(detail.topic)
+    if existing is not None and not broker.static.is_static(detail.topic):
+        raise InvalidParameterError(
+            f'"{detail.topic}" is already a normal topic on broker {broker.name}; a static topic needs a name of '
+            "its own (or delete the normal topic first)"
+        )
+    changed = broker.static.update(detail, force=bool(body.get("force", False)))
+    queues = max(detail.physical_queue_count(), existing.write_queue_nums if existing else 0, 1)
+    changed |= broker.topics.put(
+        TopicConfig(detail.topic, queues, queues, Perm.READ_WRITE), broker.store.commitlog.max_offset
+    )
+    if changed:
+        broker.longpoll.notify_all()  # readers waiting on a segment that just changed re-check it
+        await broker.registry.register_now()
+    return cmd.response(ext={"changed": changed, "epoch": detail.epoch})
+
+
+async def seal_queues(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
+    """Seal the open segments of the given logical queues; answer each one's end offset."""
+    topic = get_str(cmd, "topic")
+    ends: dict[str, int] = {}
+    detail = broker.static.get(topic)
+    if detail is None:
+        raise InvalidParameterError(f"{topic} is not a static topic on broker {broker.name}")
+    for raw_id in get_list(cmd, "logicQueueIds"):
+        logical_id = int(raw_id)
+        current = broker.static.get(topic)
+        assert current is not None
+        leader = current.leader_of(logical_id)
+        end = broker.store.max_offset(topic, leader.queue_id) if leader else -1
+        sealed = broker.static.seal(topic, logical_id, end)
+        ends[str(logical_id)] = sealed.end_offset
+        broker.longpoll.notify((topic, sealed.queue_id))
+    await broker.registry.register_now()
+    return cmd.response(body=pack(ends))

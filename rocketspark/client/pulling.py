@@ -1,0 +1,156 @@
+"""Pulling a logical offset: which segment to ask, what to ask it, and how to read the answer.
+
+Pure functions over a :class:`~rocketspark.client.logical.LogicalQueue`; the consumer does
+the I/O. The rules (RIP-21, as RocketMQ 5.x's ``PullMessageProcessor`` applies them):
+
+- logical offset X is read from the last segment starting at or before X, at physical offset
+  ``X - logic_offset + start_offset``; never past a sealed segment's end;
+- past a sealed segment's end (in the gap a remap leaves) reading continues at the next
+  segment's start: the result is NO_MATCHED_MSG with ``next_offset`` there;
+- out of range (OFFSET_ILLEGAL) is judged only at the ends of the chain: below the earliest
+  retained message, or beyond the open segment's end. In the middle, a segment emptied by
+  retention is skipped instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rocketspark.client.logical import LogicalQueue, Segment
+from rocketspark.errors import DataCorruptedError, NoRouteInfoError
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.record import RecordCorrupted
+from rocketspark.protocol.types import PullResult, PullStatus, decode_records
+from rocketspark.remoting.client import check
+
+STATUS = {
+    ResponseCode.SUCCESS: PullStatus.FOUND,
+    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
+}
+STATUS_CODES = tuple(int(c) for c in STATUS if c != ResponseCode.SUCCESS)
+UNKNOWN = -1  # min/max of a result that no broker was asked for
+
+
+def parse_tags(tags: str | list[str] | None) -> list[str] | None:
+    """``"A || B"`` or ``["A", "B"]`` -> ``["A", "B"]``; None, ``""`` or ``"*"`` -> no filter."""
+    if tags is None:
+        return None
+    items = tags.split("||") if isinstance(tags, str) else list(tags)
+    cleaned = [t.strip() for t in items if t and t.strip()]
+    if not cleaned or "*" in cleaned:
+        return None
+    return cleaned
+
+
+@dataclass(frozen=True, slots=True)
+class PullPlan:
+    """One pull request against one segment, ready to send."""
+
+    queue: LogicalQueue
+    segment: Segment
+    offset: int  # logical offset asked for
+    address: str
+    request: RemotingCommand
+    wanted: list[str] | None
+    budget_ms: int
+
+
+def segment_request_ext(queue: LogicalQueue, segment: Segment) -> dict[str, Any]:
+    """Header fields naming a segment: a static topic's broker checks them against its mapping."""
+    ext: dict[str, Any] = {"topic": queue.topic, "queueId": segment.queue_id}
+    if queue.static:
+        ext.update(logicQueueId=queue.queue_id, gen=segment.gen, epoch=queue.epoch)
+    return ext
+
+
+def plan_pull(
+    queue: LogicalQueue,
+    offset: int,
+    max_messages: int,
+    *,
+    max_bytes: int | None = None,
+    wanted: list[str] | None = None,
+    long_poll_ms: int = 0,
+    timeout_ms: int,
+) -> PullPlan | PullResult:
+    """The request to send for logical ``offset``, or the result already known without one."""
+    if not queue.segments:
+        raise NoRouteInfoError(
+            f"logical queue {queue.queue_id} of {queue.topic} has no segment in the route (a remap may be under "
+            "way); try again shortly"
+        )
+    first = queue.segments[0]
+    if offset < first.logic_offset:
+        return PullResult(PullStatus.OFFSET_ILLEGAL, [], first.logic_offset, first.logic_offset, UNKNOWN)
+    segment = queue.segment_for(offset)
+    end = segment.logical_end
+    if end is not None and offset >= end:
+        return PullResult(PullStatus.NO_MATCHED_MSG, [], queue.after_end(segment), UNKNOWN, UNKNOWN)
+    if segment.address is None:
+        raise NoRouteInfoError(
+            f"broker {segment.broker_name}, which holds logical queue {queue.queue_id} of {queue.topic} from offset "
+            f"{segment.logic_offset}, is not registered with the nameserver; is it down?"
+        )
+    physical = segment.physical(offset)
+    count = max_messages if not segment.sealed else max(1, min(max_messages, segment.end_offset - physical))
+    ext = segment_request_ext(queue, segment)
+    ext.update(queueOffset=physical, maxMsgNums=count, suspendTimeoutMs=long_poll_ms)
+    if max_bytes is not None:
+        ext["maxBytes"] = max_bytes
+    if wanted:
+        ext["tags"] = wanted
+    request = RemotingCommand.request(RequestCode.PULL_MESSAGE, ext)
+    return PullPlan(queue, segment, offset, segment.address, request, wanted, timeout_ms + long_poll_ms)
+
+
+def next_logical(plan: PullPlan, next_physical: int) -> int:
+    """The logical offset to read next, moving on to the following segment at a sealed end."""
+    segment = plan.segment
+    if segment.sealed and next_physical >= segment.end_offset:
+        return plan.queue.after_end(segment)
+    return segment.logical(next_physical)
+
+
+def finish_pull(plan: PullPlan, response: RemotingCommand, *, verify: bool) -> PullResult:
+    """Translate a segment's pull response into a logical PullResult."""
+    check(response, *STATUS_CODES)
+    status = STATUS[ResponseCode(response.code)]
+    segment, queue = plan.segment, plan.queue
+    ext = response.ext
+    nxt, low, high = int(ext["next"]), int(ext["min"]), int(ext["max"])
+    is_first = segment is queue.segments[0]
+    is_leader = segment is queue.leader
+    messages = []
+    if status is PullStatus.FOUND:
+        try:
+            messages = decode_records(
+                response.body, queue.topic, segment.broker_name, queue_id=queue.queue_id,
+                offset_delta=segment.offset_delta, verify=verify,
+            )  # fmt: skip
+        except RecordCorrupted as exc:
+            raise DataCorruptedError(
+                f"a record of {queue.topic} queue {queue.queue_id} (read from offset {plan.offset} on broker "
+                f"{segment.broker_name}) failed its integrity check: {exc}; the broker's copy is damaged"
+            ) from None
+        if plan.wanted:
+            allowed = set(plan.wanted)
+            messages = [m for m in messages if m.tags in allowed]  # hashes can collide; tags decide
+            if not messages:
+                status = PullStatus.NO_MATCHED_MSG
+    next_offset = next_logical(plan, nxt)
+    if status is PullStatus.OFFSET_ILLEGAL:
+        too_small = segment.physical(plan.offset) < low
+        emptied = segment.sealed and low >= segment.end_offset
+        if too_small and emptied:
+            next_offset = queue.after_end(segment)  # retention emptied this segment: go on to the next
+        if (too_small and not is_first) or (emptied and not is_first):
+            status = PullStatus.NO_MATCHED_MSG  # a hole in the middle of the chain is not out of range
+        elif not too_small and not is_leader:
+            status = PullStatus.NO_MATCHED_MSG
+    min_offset = segment.logical(low) if is_first else queue.segments[0].logic_offset
+    max_offset = segment.logical(high) if is_leader or not queue.static else UNKNOWN
+    return PullResult(status, messages, next_offset, min_offset, max_offset)
