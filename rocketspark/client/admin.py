@@ -10,27 +10,53 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from rocketspark.client import static_admin
 from rocketspark.client.base import ClientBase
-from rocketspark.client.routes import read_queues
-from rocketspark.errors import BrokerNotExistError, InvalidParameterError, TopicNotExistError
+from rocketspark.client.logical import LogicalQueue, logical_view
+from rocketspark.client.static_admin import RemapResult
+from rocketspark.errors import BrokerNotExistError, InvalidParameterError, RocketSparkError, TopicNotExistError
 from rocketspark.protocol.codec import unpack
-from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.mapping import SegmentState
 from rocketspark.protocol.types import Perm, TopicRouteData
 from rocketspark.protocol.validation import validate_topic_name
 from rocketspark.remoting.client import check
 
 
 @dataclass(frozen=True, slots=True)
-class QueueStatus:
-    """One queue of a topic as ``topic_status`` reports it."""
+class SegmentStatus:
+    """One segment of a logical queue: where it lives, its logical range and its state."""
 
-    queue_id: int  # index in the topic's queue view (what Consumer.pull takes)
     broker_name: str
-    physical_queue_id: int
-    min_offset: int
+    queue_id: int  # physical queue id on the broker
+    gen: int
+    logical_start: int
+    logical_end: int | None  # None while open
+    state: SegmentState
+    min_offset: int  # physical offsets on the broker
     max_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStatus:
+    """One logical queue of a topic as ``topic_status`` reports it (a normal topic's queues are
+    logical queues of one segment each)."""
+
+    queue_id: int  # logical queue id (what Consumer.pull takes)
+    min_offset: int  # logical
+    max_offset: int  # logical, one past the newest message
     last_store_ms: int  # store time of the newest message, 0 if empty
+    segments: tuple[SegmentStatus, ...] = ()
+
+    @property
+    def broker_name(self) -> str:
+        """The broker of the newest segment (the one taking writes)."""
+        return self.segments[-1].broker_name if self.segments else ""
+
+    @property
+    def physical_queue_id(self) -> int:
+        return self.segments[-1].queue_id if self.segments else -1
 
     @property
     def messages(self) -> int:
@@ -47,6 +73,43 @@ class ConsumerProgress:
     @property
     def lag(self) -> int:
         return self.broker_offset - max(self.consumer_offset, 0)
+
+
+def _queue_status(queue: LogicalQueue, stats: dict[str, dict[int, dict[str, int]]]) -> QueueStatus:
+    segments = []
+    last_store = 0
+    empty = {"min": 0, "max": 0, "lastStoreMs": 0}
+    for segment in queue.segments:
+        row = stats.get(segment.broker_name, {}).get(segment.queue_id, empty)
+        low, high = row["min"], row["max"]
+        if not segment.sealed:
+            state = SegmentState.NORMAL
+        elif low >= segment.end_offset:
+            state = SegmentState.EXPIRED
+        else:
+            state = SegmentState.READ_ONLY
+        segments.append(
+            SegmentStatus(
+                segment.broker_name,
+                segment.queue_id,
+                segment.gen,
+                segment.logic_offset,
+                segment.logical_end,
+                state,
+                low,
+                high,
+            )
+        )
+        last_store = max(last_store, row["lastStoreMs"])
+    live = [s for s in segments if s.state is not SegmentState.EXPIRED]
+    first = live[0] if live else None
+    low_logical = first.logical_start + first.min_offset if first else 0
+    last = segments[-1] if segments else None
+    if last is not None and last.state is SegmentState.NORMAL:
+        high_logical = last.logical_start + last.max_offset
+    else:
+        high_logical = last.logical_end or 0 if last else 0
+    return QueueStatus(queue.queue_id, low_logical, high_logical, last_store, tuple(segments))
 
 
 class Admin(ClientBase):
@@ -138,32 +201,58 @@ class Admin(ClientBase):
             raise TopicNotExistError(f'topic "{topic}" does not exist: {exc.message}') from None
 
     def topic_status(self, topic: str) -> list[QueueStatus]:
-        """Per queue: broker, min/max offset and the newest message's store time."""
+        """Per logical queue: min/max offset, newest store time, and each segment's broker,
+        physical queue, logical range and state (Normal, ReadOnly, Expired)."""
         route = self.topic_route(topic)
         stats: dict[str, dict[int, dict[str, int]]] = {}
         for broker in route.brokers:
             request = RemotingCommand.request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic})
-            rows = unpack(self.call(broker.address, request).body)
+            try:
+                rows = unpack(self.call(broker.address, request).body)
+            except RocketSparkError:
+                rows = []  # a broker that lost the topic: its segments show as empty
             stats[broker.broker_name] = {r["queueId"]: r for r in rows}
-        out = []
-        for index, ref in enumerate(read_queues(route)):
-            row = stats.get(ref.broker_name, {}).get(ref.queue_id, {"min": 0, "max": 0, "lastStoreMs": 0})
-            out.append(QueueStatus(index, ref.broker_name, ref.queue_id, row["min"], row["max"], row["lastStoreMs"]))
-        return out
+        return [_queue_status(queue, stats) for queue in logical_view(route)]
+
+    def create_static_topic(self, topic: str, queues: int = 8, *, brokers: list[str] | None = None) -> RemapResult:
+        """Create a static topic of ``queues`` logical queues, spread evenly over ``brokers``
+        (default: every registered broker)."""
+        return static_admin.create_static_topic(self, topic, queues, brokers)
+
+    def remap_static_topic(
+        self,
+        topic: str,
+        queues: list[int] | None = None,
+        to_broker: str | None = None,
+        *,
+        total_queues: int | None = None,
+    ) -> RemapResult:
+        """Move logical ``queues`` to ``to_broker`` without copying data, and/or raise the
+        queue count to ``total_queues`` (new queues go to ``to_broker``, else spread evenly)."""
+        return static_admin.remap_static_topic(self, topic, queues, to_broker, total_queues)
+
+    def drain_broker(
+        self, broker_name: str, *, topics: list[str] | None = None, wipe_write_perm: bool = True
+    ) -> list[RemapResult]:
+        """Move every logical queue the broker leads to the other brokers; by default also wipe
+        its write permission so normal topics stop writing to it. Its data stays readable."""
+        results = static_admin.drain_broker(self, broker_name, topics)
+        if wipe_write_perm:
+            self.wipe_write_perm(broker_name)
+        return results
 
     def consumer_progress(self, group: str, topic: str) -> list[ConsumerProgress]:
-        """The group's committed offset and lag per queue."""
-        route = self.topic_route(topic)
-        out = []
-        for index, ref in enumerate(read_queues(route)):
-            address = self.broker_address(route, ref.broker_name)
-            ext = {"topic": topic, "queueId": ref.queue_id}
-            high = int(self.call(address, RemotingCommand.request(RequestCode.GET_MAX_OFFSET, ext)).ext["offset"])
-            query = RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, {**ext, "consumerGroup": group})
-            response = self.call(address, query, None, ResponseCode.QUERY_NOT_FOUND)
-            committed = -1 if response.code == ResponseCode.QUERY_NOT_FOUND else int(response.ext["offset"])
-            out.append(ConsumerProgress(index, ref.broker_name, high, committed))
-        return out
+        """The group's committed offset and lag per (logical) queue."""
+        from rocketspark.client.consumer import Consumer
+
+        with Consumer(self.nameservers, timeout_ms=self.timeout_ms) as consumer:
+            out = []
+            for queue in consumer.queues(topic):
+                high = consumer.max_offset(topic, queue.queue_id)
+                committed = consumer.committed_offset(group, topic, queue.queue_id)
+                broker = queue.segments[-1].broker_name if queue.segments else ""
+                out.append(ConsumerProgress(queue.queue_id, broker, high, -1 if committed is None else committed))
+            return out
 
     # -- brokers ------------------------------------------------------------------------------
 

@@ -99,9 +99,14 @@ class Consumer(ClientBase):
         def attempt() -> PullResult:
             queue = self.queue(topic, queue_id, broker_name)
             plan = plan_pull(
-                queue, offset, max_messages, max_bytes=max_bytes, wanted=wanted, long_poll_ms=long_poll_ms,
+                queue,
+                offset,
+                max_messages,
+                max_bytes=max_bytes,
+                wanted=wanted,
+                long_poll_ms=long_poll_ms,
                 timeout_ms=timeout_ms or self.timeout_ms,
-            )  # fmt: skip
+            )
             return plan if isinstance(plan, PullResult) else self._send(plan)
 
         return self._retrying(topic, attempt)
@@ -216,9 +221,14 @@ class Consumer(ClientBase):
 
             def make(at: int = offset) -> PullPlan | PullResult:
                 return plan_pull(
-                    self.queue(topic, queue_id), at, max_messages, max_bytes=max_bytes, wanted=wanted,
-                    long_poll_ms=window_ms, timeout_ms=self.timeout_ms,
-                )  # fmt: skip
+                    self.queue(topic, queue_id),
+                    at,
+                    max_messages,
+                    max_bytes=max_bytes,
+                    wanted=wanted,
+                    long_poll_ms=window_ms,
+                    timeout_ms=self.timeout_ms,
+                )
 
             plan = self._retrying(topic, make)
             if isinstance(plan, PullResult):

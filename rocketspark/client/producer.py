@@ -18,24 +18,29 @@ from __future__ import annotations
 import concurrent.futures
 import itertools
 import logging
+import time
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rocketspark.client.base import ClientBase
-from rocketspark.client.routes import AUTO_CREATE_TOPIC, QueueRef, write_queues
+from rocketspark.client.logical import logical_view
+from rocketspark.client.routes import AUTO_CREATE_TOPIC, write_queues
 from rocketspark.errors import (
     ConnectError,
+    InvalidParameterError,
+    MappingStaleError,
     MessageTooLargeError,
     NoPermissionError,
     NoRouteInfoError,
+    NotLeaderForQueueError,
     RocketSparkError,
     TopicNotExistError,
 )
 from rocketspark.protocol.codec import encode_send_batch, message_payload
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.protocol.types import Message, QueueData, SendResult, SendStatus, TopicRouteData
+from rocketspark.protocol.types import Message, Perm, QueueData, SendResult, SendStatus, TopicRouteData
 from rocketspark.protocol.validation import validate_topic_name
 
 log = logging.getLogger(__name__)
@@ -43,13 +48,29 @@ log = logging.getLogger(__name__)
 MiB = 1024 * 1024
 # Errors after which another broker may succeed (RocketMQ's retryResponseCodes, plus transport).
 RETRY_ON = (ConnectError, NoPermissionError, TopicNotExistError)
+# Errors saying the queue now lives elsewhere: re-read the route and send again.
+MOVED = (NotLeaderForQueueError, MappingStaleError)
+
+
+def _backoff(attempt: int) -> float:
+    return float(min(0.025 * 2**attempt, 0.4))
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where one send goes: a broker's physical queue, or a static topic's logical queue."""
+
+    broker_name: str
+    queue_id: int  # physical queue id
+    logical_id: int | None = None  # set for a static topic: the broker checks it leads it
+    epoch: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class PublishInfo:
     route: TopicRouteData
-    queues: list[QueueRef]  # writable now: what round robin picks from
-    stable: list[QueueRef]  # every write queue, writable or not: what keys and ids index
+    queues: list[Target]  # writable now: what round robin picks from
+    stable: list[Target | None]  # every queue, writable or not: what keys and ids index (None: no leader)
     template: str | None  # "TBW102" when sending through the auto-create template
 
 
@@ -91,13 +112,28 @@ class Producer(ClientBase):
                     f"Create it with `rocketspark admin create-topic {topic}`",
                     topic=topic,
                 ) from None
-            queues = write_queues(template)
-            return PublishInfo(template, queues, queues, self.create_topic_key)
-        queues = write_queues(route)
-        stable = write_queues(route, writable_only=False)
+            queues = [Target(r.broker_name, r.queue_id) for r in write_queues(template)]
+            return PublishInfo(template, queues, list(queues), self.create_topic_key)
+        if route.mapping is not None:
+            return self._static_info(route)
+        writable = {q.broker_name for q in route.queues if q.perm & Perm.WRITE}
+        stable: list[Target | None] = [
+            Target(r.broker_name, r.queue_id) for r in write_queues(route, writable_only=False)
+        ]
         if not stable:
             raise NoRouteInfoError(f'No route info of this topic "{topic}": its route lists no queues', topic=topic)
-        return PublishInfo(route, queues, stable, None)
+        return PublishInfo(route, [t for t in stable if t and t.broker_name in writable], stable, None)
+
+    @staticmethod
+    def _static_info(route: TopicRouteData) -> PublishInfo:
+        """A static topic: one target per logical queue, at its leader segment (``hash % N``
+        over logical ids, so a key keeps its queue across remaps)."""
+        writable = {q.broker_name for q in route.queues if q.perm & Perm.WRITE}
+        stable: list[Target | None] = []
+        for queue in logical_view(route):
+            leader = queue.leader
+            stable.append(Target(leader.broker_name, leader.queue_id, queue.queue_id, queue.epoch) if leader else None)
+        return PublishInfo(route, [t for t in stable if t and t.broker_name in writable], stable, None)
 
     def _template_route(self) -> TopicRouteData | None:
         try:
@@ -117,21 +153,27 @@ class Producer(ClientBase):
 
     # -- selection ------------------------------------------------------------------------------
 
-    def _pinned(self, message: Message, queues: list[QueueRef]) -> QueueRef | None:
-        """The queue a message is pinned to by id or key, indexing every write queue so that
-        a broker losing write permission makes its keys fail instead of silently moving."""
+    def _pinned(self, message: Message, queues: list[Target | None]) -> Target | None:
+        """The queue a message is pinned to by id or key, indexing every queue so that a broker
+        losing write permission makes its keys fail instead of silently moving."""
         if message.queue_id is not None:
             if not 0 <= message.queue_id < len(queues):
-                raise NoRouteInfoError(
-                    f'queue {message.queue_id} does not exist: topic "{message.topic}" has {len(queues)} '
-                    "writable queues"
+                raise InvalidParameterError(
+                    f'queue {message.queue_id} does not exist: topic "{message.topic}" has {len(queues)} queues'
                 )
-            return queues[message.queue_id]
-        if message.sharding_key is not None:
-            return queues[zlib.crc32(message.sharding_key.encode()) % len(queues)]
-        return None
+            index = message.queue_id
+        elif message.sharding_key is not None:
+            index = zlib.crc32(message.sharding_key.encode()) % len(queues)
+        else:
+            return None
+        target = queues[index]
+        if target is None:
+            raise NotLeaderForQueueError(
+                f'logical queue {index} of "{message.topic}" has no open segment right now (a remap is under way)'
+            )
+        return target
 
-    def _next(self, queues: list[QueueRef], avoid: str | None) -> QueueRef:
+    def _next(self, queues: list[Target], avoid: str | None) -> Target:
         if not queues:
             raise NoPermissionError(
                 "none of the topic's brokers accepts writes now (write permission wiped on all of them); "
@@ -155,22 +197,26 @@ class Producer(ClientBase):
 
     # -- sending --------------------------------------------------------------------------------
 
-    def _request(self, info: PublishInfo, topic: str, ref: QueueRef, body: bytes, batch: bool) -> RemotingCommand:
-        ext: dict[str, object] = {"topic": topic, "queueId": ref.queue_id}
+    def _request(self, info: PublishInfo, topic: str, ref: Target, body: bytes, batch: bool) -> RemotingCommand:
+        ext: dict[str, object] = {"topic": topic}
+        if ref.logical_id is not None:
+            ext.update(logicQueueId=ref.logical_id, epoch=ref.epoch)
+        else:
+            ext["queueId"] = ref.queue_id
         if info.template:
             ext["defaultTopic"] = info.template
             ext["defaultTopicQueueNums"] = self.default_topic_queue_nums
         code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE
         return RemotingCommand.request(code, ext, body)
 
-    def _result(self, topic: str, ref: QueueRef, response: RemotingCommand) -> SendResult:
+    def _result(self, topic: str, ref: Target, response: RemotingCommand) -> SendResult:
         ext = response.ext
         return SendResult(
             status=SendStatus(ext.get("status", "SEND_OK")),
             msg_id=str(ext["msgId"]),
             topic=topic,
             broker_name=ref.broker_name,
-            queue_id=int(ext["queueId"]),
+            queue_id=int(ext.get("logicQueueId", ext["queueId"])),
             queue_offset=int(ext["queueOffset"]),
             count=int(ext.get("count", 1)),
         )
@@ -178,28 +224,40 @@ class Producer(ClientBase):
     def _send_body(
         self, topic: str, body: bytes, pinned: Message | None, batch: bool, timeout_ms: int | None
     ) -> SendResult:
-        """Send one request body, retrying on other brokers; ``pinned`` fixes the queue."""
+        """Send one request body. A broker failure is retried on another broker (at most
+        ``retry_times_when_send_failed`` times); a queue that moved (a static topic remapped)
+        is retried after re-reading the route, with a short backoff, until the send timeout."""
         attempts = 1 + max(0, self.retry_times_when_send_failed)
+        deadline = time.monotonic() + (timeout_ms or self.timeout_ms) / 1000
         avoid: str | None = None
-        last_error: RocketSparkError | None = None
-        for attempt in range(attempts):
+        failures = moves = 0
+        while True:
             info = self.publish_info(topic)
-            ref = (self._pinned(pinned, info.stable) if pinned else None) or self._next(info.queues, avoid)
+            ref: Target | None = None
             try:
+                ref = (self._pinned(pinned, info.stable) if pinned else None) or self._next(info.queues, avoid)
                 address = self.broker_address(info.route, ref.broker_name)
-                request = self._request(info, topic, ref, body, batch)
-                response = self.call(address, request, timeout_ms)
-            except RETRY_ON as exc:
-                last_error = exc
-                avoid = ref.broker_name
+                response = self.call(address, self._request(info, topic, ref, body, batch), timeout_ms)
+            except MOVED as exc:
                 self.routes.invalidate(topic)
-                log.debug("send to %s failed (attempt %d/%d): %s", ref.broker_name, attempt + 1, attempts, exc)
+                moves += 1
+                if time.monotonic() + _backoff(moves) > deadline:
+                    raise
+                time.sleep(_backoff(moves))
+                log.debug("queue of %s moved (%s); retrying", topic, exc)
+                continue
+            except RETRY_ON as exc:
+                self.routes.invalidate(topic)
+                failures += 1
+                if failures >= attempts:
+                    raise
+                avoid = ref.broker_name if ref is not None else None
+                log.debug("send of %s failed (attempt %d/%d): %s", topic, failures, attempts, exc)
                 continue
             if info.template:
                 self.routes.invalidate(topic)  # the topic exists now; learn its real route next time
+            assert ref is not None
             return self._result(topic, ref, response)
-        assert last_error is not None
-        raise last_error
 
     def send(self, message: Message, *, timeout_ms: int | None = None) -> SendResult:
         """Send one message and wait for the broker's acknowledgement."""

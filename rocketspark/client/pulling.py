@@ -128,9 +128,13 @@ def finish_pull(plan: PullPlan, response: RemotingCommand, *, verify: bool) -> P
     if status is PullStatus.FOUND:
         try:
             messages = decode_records(
-                response.body, queue.topic, segment.broker_name, queue_id=queue.queue_id,
-                offset_delta=segment.offset_delta, verify=verify,
-            )  # fmt: skip
+                response.body,
+                queue.topic,
+                segment.broker_name,
+                queue_id=queue.queue_id,
+                offset_delta=segment.offset_delta,
+                verify=verify,
+            )
         except RecordCorrupted as exc:
             raise DataCorruptedError(
                 f"a record of {queue.topic} queue {queue.queue_id} (read from offset {plan.offset} on broker "
