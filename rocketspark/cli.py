@@ -130,14 +130,78 @@ def admin_route(args: argparse.Namespace) -> None:
 
 def admin_status(args: argparse.Namespace) -> None:
     with _admin(args) as admin:
-        rows = admin.topic_status(args.topic)
+        queues = admin.topic_status(args.topic)
+    rows = []
+    for queue in queues:
+        for index, seg in enumerate(queue.segments):
+            span = f"[{seg.logical_start}, {'' if seg.logical_end is None else seg.logical_end})"
+            first = index == 0
+            rows.append(
+                (
+                    queue.queue_id if first else "",
+                    queue.min_offset if first else "",
+                    queue.max_offset if first else "",
+                    seg.broker_name,
+                    seg.queue_id,
+                    seg.gen,
+                    span,
+                    seg.state.value,
+                    _ms(queue.last_store_ms) if first else "",
+                )
+            )
     _table(
         f"status of {args.topic}",
-        ["queue #", "broker", "physical queue", "min offset", "max offset", "last stored"],
         [
-            (r.queue_id, r.broker_name, r.physical_queue_id, r.min_offset, r.max_offset, _ms(r.last_store_ms))
-            for r in rows
+            "queue #",
+            "min offset",
+            "max offset",
+            "broker",
+            "physical queue",
+            "gen",
+            "logical range",
+            "state",
+            "last stored",
         ],
+        rows,
+    )
+
+
+def admin_create_static(args: argparse.Namespace) -> None:
+    brokers = args.brokers.split(",") if args.brokers else None
+    with _admin(args) as admin:
+        result = admin.create_static_topic(args.topic, queues=args.queues, brokers=brokers)
+    _table(
+        f"static topic {args.topic} (epoch {result.epoch})",
+        ["queue #", "broker"],
+        result.added,
+    )
+
+
+def _print_remap(result: Any) -> None:
+    rows = [(q, src, dst, start) for q, src, dst, start in result.moved]
+    rows += [(q, "(new)", dst, 0) for q, dst in result.added]
+    _table(
+        f"remap of {result.topic}: {result.total_queues} logical queues, epoch {result.epoch}",
+        ["queue #", "from", "to", "new segment starts at offset"],
+        rows,
+    )
+
+
+def admin_remap(args: argparse.Namespace) -> None:
+    queues = [int(q) for q in args.queues.split(",")] if args.queues else None
+    with _admin(args) as admin:
+        result = admin.remap_static_topic(args.topic, queues, args.to_broker, total_queues=args.total_queues)
+    _print_remap(result)
+
+
+def admin_drain(args: argparse.Namespace) -> None:
+    with _admin(args) as admin:
+        results = admin.drain_broker(args.broker, wipe_write_perm=not args.keep_write_perm)
+    for result in results:
+        _print_remap(result)
+    console.print(
+        f"broker {args.broker} leads no logical queue now"
+        + ("" if args.keep_write_perm else "; its write permission is wiped (reads continue)")
     )
 
 
@@ -212,6 +276,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cluster", help="only the brokers of this cluster")
     add("delete-topic", admin_delete_topic, "delete a topic everywhere").add_argument("topic")
     add("route", admin_route, "show a topic's route").add_argument("topic")
+    p = add("create-static-topic", admin_create_static, "create a static topic of fixed logical queues")
+    p.add_argument("topic")
+    p.add_argument("--queues", type=int, default=8, help="logical queues")
+    p.add_argument("--brokers", help="comma-separated broker names (default: every broker)")
+    p = add("remap", admin_remap, "move logical queues to a broker (no data copied) or raise the queue count")
+    p.add_argument("topic")
+    p.add_argument("--queues", help="comma-separated logical queue ids to move")
+    p.add_argument("--to-broker", help="the broker that takes them over")
+    p.add_argument("--total-queues", type=int, help="raise the number of logical queues to this")
+    p = add("drain-broker", admin_drain, "move every logical queue a broker leads elsewhere")
+    p.add_argument("broker")
+    p.add_argument("--keep-write-perm", action="store_true", help="do not wipe its write permission")
     add("status", admin_status, "min/max offsets per queue").add_argument("topic")
     p = add("progress", admin_progress, "a consumer group's offsets and lag")
     p.add_argument("group")

@@ -231,11 +231,19 @@ class Producer(ClientBase):
         deadline = time.monotonic() + (timeout_ms or self.timeout_ms) / 1000
         avoid: str | None = None
         failures = moves = 0
+        refreshed = False
         while True:
             info = self.publish_info(topic)
             ref: Target | None = None
             try:
-                ref = (self._pinned(pinned, info.stable) if pinned else None) or self._next(info.queues, avoid)
+                try:
+                    ref = (self._pinned(pinned, info.stable) if pinned else None) or self._next(info.queues, avoid)
+                except InvalidParameterError:
+                    if refreshed:
+                        raise
+                    refreshed = True  # the queue count may have grown since the route was cached
+                    self.routes.invalidate(topic)
+                    continue
                 address = self.broker_address(info.route, ref.broker_name)
                 response = self.call(address, self._request(info, topic, ref, body, batch), timeout_ms)
             except MOVED as exc:
