@@ -8,7 +8,7 @@ is a batch (see :mod:`rocketspark.protocol.codec`); a single send is a batch of 
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from broker.store.recovery import tag_hash as compute_tag_hash
 from rocketspark.errors import InvalidParameterError, MessageTooLargeError, NoPermissionError, TopicNotExistError
@@ -69,14 +69,14 @@ def check_writable(broker: Broker, config: TopicConfig) -> None:
         )
 
 
-def validate_entries(broker: Broker, body: bytes) -> tuple[list[list[Any]], list[int]]:
+def validate_entries(broker: Broker, body: bytes) -> tuple[int, list[bytes], list[int]]:
     """Decode the batch, enforce the size limit, and compute each message's tag hash."""
-    entries = decode_send_batch(body)
+    born, payloads = decode_send_batch(body)
     limit = broker.config.max_message_bytes
     hashes: list[int] = []
     append = hashes.append
     cache = _TAG_HASHES
-    for index, (_born, payload) in enumerate(entries):
+    for index, payload in enumerate(payloads):
         tags, body_len = payload_tags(payload)
         if body_len > limit:
             raise MessageTooLargeError(_too_large(broker, index, body_len, limit))
@@ -86,7 +86,7 @@ def validate_entries(broker: Broker, body: bytes) -> tuple[list[list[Any]], list
             if len(cache) < 4096:
                 cache[tags] = tag_hash
         append(tag_hash)
-    return entries, hashes
+    return born, payloads, hashes
 
 
 def _too_large(broker: Broker, index: int, size: int, limit: int) -> str:
@@ -126,11 +126,11 @@ def target_queue(broker: Broker, cmd: RemotingCommand, config: TopicConfig) -> t
 async def handle_send(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
     topic = get_str(cmd, "topic")
     validate_topic_name(topic)
-    items, hashes = validate_entries(broker, cmd.body)  # a malformed body is the first thing to report
+    born, payloads, hashes = validate_entries(broker, cmd.body)  # a malformed body is reported first
     config = resolve_topic(broker, cmd, topic)
     check_writable(broker, config)
     queue_id, delta, logical_id = target_queue(broker, cmd, config)
-    result = broker.store.put(topic, queue_id, items, hashes)
+    result = broker.store.put(topic, queue_id, born, payloads, hashes)
     broker.longpoll.notify((topic, queue_id))
     status = SendStatus.SEND_OK
     if broker.config.flush_mode == "sync" and not await broker.store.wait_flushed(result.end_offset):

@@ -18,7 +18,6 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from broker.store.consumequeue import ENTRY
 from broker.store.mappedfile import MappedFile
@@ -118,10 +117,11 @@ class CommitLog:
         queue_id: int,
         first_queue_offset: int,
         store_ms: int,
-        items: Sequence[Sequence[Any]],
+        born_ms: int,
+        payloads: Sequence[bytes],
         tag_hashes: Sequence[int],
     ) -> Appended:
-        """Append one record per ``(born_ms, payload)`` item and build their queue entries.
+        """Append one record per payload and build their queue entries.
 
         Records of one call are contiguous unless a segment boundary intervenes. The caller
         guarantees every record fits in an empty segment (the config enforces it). This is
@@ -138,7 +138,8 @@ class CommitLog:
         rest_pack, prefix_pack, entry_pack, crc32, magic = _REST_PACK, _PREFIX_PACK, _ENTRY_PACK, _crc32, _MAGIC
         first_phys = -1
         qoff = first_queue_offset
-        for (born, payload), tag_hash in zip(items, tag_hashes, strict=True):
+        born = born_ms
+        for payload, tag_hash in zip(payloads, tag_hashes, strict=True):
             size = base_size + len(payload)
             if pos + size > limit:
                 segment.append(buf)

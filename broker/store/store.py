@@ -25,7 +25,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any
 
 from broker.store.commitlog import CommitLog
 from broker.store.consumequeue import ENTRY, ConsumeQueue
@@ -201,13 +200,17 @@ class MessageStore:
 
     # -- write -------------------------------------------------------------------------------
 
-    def put(self, topic: str, queue_id: int, items: Sequence[Sequence[Any]], tag_hashes: Sequence[int]) -> PutResult:
-        """Append messages (``(born_ms, payload)`` each) to one queue; readable on return."""
+    def put(
+        self, topic: str, queue_id: int, born_ms: int, payloads: Sequence[bytes], tag_hashes: Sequence[int]
+    ) -> PutResult:
+        """Append messages (record payloads, born together) to one queue; readable on return."""
         cq = self.queues.get((topic, queue_id)) or self.queue(topic, queue_id)
         store_ms = int(time.time() * 1000)
         with self._append_lock:
             first = cq.max_offset
-            appended = self.commitlog.append_messages(topic.encode(), queue_id, first, store_ms, items, tag_hashes)
+            appended = self.commitlog.append_messages(
+                topic.encode(), queue_id, first, store_ms, born_ms, payloads, tag_hashes
+            )
             cq.append(appended.entries)
         self.stats.messages_put += appended.count
         self.stats.bytes_put += appended.end_offset - appended.first_offset

@@ -96,12 +96,15 @@ class Producer(ClientBase):
         self.batch_max_bytes = batch_max_bytes
         self.create_topic_key = create_topic_key
         self._round_robin = itertools.count()
+        self._publish_cache: dict[str, tuple[TopicRouteData, PublishInfo]] = {}
+        self._valid_topics: set[str] = set()
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
 
     # -- routes ---------------------------------------------------------------------------------
 
     def publish_info(self, topic: str) -> PublishInfo:
-        """Writable queues of a topic, or of the auto-create template when the topic is new."""
+        """Writable queues of a topic, or of the auto-create template when the topic is new.
+        Computed once per route: the same cached route gives the same answer."""
         try:
             route = self.routes.get(topic)
         except NoRouteInfoError as missing:
@@ -114,8 +117,15 @@ class Producer(ClientBase):
                 ) from None
             queues = [Target(r.broker_name, r.queue_id) for r in write_queues(template)]
             return PublishInfo(template, queues, list(queues), self.create_topic_key)
-        if route.mapping is not None:
-            return self._static_info(route)
+        cached = self._publish_cache.get(topic)
+        if cached is not None and cached[0] is route:
+            return cached[1]
+        info = self._static_info(route) if route.mapping is not None else self._normal_info(topic, route)
+        self._publish_cache[topic] = (route, info)
+        return info
+
+    @staticmethod
+    def _normal_info(topic: str, route: TopicRouteData) -> PublishInfo:
         writable = {q.broker_name for q in route.queues if q.perm & Perm.WRITE}
         stable: list[Target | None] = [
             Target(r.broker_name, r.queue_id) for r in write_queues(route, writable_only=False)
@@ -188,7 +198,9 @@ class Producer(ClientBase):
     # -- validation -----------------------------------------------------------------------------
 
     def _check(self, message: Message) -> None:
-        validate_topic_name(message.topic)
+        if message.topic not in self._valid_topics:
+            validate_topic_name(message.topic)
+            self._valid_topics.add(message.topic)
         if len(message.body) > self.max_message_bytes:
             raise MessageTooLargeError(
                 f"message body is {len(message.body)} bytes, over the producer's limit of {self.max_message_bytes} "
@@ -290,6 +302,12 @@ class Producer(ClientBase):
         return results
 
     def _groups(self, messages: Sequence[Message]) -> list[tuple[str, Message | None, list[bytes]]]:
+        if messages and all(m.queue_id is None and m.sharding_key is None for m in messages):
+            topic = messages[0].topic
+            if all(m.topic == topic for m in messages):  # the common case: one topic, no pinning
+                for message in messages:
+                    self._check(message)
+                return [(topic, None, [message_payload(m) for m in messages])]
         groups: dict[tuple[str, object], tuple[Message | None, list[bytes]]] = {}
         for message in messages:
             self._check(message)

@@ -1,8 +1,8 @@
 """msgpack codecs for request bodies: send batches and small structured bodies.
 
-A send body is a msgpack array with one entry per message::
+A send body is a msgpack array: the batch's born time, then one payload per message::
 
-    [[born_ms: int, payload: bin], ...]
+    [born_ms: int, [payload: bin, ...]]
 
 where ``payload`` is already the record payload (see :mod:`rocketspark.protocol.record`):
 msgpack ``[body, tags, keys, properties]``. The broker validates each payload's shape and
@@ -43,22 +43,24 @@ def message_payload(message: Message) -> bytes:
 
 def encode_send_batch(messages: Sequence[Message], payloads: Sequence[bytes] | None = None) -> bytes:
     """Body of a SEND_MESSAGE / SEND_BATCH_MESSAGE request."""
-    born = int(time.time() * 1000)
     if payloads is None:
         payloads = [message_payload(m) for m in messages]
-    packed: bytes = msgpack.packb([[born, p] for p in payloads], use_bin_type=True)
+    packed: bytes = msgpack.packb([int(time.time() * 1000), payloads], use_bin_type=True)
     return packed
 
 
-def decode_send_batch(body: bytes) -> list[list[Any]]:
-    """Parse a send body into ``[born_ms, payload]`` pairs, checking the outer shape only."""
-    entries = unpack(body)
-    if not isinstance(entries, list) or not entries:
-        raise MalformedBody("send body must be a non-empty array of [born_ms, payload] entries")
-    for entry in entries:
-        if type(entry) is not list or len(entry) != 2 or type(entry[0]) is not int or type(entry[1]) is not bytes:
-            raise MalformedBody("each send entry must be [born_ms: int, payload: bin]")
-    return entries
+def decode_send_batch(body: bytes) -> tuple[int, list[bytes]]:
+    """Parse a send body into its born time and payloads, checking the outer shape only."""
+    decoded = unpack(body)
+    if type(decoded) is not list or len(decoded) != 2:
+        raise MalformedBody("send body must be [born_ms, [payload, ...]]")
+    born, payloads = decoded
+    if type(born) is not int or type(payloads) is not list or not payloads:
+        raise MalformedBody("send body must be [born_ms: int, [payload: bin, ...]] with at least one payload")
+    for payload in payloads:
+        if type(payload) is not bytes:
+            raise MalformedBody("each message payload in a send body must be bin")
+    return born, payloads
 
 
 def payload_tags(payload: bytes) -> tuple[str | None, int]:

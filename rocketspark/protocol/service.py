@@ -2,9 +2,12 @@
 
 Two methods carry every RemotingCommand:
 
-- ``/rocketspark.v1.Remoting/Invoke`` (unary): one request command, one response command.
-  Sync, async and oneway calls all use it; a oneway request has the ONEWAY flag and the server
-  answers it at once, before doing the work.
+- ``/rocketspark.v1.Remoting/Channel`` (bidirectional streaming): the client keeps one open
+  per peer and sends every request on it; responses come back on it in any order, matched to
+  requests by ``opaque`` (RocketMQ's remoting model). Sync, async and oneway calls all use it;
+  a oneway request has the ONEWAY flag and the server answers it at once, before the work.
+- ``/rocketspark.v1.Remoting/Invoke`` (unary): one request command, one response command;
+  the same handlers, for tools and simple clients.
 - ``/rocketspark.v1.Remoting/Stream`` (server streaming): one request command, then any
   number of response commands. Two uses: OPEN_PUSH_STREAM, which a client keeps open so the
   server can push commands to it (route-change notifications); and a streaming PULL_MESSAGE,
@@ -22,8 +25,10 @@ from typing import Final
 
 SERVICE_NAME: Final = "rocketspark.v1.Remoting"
 INVOKE: Final = "Invoke"
+CHANNEL: Final = "Channel"
 STREAM: Final = "Stream"
 INVOKE_PATH: Final = f"/{SERVICE_NAME}/{INVOKE}"
+CHANNEL_PATH: Final = f"/{SERVICE_NAME}/{CHANNEL}"
 STREAM_PATH: Final = f"/{SERVICE_NAME}/{STREAM}"
 
 # grpc's default 4 MiB limit is below one maximal message plus framing; allow big batches

@@ -14,7 +14,7 @@ import concurrent.futures
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
@@ -29,6 +29,7 @@ from rocketspark.errors import (
 from rocketspark.protocol import service
 from rocketspark.protocol.codes import Flag, RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
+from rocketspark.remoting.channel import MuxStream
 
 log = logging.getLogger(__name__)
 
@@ -66,12 +67,31 @@ def check(response: RemotingCommand, *ok_codes: int) -> RemotingCommand:
 
 
 class _Peer:
-    __slots__ = ("channel", "invoke", "stream")
+    __slots__ = ("address", "channel", "invoke", "lock", "mux", "open_mux", "stream")
 
     def __init__(self, address: str) -> None:
+        self.address = address
         self.channel = grpc.insecure_channel(address, options=list(service.CHANNEL_OPTIONS))
         self.invoke = self.channel.unary_unary(service.INVOKE_PATH)
         self.stream = self.channel.unary_stream(service.STREAM_PATH)
+        self.open_mux = self.channel.stream_stream(service.CHANNEL_PATH)
+        self.mux: MuxStream | None = None
+        self.lock = threading.Lock()
+
+    def muxed(self, translate: Callable[[grpc.RpcError], RocketSparkError]) -> MuxStream:
+        """The peer's request stream, (re)opened when missing or broken."""
+        mux = self.mux
+        if mux is None or not mux.alive:
+            with self.lock:
+                mux = self.mux
+                if mux is None or not mux.alive:
+                    mux = self.mux = MuxStream(self.open_mux, translate)
+        return mux
+
+    def close(self) -> None:
+        if self.mux is not None:
+            self.mux.close()
+        self.channel.close()
 
 
 class RemotingClient:
@@ -102,39 +122,41 @@ class RemotingClient:
                     peer = self._peers[address] = _Peer(address)
         return peer
 
+    def _submit(
+        self, address: str, request: RemotingCommand, timeout_ms: int | None, peer: str | None
+    ) -> concurrent.futures.Future[RemotingCommand]:
+        kind = peer or self.peer_kind
+        timeout_s = (timeout_ms or self.default_timeout_ms) / 1000
+
+        def translate(err: grpc.RpcError) -> RocketSparkError:
+            return translate_rpc_error(err, address, kind)
+
+        def expire() -> RocketSparkError:
+            return RequestTimeoutError(
+                f"{kind} at {address} did not answer request code {request.code} within {timeout_s:g} s",
+                address=address,
+            )
+
+        try:
+            mux = self._peer(address).muxed(translate)
+        except RocketSparkError as exc:
+            failed: concurrent.futures.Future[RemotingCommand] = concurrent.futures.Future()
+            failed.set_exception(exc)
+            return failed
+        return mux.submit(request, timeout_s, expire)
+
     def invoke(
         self, address: str, request: RemotingCommand, timeout_ms: int | None = None, *, peer: str | None = None
     ) -> RemotingCommand:
         """Sync call: wait for the response or raise at the deadline."""
-        timeout = (timeout_ms or self.default_timeout_ms) / 1000
-        try:
-            raw = self._peer(address).invoke(request.encode(), timeout=timeout)
-        except grpc.RpcError as err:
-            raise translate_rpc_error(err, address, peer or self.peer_kind) from None
-        return RemotingCommand.decode(raw)
+        return self._submit(address, request, timeout_ms, peer).result()
 
     def invoke_async(
         self, address: str, request: RemotingCommand, timeout_ms: int | None = None, *, peer: str | None = None
     ) -> concurrent.futures.Future[RemotingCommand]:
-        """Async call: a future that resolves to the response or to a translated error."""
-        result: concurrent.futures.Future[RemotingCommand] = concurrent.futures.Future()
-        timeout = (timeout_ms or self.default_timeout_ms) / 1000
-        try:
-            call = self._peer(address).invoke.future(request.encode(), timeout=timeout)
-        except RocketSparkError as exc:
-            result.set_exception(exc)
-            return result
-
-        def done(call: Any) -> None:
-            try:
-                result.set_result(RemotingCommand.decode(call.result()))
-            except grpc.RpcError as err:
-                result.set_exception(translate_rpc_error(err, address, peer or self.peer_kind))
-            except Exception as exc:  # decoding or cancellation
-                result.set_exception(exc)
-
-        call.add_done_callback(done)
-        return result
+        """Async call: a future that resolves to the response or to a translated error (a
+        timeout included: it fails at its deadline even if nobody waits on it)."""
+        return self._submit(address, request, timeout_ms, peer)
 
     def invoke_oneway(self, address: str, request: RemotingCommand, timeout_ms: int | None = None) -> None:
         """Fire and forget: the peer acknowledges at once and failures are only logged.
@@ -175,7 +197,7 @@ class RemotingClient:
             self._closed = True
             peers, self._peers = self._peers, {}
         for peer in peers.values():
-            peer.channel.close()
+            peer.close()
 
 
 class ResponseStream(Iterator[RemotingCommand]):

@@ -171,11 +171,43 @@ class Dispatcher:
         except BaseException as exc:
             yield response_for_exception(request, exc, self.server_name).encode()
 
+    async def channel(
+        self, requests: AsyncIterator[bytes], context: aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[bytes]:
+        """The multiplexed stream: every request runs as its own task (a long poll never holds
+        up the requests behind it); responses go out as they are ready."""
+        outbox: asyncio.Queue[bytes | None] = asyncio.Queue()
+        running: set[asyncio.Task[None]] = set()
+
+        async def serve_one(raw: bytes) -> None:
+            outbox.put_nowait(await self.invoke(raw, context))
+
+        async def read_all() -> None:
+            try:
+                async for raw in requests:
+                    task = asyncio.get_running_loop().create_task(serve_one(raw))
+                    running.add(task)
+                    task.add_done_callback(running.discard)
+            finally:
+                if running:
+                    await asyncio.gather(*running, return_exceptions=True)
+                outbox.put_nowait(None)
+
+        reader = asyncio.get_running_loop().create_task(read_all())
+        try:
+            while (item := await outbox.get()) is not None:
+                yield item
+        finally:
+            reader.cancel()
+            for task in list(running):
+                task.cancel()
+
     def generic_handler(self) -> grpc.GenericRpcHandler:
         return grpc.method_handlers_generic_handler(
             service.SERVICE_NAME,
             {
                 service.INVOKE: grpc.unary_unary_rpc_method_handler(self.invoke),
+                service.CHANNEL: grpc.stream_stream_rpc_method_handler(self.channel),
                 service.STREAM: grpc.unary_stream_rpc_method_handler(self.stream),
             },
         )

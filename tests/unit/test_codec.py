@@ -43,20 +43,21 @@ def test_oneway_flag_is_a_bit_of_flag() -> None:
     assert command.is_oneway and not command.is_response
 
 
-def test_a_send_batch_decodes_to_born_time_and_payload_pairs() -> None:
+def test_a_send_batch_decodes_to_its_born_time_and_payloads() -> None:
     body = encode_send_batch([Message("t", b"a", tags="x", keys=["k"]), Message("t", b"bb")])
-    entries = decode_send_batch(body)
-    assert len(entries) == 2
-    assert payload_tags(entries[0][1]) == ("x", 1)
-    assert payload_tags(entries[1][1]) == (None, 2)
+    born, payloads = decode_send_batch(body)
+    assert born > 0 and len(payloads) == 2
+    assert payload_tags(payloads[0]) == ("x", 1)
+    assert payload_tags(payloads[1]) == (None, 2)
 
 
 @pytest.mark.parametrize(
     "body",
     [
         msgpack.packb([]),
-        msgpack.packb([[1]]),
-        msgpack.packb([["x", b"p"]]),
+        msgpack.packb([1, []]),
+        msgpack.packb(["x", [b"p"]]),
+        msgpack.packb([1, ["not bin"]]),
         b"\xff\xff",
     ],
 )

@@ -27,7 +27,7 @@ def config(path: Path, **overrides: object) -> StoreConfig:
 
 def put(store: MessageStore, topic: str, queue_id: int, body: bytes, tags: str | None = None) -> int:
     payload = encode_payload(body, tags, [], {})
-    return store.put(topic, queue_id, [(int(time.time() * 1000), payload)], [tag_hash(tags)]).first_queue_offset
+    return store.put(topic, queue_id, int(time.time() * 1000), [payload], [tag_hash(tags)]).first_queue_offset
 
 
 def read_all(store: MessageStore, topic: str, queue_id: int) -> list[tuple[int, bytes]]:
@@ -271,7 +271,7 @@ def test_sync_flush_acknowledges_only_after_the_log_is_on_disk(store_path: Path)
 
     async def send() -> bool:
         payload = encode_payload(b"durable", None, [], {})
-        result = store.put("t", 0, [(0, payload)], [0])
+        result = store.put("t", 0, 0, [payload], [0])
         return await store.wait_flushed(result.end_offset)
 
     assert asyncio.run(send()) is True

@@ -1,0 +1,160 @@
+"""One long-lived bidirectional gRPC stream per peer, carrying many requests at once.
+
+This is RocketMQ's remoting model (one connection, requests matched to responses by their
+``opaque``) on top of gRPC: a request is a stream message instead of a new HTTP/2 call, which
+halves the server's per-request cost. Each request still has its own deadline, enforced
+here: a peer that never answers produces a timeout, never a hang. If the stream breaks, every
+request in flight fails with the translated error and the next request opens a new stream.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import heapq
+import itertools
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import grpc
+
+from rocketspark.errors import RocketSparkError
+from rocketspark.protocol.command import MalformedCommand, RemotingCommand
+
+Translate = Callable[[grpc.RpcError], RocketSparkError]
+Expire = Callable[[], RocketSparkError]
+_CLOSE = object()
+
+
+class _Deadlines:
+    """One thread for the whole process that fails requests whose deadline has passed."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, concurrent.futures.Future[RemotingCommand], Expire]] = []
+        self._cond = threading.Condition()
+        self._seq = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def add(self, deadline: float, future: concurrent.futures.Future[RemotingCommand], expire: Expire) -> None:
+        with self._cond:
+            heapq.heappush(self._heap, (deadline, next(self._seq), future, expire))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="remoting-deadlines", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while self._heap and self._heap[0][2].done():
+                    heapq.heappop(self._heap)
+                if not self._heap:
+                    self._cond.wait(5.0)
+                    continue
+                wait = self._heap[0][0] - time.monotonic()
+                if wait > 0:
+                    self._cond.wait(wait)
+                    continue
+                _, _, future, expire = heapq.heappop(self._heap)
+            if not future.done():
+                try:
+                    future.set_exception(expire())
+                except concurrent.futures.InvalidStateError:
+                    pass  # answered at the very last moment
+
+
+DEADLINES = _Deadlines()
+
+
+class MuxStream:
+    """Requests out, responses in, matched by opaque. Thread-safe."""
+
+    def __init__(self, open_call: Callable[[Iterator[bytes]], Any], translate: Translate) -> None:
+        self._outbox: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._pending: dict[int, concurrent.futures.Future[RemotingCommand]] = {}
+        self._lock = threading.Lock()
+        self._translate = translate
+        self._broken: RocketSparkError | None = None
+        self._opaques = itertools.count(1)
+        self._call = open_call(self._requests())
+        self._reader = threading.Thread(target=self._read, name="remoting-reader", daemon=True)
+        self._reader.start()
+
+    @property
+    def alive(self) -> bool:
+        return self._broken is None
+
+    def _requests(self) -> Iterator[bytes]:
+        while True:
+            item = self._outbox.get()
+            if item is _CLOSE:
+                return
+            yield item  # type: ignore[misc]
+
+    def submit(
+        self, request: RemotingCommand, timeout_s: float, expire: Expire
+    ) -> concurrent.futures.Future[RemotingCommand]:
+        """Send a request; the future fails with ``expire()`` if no answer comes in time."""
+        future: concurrent.futures.Future[RemotingCommand] = concurrent.futures.Future()
+        with self._lock:
+            if self._broken is not None:
+                future.set_exception(self._broken)
+                return future
+            request.opaque = next(self._opaques)  # unique on this stream, whatever the caller set
+            self._pending[request.opaque] = future
+        opaque = request.opaque
+        future.add_done_callback(lambda _: self.forget(opaque))
+        DEADLINES.add(time.monotonic() + timeout_s, future, expire)
+        self._outbox.put(request.encode())
+        return future
+
+    def forget(self, opaque: int) -> None:
+        """Drop a request whose caller stopped waiting (its deadline passed)."""
+        with self._lock:
+            self._pending.pop(opaque, None)
+
+    def _read(self) -> None:
+        try:
+            for raw in self._call:
+                try:
+                    response = RemotingCommand.decode(raw)
+                except MalformedCommand:
+                    continue
+                with self._lock:
+                    future = self._pending.pop(response.opaque, None)
+                if future is not None and not future.done():
+                    try:
+                        future.set_result(response)
+                    except concurrent.futures.InvalidStateError:
+                        pass  # its deadline fired first
+            error: RocketSparkError = self._translate(_Ended())
+        except grpc.RpcError as err:
+            error = self._translate(err)
+        self._fail(error)
+
+    def _fail(self, error: RocketSparkError) -> None:
+        with self._lock:
+            self._broken = error
+            pending, self._pending = self._pending, {}
+        for future in pending.values():
+            if not future.done():
+                try:
+                    future.set_exception(error)
+                except concurrent.futures.InvalidStateError:
+                    pass
+
+    def close(self) -> None:
+        self._outbox.put(_CLOSE)
+        self._call.cancel()
+
+
+class _Ended(grpc.RpcError):  # type: ignore[misc]
+    """The server closed the stream; treated like an unavailable peer."""
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.UNAVAILABLE
+
+    def details(self) -> str:
+        return "the connection was closed"
