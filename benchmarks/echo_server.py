@@ -1,8 +1,9 @@
-"""A do-nothing gRPC server on rocketspark's method path: the transport ceiling.
+"""A do-nothing gRPC server on rocketspark's method paths: the transport ceiling.
 
-It answers every Invoke with the same tiny success response and never looks at the request,
-so a benchmark that sends it the broker's exact batches measures what gRPC plus our client
-cost, with no broker work. Prints ``echo ready on <host>:<port>``.
+It answers every request with the same tiny success response, reading nothing of the request
+but its ``opaque`` (which the multiplexed Channel needs to match the answer), so a benchmark
+that sends it the broker's exact batches measures what gRPC plus our client cost, with no
+broker work. Prints ``echo ready on <host>:<port>``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sys
 from typing import Any
 
 import grpc
+import msgpack
 from grpc import aio
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent))
@@ -26,14 +28,35 @@ REPLY = RemotingCommand(
 ).encode()
 
 
+EXT = {"queueId": 0, "queueOffset": 0, "count": 100, "msgId": "0", "status": "SEND_OK"}
+
+
 async def invoke(raw: bytes, context: Any) -> bytes:
     return REPLY
+
+
+def reply_to(raw: bytes) -> bytes:
+    unpacker = msgpack.Unpacker()
+    unpacker.feed(raw[:16])  # the header fields come first; the body is never read
+    unpacker.read_array_header()
+    unpacker.unpack()
+    opaque = unpacker.unpack()
+    return msgpack.packb([0, opaque, Flag.RESPONSE, "", EXT, b""], use_bin_type=True)
+
+
+async def channel(requests: Any, context: Any) -> Any:
+    async for raw in requests:
+        yield reply_to(raw)
 
 
 async def main() -> None:
     server = aio.server(options=list(service.SERVER_OPTIONS))
     handler = grpc.method_handlers_generic_handler(
-        service.SERVICE_NAME, {service.INVOKE: grpc.unary_unary_rpc_method_handler(invoke)}
+        service.SERVICE_NAME,
+        {
+            service.INVOKE: grpc.unary_unary_rpc_method_handler(invoke),
+            service.CHANNEL: grpc.stream_stream_rpc_method_handler(channel),
+        },
     )
     server.add_generic_rpc_handlers((handler,))
     port = server.add_insecure_port("127.0.0.1:0")
