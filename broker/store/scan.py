@@ -58,8 +58,7 @@ def _parse(mm: memoryview, pos: int, segment: MappedFile, with_tags: bool) -> Sc
     topic = bytes(mm[pos + record.HEADER_SIZE : pos + record.HEADER_SIZE + tlen]).decode()
     tags = None
     if with_tags:
-        fields = msgpack.unpackb(mm[pos + record.HEADER_SIZE + tlen : pos + total])
-        tags = fields[1]
+        tags = record.decode_payload(mm, pos + record.HEADER_SIZE + tlen, pos + total)[1]
     return ScannedRecord(segment.base + pos, total, topic, qid, qoff, store, tags)
 
 

@@ -11,13 +11,14 @@ stores it unchanged, so a message is encoded once, by its producer.
 
 from __future__ import annotations
 
+import struct
 import time
 from collections.abc import Sequence
 from typing import Any
 
 import msgpack
 
-from rocketspark.protocol.record import encode_payload
+from rocketspark.protocol.record import NO_TAG, PAYLOAD_HEAD, PAYLOAD_HEAD_SIZE, encode_payload
 from rocketspark.protocol.types import Message
 
 
@@ -64,16 +65,30 @@ def decode_send_batch(body: bytes) -> tuple[int, list[bytes]]:
 
 
 def payload_tags(payload: bytes) -> tuple[str | None, int]:
-    """Validate a record payload's shape; return its tag (for the tag hash) and body size."""
+    """Validate a payload's layout; return its tag (for the tag hash) and body size.
+
+    A payload that would not decode for a consumer is refused here, so a broken producer
+    cannot poison a queue.
+    """
     try:
-        fields = msgpack.unpackb(payload, raw=False)
-    except Exception as exc:
-        raise MalformedBody(f"message payload is not valid msgpack ({type(exc).__name__})") from exc
-    if type(fields) is not list or len(fields) != 4:
-        raise MalformedBody("message payload must be [body, tags, keys, properties]")
-    body, tags, keys, props = fields
-    if type(body) is not bytes or not (tags is None or type(tags) is str):
-        raise MalformedBody("message body must be bytes and tags a string or nil")
-    if not (keys is None or type(keys) is list) or not (props is None or type(props) is dict):
-        raise MalformedBody("message keys must be an array (or nil) and properties a map (or nil)")
-    return tags, len(body)
+        body_len, tag_len, ext_len = PAYLOAD_HEAD.unpack_from(payload, 0)
+    except struct.error:
+        raise MalformedBody("message payload is shorter than its 10-byte header") from None
+    tag_bytes = 0 if tag_len == NO_TAG else tag_len
+    if PAYLOAD_HEAD_SIZE + body_len + tag_bytes + ext_len != len(payload):
+        raise MalformedBody("message payload lengths do not add up to its size")
+    tag = None
+    start = PAYLOAD_HEAD_SIZE + body_len
+    if tag_len != NO_TAG:
+        try:
+            tag = payload[start : start + tag_len].decode()
+        except UnicodeDecodeError:
+            raise MalformedBody("message tag is not valid UTF-8") from None
+    if ext_len:
+        try:
+            ext = msgpack.unpackb(payload[start + tag_bytes :], raw=False)
+        except Exception as exc:
+            raise MalformedBody(f"message keys/properties are not valid msgpack ({type(exc).__name__})") from exc
+        if type(ext) is not list or len(ext) != 2 or type(ext[0]) is not list or type(ext[1]) is not dict:
+            raise MalformedBody("message keys/properties must be [keys: array, properties: map]")
+    return tag, body_len

@@ -17,8 +17,17 @@ Byte layout (big-endian, like RocketMQ's commit log)::
     48  u32  sys_flag          reserved bits, 0 today
     52  u16  topic_len
     54  ...  topic             UTF-8, topic_len bytes
-    ...  ...  payload          msgpack [body: bin, tags: str|nil, keys: [str]|nil, properties: {str: str}|nil]
-                               (nil when empty: cheaper to decode than an empty array or map)
+    ...  ...  payload          the message as its producer encoded it (below)
+
+The payload is fixed-layout, so that a reader can slice every field without a parser (the
+Spark source builds Arrow columns from many records at once)::
+
+     0  u32  body_len
+     4  u16  tag_len       NO_TAG (0xFFFF) when the message has no tag
+     6  u32  ext_len       0 when the message has neither keys nor properties
+    10  ...  body
+    ...  ...  tag           UTF-8
+    ...  ...  ext           msgpack [keys: [str], properties: {str: str}]
 
 A blank record is just ``total_size`` and ``BLANK_MAGIC``: the rest of its bytes are padding.
 """
@@ -40,7 +49,12 @@ BLANK_MAGIC: Final = 0xCBD43194  # RocketMQ's BLANK_MAGIC_CODE
 BLANK_HEADER: Final = struct.Struct(">II")
 MIN_BLANK_SIZE: Final = BLANK_HEADER.size
 
-_pack_payload = msgpack.Packer(use_bin_type=True).pack
+PAYLOAD_HEAD: Final = struct.Struct(">IHI")
+PAYLOAD_HEAD_SIZE: Final = PAYLOAD_HEAD.size  # 10
+NO_TAG: Final = 0xFFFF
+MAX_TAG_BYTES: Final = 0xFFFE
+_pack_ext = msgpack.Packer(use_bin_type=True).pack
+_pack_head = PAYLOAD_HEAD.pack
 
 
 class RecordCorrupted(ValueError):
@@ -52,8 +66,29 @@ class RecordCorrupted(ValueError):
 
 
 def encode_payload(body: bytes, tags: str | None, keys: list[str], properties: dict[str, str]) -> bytes:
-    packed: bytes = _pack_payload([body, tags, keys or None, properties or None])
-    return packed
+    tag = b"" if tags is None else tags.encode()
+    if len(tag) > MAX_TAG_BYTES:
+        raise ValueError(f"a tag is limited to {MAX_TAG_BYTES} bytes of UTF-8, got {len(tag)}")
+    ext = _pack_ext([keys, properties]) if keys or properties else b""
+    return _pack_head(len(body), NO_TAG if tags is None else len(tag), len(ext)) + body + tag + ext
+
+
+def decode_payload(
+    buf: bytes | memoryview, pos: int, end: int
+) -> tuple[bytes, str | None, list[str] | None, dict[str, str] | None]:
+    """Split a payload into body, tag, keys and properties (None when absent)."""
+    body_len, tag_len, ext_len = PAYLOAD_HEAD.unpack_from(buf, pos)
+    start = pos + PAYLOAD_HEAD_SIZE
+    stop = start + body_len
+    tag_stop = stop + (0 if tag_len == NO_TAG else tag_len)
+    if tag_stop + ext_len != end:
+        raise ValueError(f"payload lengths ({body_len}, {tag_len}, {ext_len}) do not add up to its size")
+    body = bytes(buf[start:stop])
+    tag = None if tag_len == NO_TAG else bytes(buf[stop:tag_stop]).decode()
+    if not ext_len:
+        return body, tag, None, None
+    keys, props = msgpack.unpackb(buf[tag_stop:end])
+    return body, tag, keys, props
 
 
 def encode_record(

@@ -147,15 +147,19 @@ def decode_records(
 
     ``queue_id`` and ``offset_delta`` translate physical positions into the queue view the
     caller asked for (a logical queue of a static topic); by default they are left as stored.
-    This loop is the consumer's hot path, so it is written flat.
+    This loop is the consumer's hot path, so it is written flat: one ``unpack_from`` reads a
+    record's header, topic and payload lengths together (all records of a pull share a topic).
     """
     out: list[MessageExt] = []
+    if not buf:
+        return out
     append = out.append
-    unpack_header = record.HEADER.unpack_from
+    tlen0 = record.HEADER.unpack_from(buf, 0)[9]
+    unpack = struct.Struct(f">IIIIQQQQIH{tlen0}xIHI").unpack_from
     unpackb = msgpack.unpackb
     crc32 = zlib.crc32
-    magic_ok = record.RECORD_MAGIC
-    header_size = record.HEADER_SIZE
+    magic_ok, no_tag = record.RECORD_MAGIC, record.NO_TAG
+    body_at = record.HEADER_SIZE + tlen0 + record.PAYLOAD_HEAD_SIZE
     new, cls = _tuple_new, MessageExt
     view = memoryview(buf)
     pos, end = 0, len(buf)
@@ -163,20 +167,34 @@ def decode_records(
     gc.disable()  # thousands of fresh objects: collecting mid-loop only rescans survivors
     try:
         while pos < end:
-            total, magic, crc, qid, qoff, phys, born, store, _flag, tlen = unpack_header(buf, pos)
+            total, magic, crc, qid, qoff, phys, born, store, _flag, tlen, blen, taglen, extlen = unpack(buf, pos)
             stop = pos + total
-            if magic != magic_ok or total < header_size or stop > end:
+            if magic != magic_ok or tlen != tlen0 or stop > end:
                 raise record.RecordCorrupted(f"bad record header at byte {pos} of the response", pos)
             if verify and crc32(view[pos + 12 : stop]) != crc:
                 raise record.RecordCorrupted(f"CRC mismatch in the record at queue offset {qoff}", pos)
-            body, tags, keys, props = unpackb(view[pos + header_size + tlen : stop])
+            b0 = pos + body_at
+            b1 = b0 + blen
+            if taglen == no_tag:
+                tag, t1 = None, b1
+            else:
+                t1 = b1 + taglen
+                tag = buf[b1:t1].decode()
+            if t1 + extlen != stop:
+                raise record.RecordCorrupted(f"payload lengths of the record at queue offset {qoff} are wrong", pos)
+            keys = props = None
+            if extlen:
+                keys, props = unpackb(buf[t1:stop])
             qid_out = qid if queue_id is None else queue_id
             append(
-                new(cls, (topic, qid_out, qoff + offset_delta, body, tags, keys, props, born, store, phys, broker_name))
+                new(
+                    cls,
+                    (topic, qid_out, qoff + offset_delta, buf[b0:b1], tag, keys, props, born, store, phys, broker_name),
+                )
             )
             pos = stop
-    except struct.error as exc:
-        raise record.RecordCorrupted(f"truncated record at byte {pos} of the response", pos) from exc
+    except (struct.error, ValueError) as exc:
+        raise record.RecordCorrupted(f"bad record at byte {pos} of the response: {exc}", pos) from exc
     finally:
         view.release()
         if gc_was_on:
