@@ -2,29 +2,41 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
+DEPS := $(VENV)/.deps-installed
+INSTALLED := $(VENV)/.project-installed
+SOURCES := $(shell find rocketspark broker nameserver -name '*.py' 2>/dev/null)
 
-.PHONY: test run check bench clean
+.PHONY: test run check bench bench-spark clean
 
-$(STAMP): pyproject.toml
+# Dependencies once; the project itself is installed the way a user installs it (not in
+# editable mode), so that Spark's data-source discovery finds pyspark_rocketmq, and again
+# whenever a source file changes.
+$(DEPS): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
-	touch $(STAMP)
+	$(PY) -m pip install --quiet '.[test]'
+	touch $(DEPS)
 
-test: $(STAMP)
+$(INSTALLED): $(DEPS) $(SOURCES)
+	$(PY) -m pip install --quiet --no-deps --force-reinstall .
+	touch $(INSTALLED)
+
+test: $(INSTALLED)
 	$(PY) -m pytest -q
 
-run: $(STAMP)
+run: $(INSTALLED)
 	$(PY) examples/main_job.py
 
-check: $(STAMP)
+check: $(INSTALLED)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
-bench: $(STAMP)
+bench: $(INSTALLED)
 	$(PY) benchmarks/bench_broker.py
+
+bench-spark: $(INSTALLED)
+	$(PY) benchmarks/bench_spark.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

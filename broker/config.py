@@ -51,6 +51,7 @@ class BrokerConfig:
     consumer_expired_ms: int = 120_000  # a consumer silent this long leaves its group
     offset_flush_interval_ms: int = 5000  # persist consumer offsets this often
     mapping_clean_interval_ms: int = 300_000  # drop expired static-topic segments this often
+    dedupe_retention_hours: float = 24.0  # idempotent producers are remembered this long
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.broker_name):

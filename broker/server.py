@@ -22,6 +22,7 @@ from grpc import aio
 
 from broker.config import BrokerConfig
 from broker.consumers import ConsumerGroups
+from broker.dedupe import ProducerTable
 from broker.handlers import admin, consumers, offsets, pull, send, static
 from broker.longpoll import LongPollHub
 from broker.offsets import ConsumerOffsets
@@ -50,6 +51,7 @@ class Broker:
         self.topics = TopicTable(self.data_dir / "config" / "topics.json")
         self.offsets = ConsumerOffsets(self.data_dir / "config" / "consumerOffset.json")
         self.static = StaticTopics(self.data_dir / "config" / "topicQueueMapping.json", self.name)
+        self.producers = ProducerTable(self.data_dir / "config" / "producers.json", config.dedupe_retention_hours)
         self.store = MessageStore(config.store_config(), accepts=self.topics.accepts)
         self.longpoll = LongPollHub()
         self.consumers = ConsumerGroups(config.consumer_expired_ms)
@@ -67,6 +69,7 @@ class Broker:
         self.topics.load()
         self.offsets.load()
         self.static.load()
+        self.producers.load()
         saved = read_json(self.data_dir / "config" / "broker.json", default={})
         self.perm = int(saved.get("brokerPermission", self.perm))
         report = self.store.open()
@@ -77,6 +80,7 @@ class Broker:
 
     def close(self) -> None:
         self.offsets.persist()
+        self.producers.persist()
         self.store.close()
         self.registry.close()
 
@@ -132,6 +136,7 @@ class Broker:
         return [
             self.registry.run(),
             self._every(self.config.offset_flush_interval_ms, "offset persist", self.offsets.persist),
+            self._every(self.config.checkpoint_interval_ms, "producer table persist", self.producers.persist),
             self._every(self.config.retention_check_interval_ms, "retention", self.store.delete_expired),
             self._every(self.config.mapping_clean_interval_ms, "static segment cleanup", self.clean_mappings),
         ]

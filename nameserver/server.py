@@ -43,6 +43,7 @@ class NameServer:
         d.register(RequestCode.WIPE_WRITE_PERM_OF_BROKER, self.wipe_write_perm)
         d.register(RequestCode.ADD_WRITE_PERM_OF_BROKER, self.add_write_perm)
         d.register(RequestCode.GET_COUNTERS, self.counters)
+        d.register(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, self.topic_list)
 
     async def register_broker(self, cmd: RemotingCommand) -> RemotingCommand:
         registration = unpack(cmd.body)
@@ -65,6 +66,9 @@ class NameServer:
         if route is None:
             raise TopicNotExistError(f"No topic route info in name server for the topic: {topic}")
         return cmd.response(body=pack(route.to_wire()))
+
+    async def topic_list(self, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.response(body=pack(sorted(self.routes.topic_queues)))
 
     async def cluster_info(self, cmd: RemotingCommand) -> RemotingCommand:
         return cmd.response(body=pack(self.routes.cluster_info()))

@@ -2,8 +2,9 @@
 
 Header fields: ``topic``, ``queueId``, ``queueOffset``, ``maxMsgNums`` (default 32),
 ``maxBytes``, ``suspendTimeoutMs`` (long poll; 0 answers at once), ``tags`` (list; the
-server-side tag filter), and optionally ``consumerGroup`` + ``commitOffset`` to commit the
-group's progress in the same round trip, as RocketMQ's pull does.
+server-side tag filter), ``endOffset`` (never read at or past it), and optionally
+``consumerGroup`` + ``commitOffset`` to commit the group's progress in the same round trip,
+as RocketMQ's pull does.
 
 Outcomes that are not faults are response codes, not errors: PULL_NOT_FOUND (nothing new),
 PULL_RETRY_IMMEDIATELY (everything scanned was filtered out), PULL_OFFSET_MOVED (the offset
@@ -80,6 +81,8 @@ class _PullRequest:
         self.suspend_ms = min(max(get_int(cmd, "suspendTimeoutMs", 0), 0), broker.config.max_long_poll_ms)
         tags = get_list(cmd, "tags", None)
         self.tag_hashes = frozenset(tag_hash(str(t)) for t in tags) if tags else None
+        end = get_int(cmd, "endOffset", -1)
+        self.end_offset = end if end >= 0 else None
         group = get_str(cmd, "consumerGroup", "")
         commit = get_int(cmd, "commitOffset", -1)
         if group and commit >= 0:
@@ -110,7 +113,13 @@ class _PullRequest:
                     raise self.broker.static.stale_read(self.topic, self.logical_id, item, self.epoch)
                 limit = min(limit, item.end_offset - offset)
         return self.broker.store.get(
-            self.topic, self.queue_id, offset, max_messages=limit, max_bytes=self.max_bytes, tag_hashes=self.tag_hashes
+            self.topic,
+            self.queue_id,
+            offset,
+            max_messages=limit,
+            max_bytes=self.max_bytes,
+            tag_hashes=self.tag_hashes,
+            end_offset=self.end_offset,
         )
 
 

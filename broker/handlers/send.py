@@ -1,7 +1,9 @@
 """SEND_MESSAGE and SEND_BATCH_MESSAGE: validate, auto-create if allowed, store, answer.
 
 Header fields: ``topic``, ``queueId`` (-1 or absent: the broker picks), ``defaultTopic`` and
-``defaultTopicQueueNums`` (auto-create template, as RocketMQ's producer sends them). The body
+``defaultTopicQueueNums`` (auto-create template, as RocketMQ's producer sends them),
+``logicQueueId`` + ``epoch`` (static topics) and ``producerId`` + ``seq`` (idempotent sends,
+see :mod:`broker.dedupe`). The body
 is a batch (see :mod:`rocketspark.protocol.codec`); a single send is a batch of one.
 """
 
@@ -130,18 +132,31 @@ async def handle_send(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
     config = resolve_topic(broker, cmd, topic)
     check_writable(broker, config)
     queue_id, delta, logical_id = target_queue(broker, cmd, config)
+    producer_id = get_str(cmd, "producerId", "")
+    skipped = 0
+    if producer_id:
+        seq = get_int(cmd, "seq")
+        key = (producer_id, topic, queue_id)
+        skipped = broker.producers.already_stored(key, seq, len(payloads))
+        if skipped:
+            broker.producers.duplicates_dropped += skipped
+            payloads, hashes = payloads[skipped:], hashes[skipped:]
+    ext: dict[str, object] = {"queueId": queue_id, "duplicates": skipped}
+    if logical_id is not None:
+        ext["logicQueueId"] = logical_id
+    if not payloads:
+        return cmd.response(ext={**ext, "queueOffset": -1, "count": 0, "msgId": "", "status": SendStatus.SEND_OK.value})
     result = broker.store.put(topic, queue_id, born, payloads, hashes)
+    if producer_id:
+        broker.producers.stored((producer_id, topic, queue_id), seq + skipped, result.count)
     broker.longpoll.notify((topic, queue_id))
     status = SendStatus.SEND_OK
     if broker.config.flush_mode == "sync" and not await broker.store.wait_flushed(result.end_offset):
         status = SendStatus.FLUSH_DISK_TIMEOUT
-    ext = {
-        "queueId": queue_id,
-        "queueOffset": result.first_queue_offset + delta,
-        "count": result.count,
-        "msgId": record.msg_id(broker.name, result.first_offset),
-        "status": status.value,
-    }
-    if logical_id is not None:
-        ext["logicQueueId"] = logical_id
+    ext.update(
+        queueOffset=result.first_queue_offset + delta,
+        count=result.count,
+        msgId=record.msg_id(broker.name, result.first_offset),
+        status=status.value,
+    )
     return cmd.response(ext=ext)

@@ -241,8 +241,10 @@ class MessageStore:
         max_messages: int,
         max_bytes: int,
         tag_hashes: frozenset[int] | None = None,
+        end_offset: int | None = None,
     ) -> GetResult:
-        """Read up to ``max_messages`` / ``max_bytes`` of records from ``offset`` (at least one)."""
+        """Read up to ``max_messages`` / ``max_bytes`` of records from ``offset`` (at least one),
+        never at or past ``end_offset`` (a reader's planned end, so a filtered scan stops there)."""
         cq = self.queues.get((topic, queue_id))
         lo, hi = (cq.min_offset, cq.max_offset) if cq is not None else (0, 0)
         if hi == 0 and offset == 0:
@@ -255,10 +257,17 @@ class MessageStore:
         if offset > hi:
             return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, b"", 0, hi, lo, hi)
         assert cq is not None
-        return self._read_range(cq, offset, max_messages, max_bytes, tag_hashes)
+        stop = hi if end_offset is None else min(hi, max(end_offset, offset + 1))
+        return self._read_range(cq, offset, max_messages, max_bytes, tag_hashes, stop)
 
     def _read_range(
-        self, cq: ConsumeQueue, offset: int, max_messages: int, max_bytes: int, tag_hashes: frozenset[int] | None
+        self,
+        cq: ConsumeQueue,
+        offset: int,
+        max_messages: int,
+        max_bytes: int,
+        tag_hashes: frozenset[int] | None,
+        stop: int,
     ) -> GetResult:
         read = self.commitlog.read
         log_min = self.commitlog.min_offset
@@ -268,8 +277,9 @@ class MessageStore:
         cursor = offset
         scan_budget = max(max_messages, MAX_FILTER_SCAN) if tag_hashes is not None else max_messages
         done = False
-        while not done and cursor < cq.max_offset and scan_budget > 0 and found < max_messages:
-            chunk = cq.read(cursor, min(scan_budget, max_messages - found if tag_hashes is None else scan_budget))
+        while not done and cursor < stop and scan_budget > 0 and found < max_messages:
+            wanted = min(scan_budget, max_messages - found if tag_hashes is None else scan_budget, stop - cursor)
+            chunk = cq.read(cursor, wanted)
             if not chunk:
                 break
             for phys, size, tag in ENTRY.iter_unpack(chunk):

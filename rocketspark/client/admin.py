@@ -121,6 +121,12 @@ class Admin(ClientBase):
         info: dict[str, Any] = unpack(response.body)
         return info
 
+    def topics(self) -> list[str]:
+        """Every topic the nameserver has a route for."""
+        response = self.routes.call_nameserver(RemotingCommand.request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
+        names: list[str] = unpack(check(response).body)
+        return names
+
     def brokers(self, cluster: str | None = None) -> dict[str, str]:
         """Broker name -> address, optionally of one cluster."""
         info = self.cluster_list()

@@ -231,10 +231,17 @@ class Producer(ClientBase):
             queue_id=int(ext.get("logicQueueId", ext["queueId"])),
             queue_offset=int(ext["queueOffset"]),
             count=int(ext.get("count", 1)),
+            duplicates=int(ext.get("duplicates", 0)),
         )
 
     def _send_body(
-        self, topic: str, body: bytes, pinned: Message | None, batch: bool, timeout_ms: int | None
+        self,
+        topic: str,
+        body: bytes,
+        pinned: Message | None,
+        batch: bool,
+        timeout_ms: int | None,
+        extra: dict[str, object] | None = None,
     ) -> SendResult:
         """Send one request body. A broker failure is retried on another broker (at most
         ``retry_times_when_send_failed`` times); a queue that moved (a static topic remapped)
@@ -257,7 +264,10 @@ class Producer(ClientBase):
                     self.routes.invalidate(topic)
                     continue
                 address = self.broker_address(info.route, ref.broker_name)
-                response = self.call(address, self._request(info, topic, ref, body, batch), timeout_ms)
+                request = self._request(info, topic, ref, body, batch)
+                if extra:
+                    request.ext.update(extra)
+                response = self.call(address, request, timeout_ms)
             except MOVED as exc:
                 self.routes.invalidate(topic)
                 moves += 1
@@ -331,6 +341,31 @@ class Producer(ClientBase):
             chunks[-1].append(payload)
             size += len(payload) + 16
         return chunks
+
+    def send_to_queue(
+        self,
+        topic: str,
+        queue_id: int,
+        payloads: list[bytes],
+        *,
+        producer_id: str | None = None,
+        sequence: int = 0,
+        timeout_ms: int | None = None,
+    ) -> SendResult:
+        """Send encoded payloads (see ``message_payload``) to one queue, in one request.
+
+        With ``producer_id``, the messages are numbered ``sequence, sequence + 1, ...`` for that
+        producer and queue, and the broker drops the ones it stored before: resending the same
+        numbered messages (a replayed Spark micro-batch) appends nothing twice.
+        """
+        body = encode_send_batch([], payloads=payloads)
+        pin = Message(topic, b"", queue_id=queue_id)
+        extra: dict[str, object] | None = {"producerId": producer_id, "seq": sequence} if producer_id else None
+        return self._send_body(topic, body, pin, True, timeout_ms, extra)
+
+    def queue_count(self, topic: str) -> int:
+        """How many queues keys and ``queue_id`` choose among (logical queues of a static topic)."""
+        return len(self.publish_info(topic).stable)
 
     def send_async(self, message: Message, *, timeout_ms: int | None = None) -> concurrent.futures.Future[SendResult]:
         """Send without blocking; the future resolves to the SendResult or the error."""

@@ -29,6 +29,7 @@ code  name                                 served by
 105   GET_ROUTEINFO_BY_TOPIC               nameserver
 106   GET_BROKER_CLUSTER_INFO              nameserver
 202   GET_TOPIC_STATS_INFO                 broker
+206   GET_ALL_TOPIC_LIST_FROM_NAMESERVER   nameserver
 205   WIPE_WRITE_PERM_OF_BROKER            nameserver
 215   DELETE_TOPIC_IN_BROKER               broker
 216   DELETE_TOPIC_IN_NAMESRV              nameserver
@@ -71,6 +72,7 @@ class RequestCode(IntEnum):
     GET_ROUTEINFO_BY_TOPIC = 105
     GET_BROKER_CLUSTER_INFO = 106
     GET_TOPIC_STATS_INFO = 202
+    GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
     WIPE_WRITE_PERM_OF_BROKER = 205
     DELETE_TOPIC_IN_BROKER = 215
     DELETE_TOPIC_IN_NAMESRV = 216

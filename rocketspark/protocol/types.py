@@ -218,6 +218,7 @@ class SendResult:
     queue_id: int
     queue_offset: int
     count: int = 1  # messages stored by this call (a batch reports its first message)
+    duplicates: int = 0  # messages of an idempotent resend that the broker had stored already
 
 
 class PullStatus(Enum):

@@ -1,0 +1,230 @@
+"""Driver-side knowledge of the topics a query reads: their queues, bounds and start offsets.
+
+Lives only in Spark's driver-side Python worker (the source's long-lived runner). The client
+is created lazily there, never pickled to executors. Latest offsets are fetched with one
+request per broker (its per-queue min/max table) and reused for ``latestOffsetCacheMs``,
+because an idle query asks for them about 90 times a second.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+
+from rocketspark.client.admin import Admin
+from rocketspark.client.consumer import Consumer
+from rocketspark.client.logical import LogicalQueue, logical_view
+from rocketspark.errors import ConnectError, NoRouteInfoError, RocketSparkError, TopicNotExistError
+from rocketspark.protocol.codec import unpack
+from rocketspark.protocol.codes import RequestCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.spark.options import EARLIEST, LATEST, OptionError, ReaderOptions
+from rocketspark.spark.planning import Bounds
+
+Offsets = dict[str, dict[int, int]]  # topic -> logical queue id -> logical offset
+
+
+def ordered(offsets: Offsets) -> dict[str, dict[str, int]]:
+    """Offsets as Spark stores them: JSON with keys in a fixed order (Spark compares strings)."""
+    return {topic: {str(q): offsets[topic][q] for q in sorted(offsets[topic])} for topic in sorted(offsets)}
+
+
+def parse(offset: dict[str, dict[str, int]] | None) -> Offsets:
+    return {topic: {int(q): int(o) for q, o in queues.items()} for topic, queues in (offset or {}).items()}
+
+
+@dataclass(frozen=True, slots=True)
+class TopicState:
+    topic: str
+    queues: dict[int, LogicalQueue]  # the logical queues this query reads
+    bounds: dict[int, Bounds]
+    fetched_at: float
+
+
+class Catalog:
+    """Topics, logical queues and their bounds, as the query sees them now."""
+
+    def __init__(self, options: ReaderOptions) -> None:
+        self.options = options
+        self.consumer = Consumer(list(options.nameservers), timeout_ms=options.pull_timeout_ms)
+        self.admin = Admin(list(options.nameservers), timeout_ms=options.pull_timeout_ms)
+        self._states: dict[str, TopicState] = {}
+        self._topics: tuple[float, list[str]] | None = None
+
+    def close(self) -> None:
+        self.consumer.close()
+        self.admin.close()
+
+    # -- topics -------------------------------------------------------------------------------
+
+    def topics(self) -> list[str]:
+        opts = self.options
+        if opts.topics:
+            return list(opts.topics)
+        if opts.assign is not None:
+            return sorted(opts.assign)
+        now = time.monotonic()
+        if self._topics is None or now - self._topics[0] > 1.0:
+            pattern = re.compile(opts.topic_pattern or "")
+            try:
+                names = [t for t in self.admin.topics() if pattern.fullmatch(t) and t != "TBW102"]
+            except ConnectError as exc:
+                raise self._unreachable(exc) from None
+            self._topics = (now, names)
+        return self._topics[1]
+
+    def _unreachable(self, exc: RocketSparkError) -> RocketSparkError:
+        return ConnectError(
+            f'cannot reach the nameserver given by option "nameserver" ({", ".join(self.options.nameservers)}): '
+            f"{exc.message}"
+        )
+
+    # -- queues and bounds ------------------------------------------------------------------------
+
+    def state(self, topic: str, *, fresh: bool = False) -> TopicState:
+        """Queues and bounds of a topic, fetched at most every ``latestOffsetCacheMs``."""
+        cached = self._states.get(topic)
+        max_age = self.options.latest_offset_cache_ms / 1000
+        if cached is not None and not fresh and time.monotonic() - cached.fetched_at < max_age:
+            return cached
+        try:
+            route = self.consumer.routes.refresh(topic) or self.consumer.routes.get(topic)
+        except NoRouteInfoError as exc:
+            raise self._missing(topic, exc) from None
+        except ConnectError as exc:
+            raise self._unreachable(exc) from None
+        view = logical_view(route)
+        wanted = self.options.assign.get(topic) if self.options.assign else None
+        if wanted is not None:
+            bad = [q for q in wanted if q >= len(view)]
+            if bad:
+                raise OptionError(
+                    f'option "assign": topic "{topic}" has no logical queue {bad[0]} (it has {len(view)})'
+                )
+        queues = {q.queue_id: q for q in view if wanted is None or q.queue_id in wanted}
+        state = TopicState(topic, queues, self._bounds(topic, route.brokers, queues), time.monotonic())
+        self._states[topic] = state
+        return state
+
+    def _missing(self, topic: str, exc: RocketSparkError) -> RocketSparkError:
+        if isinstance(exc, NoRouteInfoError) and "no nameserver answered" in exc.message:
+            return self._unreachable(exc)
+        return TopicNotExistError(
+            f'topic "{topic}" (option "{"topic" if self.options.topics else "assign"}") does not exist on the '
+            f"cluster at {', '.join(self.options.nameservers)}: create it first (rocketspark admin create-topic "
+            f"{topic}) or fix the name"
+        )
+
+    def _bounds(self, topic: str, brokers: tuple[object, ...], queues: dict[int, LogicalQueue]) -> dict[int, Bounds]:
+        stats: dict[str, dict[int, tuple[int, int]]] = {}
+        for broker in brokers:
+            request = RemotingCommand.request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic})
+            address = broker.address  # type: ignore[attr-defined]
+            try:
+                rows = unpack(self.consumer.call(address, request).body)
+            except TopicNotExistError:
+                rows = []
+            stats[broker.broker_name] = {r["queueId"]: (r["min"], r["max"]) for r in rows}  # type: ignore[attr-defined]
+        return {q: _bounds_of(queue, stats) for q, queue in queues.items()}
+
+    def latest(self, *, fresh: bool = False) -> Offsets:
+        return {t: {q: b.high for q, b in self.state(t, fresh=fresh).bounds.items()} for t in self.topics()}
+
+    def earliest(self) -> Offsets:
+        return {t: {q: b.low for q, b in self.state(t).bounds.items()} for t in self.topics()}
+
+    # -- starting points ---------------------------------------------------------------------------
+
+    def resolve(self, spec: str | dict[str, dict[int, int]], name: str) -> Offsets:
+        """``earliest`` / ``latest`` / JSON (with -2 and -1) into concrete logical offsets."""
+        earliest, latest = self.earliest(), self.latest()
+        if spec == "earliest":
+            return earliest
+        if spec == "latest":
+            return latest
+        assert isinstance(spec, dict)
+        unknown = sorted(set(spec) - set(latest))
+        if unknown:
+            raise OptionError(f'option "{name}" names topic "{unknown[0]}", which this query does not read')
+        out: Offsets = {}
+        for topic in latest:
+            given = spec.get(topic)
+            if given is None:
+                raise OptionError(f'option "{name}" must give offsets for every topic read; "{topic}" is missing')
+            missing = sorted(set(latest[topic]) - set(given))
+            if missing:
+                raise OptionError(
+                    f'option "{name}" must give an offset for every logical queue of "{topic}"; queue {missing[0]} '
+                    f"is missing (use -2 for earliest, -1 for latest)"
+                )
+            out[topic] = {
+                q: earliest[topic][q] if o == EARLIEST else latest[topic][q] if o == LATEST else o
+                for q, o in given.items()
+                if q in latest[topic]
+            }
+        return out
+
+    def by_timestamp(self, timestamps: dict[str, dict[int, int]], strategy: str, name: str) -> Offsets:
+        """The first logical offset stored at or after each queue's timestamp."""
+        latest = self.latest()
+        out: Offsets = {}
+        for topic, queues in latest.items():
+            wanted = timestamps.get(topic)
+            if wanted is None:
+                raise OptionError(f'option "{name}" must give a timestamp for topic "{topic}"')
+            out[topic] = {}
+            for q, high in queues.items():
+                if q not in wanted:
+                    raise OptionError(f'option "{name}" has no timestamp for logical queue {q} of "{topic}"')
+                found = self.consumer.offset_for_timestamp(topic, q, wanted[q])
+                if found >= high and strategy == "error" and high > self.state(topic).bounds[q].low:
+                    newest = self._newest_store_time(topic, q, high)
+                    if newest is not None and newest < wanted[q]:
+                        raise OptionError(
+                            f'option "{name}": no message of {topic} queue {q} was stored at or after {wanted[q]} '
+                            '(set startingOffsetsByTimestampStrategy to "latest" to start there instead)'
+                        )
+                out[topic][q] = found
+        return out
+
+    def _newest_store_time(self, topic: str, q: int, high: int) -> int | None:
+        result = self.consumer.pull(topic, q, max(high - 1, 0), 1)
+        return result.messages[0].store_timestamp if result.messages else None
+
+    def starting_offsets(self) -> Offsets:
+        """Where a new query starts, with Kafka's precedence: timestamp, then per-queue
+        timestamps, then startingOffsets."""
+        opts = self.options
+        if opts.starting_timestamp is not None:
+            stamps = {t: dict.fromkeys(qs, opts.starting_timestamp) for t, qs in self.latest().items()}
+            return self.by_timestamp(stamps, opts.timestamp_strategy, "startingTimestamp")
+        if opts.starting_by_timestamp is not None:
+            return self.by_timestamp(opts.starting_by_timestamp, opts.timestamp_strategy, "startingOffsetsByTimestamp")
+        return self.resolve(opts.starting, "startingOffsets")
+
+    def ending_offsets(self) -> Offsets:
+        opts = self.options
+        if opts.ending_timestamp is not None:
+            stamps = {t: dict.fromkeys(qs, opts.ending_timestamp) for t, qs in self.latest().items()}
+            return self.by_timestamp(stamps, "latest", "endingTimestamp")
+        return self.resolve(opts.ending, "endingOffsets")
+
+
+def _bounds_of(queue: LogicalQueue, stats: dict[str, dict[int, tuple[int, int]]]) -> Bounds:
+    """Earliest retained and latest logical offset of a queue from its brokers' min/max."""
+    high = 0
+    low: int | None = None
+    for segment in queue.segments:
+        phys_low, phys_high = stats.get(segment.broker_name, {}).get(segment.queue_id, (0, 0))
+        if segment.sealed:
+            if low is None and phys_low < segment.end_offset:
+                low = segment.logical(max(phys_low, segment.start_offset))
+            high = segment.logical(segment.end_offset)
+        else:
+            if low is None:
+                low = segment.logical(max(phys_low, segment.start_offset))
+            high = segment.logical(phys_high)
+    if not queue.segments:
+        return Bounds(0, 0)
+    return Bounds(high if low is None else min(low, high), high)

@@ -1,0 +1,33 @@
+"""The source schema, as Spark sees it (its Arrow twin is in :mod:`rocketspark.spark.arrow`)."""
+
+from __future__ import annotations
+
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+
+def source_schema(include_properties: bool) -> StructType:
+    fields = [
+        StructField("topic", StringType()),
+        StructField("queueId", IntegerType()),
+        StructField("queueOffset", LongType()),
+        StructField("msgId", StringType()),
+        StructField("tag", StringType()),
+        StructField("keys", ArrayType(StringType())),
+        StructField("body", BinaryType()),
+        StructField("bornTimestamp", TimestampType()),
+        StructField("storeTimestamp", TimestampType()),
+        StructField("brokerName", StringType()),
+    ]
+    if include_properties:
+        fields.append(StructField("properties", MapType(StringType(), StringType())))
+    return StructType(fields)

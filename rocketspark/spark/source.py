@@ -1,0 +1,225 @@
+"""The source: streaming and batch readers of ``format("rocketmq")``.
+
+One Spark partition per logical queue (more with ``minPartitions``, split at segment
+boundaries first). Offsets are logical offsets per logical queue, checkpointed as readable
+JSON (``{"orders": {"0": 1200, "1": 1185}}``); the driver plans each range onto the segments
+holding it and executors read those segments from their brokers directly.
+
+Facts about the pinned pyspark that shape this code (research/pyspark-datasource-api.md):
+``read()`` runs on a pickled copy of the reader made at query start, so everything a task
+needs travels in its partition and clients are created lazily; ``commit()`` runs a batch late
+and ``stop()`` may never run, so the checkpoint is the only source of truth.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+
+from rocketspark.errors import RocketSparkError
+from rocketspark.spark.driver import Catalog, Offsets, ordered, parse
+from rocketspark.spark.options import ReaderOptions
+from rocketspark.spark.planning import SegmentRange, advance, count, distribute, plan_ranges, split
+from rocketspark.spark.reading import DataLossError, ReadSpec, read_partition
+
+log = logging.getLogger(__name__)
+
+
+class RocketMQPartition(InputPartition):
+    """One task's work: a logical queue's slices, as plain picklable data."""
+
+    def __init__(self, spec: ReadSpec, ranges: list[SegmentRange]) -> None:
+        super().__init__((spec.topic, spec.queue_id, ranges[0].logical_start if ranges else 0))
+        self.spec = spec
+        self.ranges = ranges
+
+
+def _spec(options: ReaderOptions, topic: str, queue_id: int) -> ReadSpec:
+    return ReadSpec(
+        topic=topic,
+        queue_id=queue_id,
+        nameservers=options.nameservers,
+        tags=options.tags,
+        include_properties=options.include_properties,
+        fail_on_data_loss=options.fail_on_data_loss,
+        verify_crc=options.verify_crc,
+        pull_timeout_ms=options.pull_timeout_ms,
+        pull_batch_size=options.pull_batch_size,
+    )
+
+
+class _Planner:
+    """Shared by the streaming and the batch reader: offsets to partitions, on the driver."""
+
+    options: ReaderOptions
+    _catalog: Catalog | None = None
+
+    @property
+    def catalog(self) -> Catalog:
+        if self._catalog is None:
+            self._catalog = Catalog(self.options)
+        return self._catalog
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_catalog"] = None  # a live client never travels to executors
+        return state
+
+    def plan(self, start: Offsets, end: Offsets) -> list[RocketMQPartition]:
+        partitions: list[RocketMQPartition] = []
+        for topic in sorted(end):
+            state = self.catalog.state(topic)
+            for queue_id in sorted(end[topic]):
+                queue = state.queues.get(queue_id)
+                low = start.get(topic, {}).get(queue_id, 0)  # a queue new to the query starts at 0
+                high = end[topic][queue_id]
+                if queue is None or high <= low:
+                    continue
+                low = self._check_loss(topic, queue_id, low, high, state.bounds[queue_id].low)
+                spec = _spec(self.options, topic, queue_id)
+                for piece in split(plan_ranges(queue, low, high), self._pieces(queue_id, end)):
+                    partitions.append(RocketMQPartition(spec, piece))
+        return partitions
+
+    def _pieces(self, queue_id: int, end: Offsets) -> int:
+        wanted = self.options.min_partitions
+        queues = sum(len(q) for q in end.values())
+        return 1 if not wanted or queues == 0 else max(1, -(-wanted // queues))
+
+    def _check_loss(self, topic: str, queue_id: int, low: int, high: int, earliest: int) -> int:
+        """Offsets below the earliest retained one are lost: fail, or skip exactly them."""
+        if low >= earliest:
+            return low
+        lost_to = min(earliest, high)
+        message = (
+            f"data loss in topic {topic} logical queue {queue_id}: offsets [{low}, {lost_to}) were deleted (by "
+            f"retention) before this query read them; the queue now starts at {earliest}"
+        )
+        if self.options.fail_on_data_loss:
+            raise DataLossError(message + '. Set the option failOnDataLoss to "false" to skip lost offsets instead.')
+        log.warning("%s; skipped (failOnDataLoss=false)", message)
+        return lost_to
+
+
+class RocketMQStreamReader(_Planner, DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: ReaderOptions) -> None:
+        self.options = options
+        self._catalog = None
+        self._available_now: Offsets | None = None
+        self._last_batch_at = time.monotonic()
+        self._last_end: str | None = None
+
+    def initialOffset(self) -> dict[str, dict[str, int]]:
+        return ordered(self.catalog.starting_offsets())
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_offsets_per_trigger:
+            return ReadMaxRows(self.options.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """AvailableNow: read up to the latest offsets seen now, in batches that honour limits."""
+        self._available_now = self.catalog.latest(fresh=True)
+
+    def latestOffset(self, start: dict[str, dict[str, int]], limit: ReadLimit) -> dict[str, dict[str, int]]:
+        begin = parse(start)
+        latest = self._available_now or self.catalog.latest()
+        target: Offsets = {}
+        backlog: dict[tuple[str, int], int] = {}
+        for topic, queues in latest.items():
+            state = self.catalog.state(topic)
+            target[topic] = {}
+            for q, high in queues.items():
+                low = begin.get(topic, {}).get(q, 0)
+                target[topic][q] = max(high, low)
+                backlog[(topic, q)] = count(state.queues[q], low, high) if high > low else 0
+        total = sum(backlog.values())
+        if total and self._too_early(total):
+            return start
+        if isinstance(limit, ReadMaxRows):
+            shares = distribute(backlog, limit.max_rows)
+            for (topic, q), share in shares.items():
+                low = begin.get(topic, {}).get(q, 0)
+                target[topic][q] = advance(self.catalog.state(topic).queues[q], low, target[topic][q], share)
+        end = ordered({t: {q: max(o, begin.get(t, {}).get(q, 0)) for q, o in qs.items()} for t, qs in target.items()})
+        if str(end) != self._last_end:
+            self._last_end = str(end)
+            self._last_batch_at = time.monotonic()
+        return end
+
+    def _too_early(self, available: int) -> bool:
+        """minOffsetsPerTrigger: wait for more, but never longer than maxTriggerDelay."""
+        wanted = self.options.min_offsets_per_trigger
+        if not wanted or available >= wanted or self._available_now is not None:
+            return False
+        return time.monotonic() - self._last_batch_at < self.options.max_trigger_delay_ms / 1000
+
+    def reportLatestOffset(self) -> dict[str, dict[str, int]] | None:
+        """Shown as ``latestOffset`` in the query's progress; ``rocketspark.spark.lag`` uses it."""
+        try:
+            return ordered(self.catalog.latest())
+        except RocketSparkError:
+            return None
+
+    def partitions(self, start: dict[str, dict[str, int]], end: dict[str, dict[str, int]]) -> list[RocketMQPartition]:
+        return self.plan(parse(start), parse(end))
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, RocketMQPartition)
+        return read_partition(partition.spec, partition.ranges)
+
+    def commit(self, end: dict[str, dict[str, int]]) -> None:
+        """Optionally record progress in a consumer group, for lag dashboards only: the
+        checkpoint decides where a restarted query resumes, never the group."""
+        group = self.options.consumer_group
+        if not group:
+            return
+        for topic, queues in parse(end).items():
+            for q, offset in queues.items():
+                try:
+                    self.catalog.consumer.commit_offset(group, topic, q, offset)
+                except RocketSparkError as exc:
+                    log.warning("could not commit %s/%s=%s to group %s: %s", topic, q, offset, group, exc)
+
+    def stop(self) -> None:
+        if self._catalog is not None:
+            self._catalog.close()
+            self._catalog = None
+
+
+class RocketMQBatchReader(_Planner, DataSourceReader):
+    """``spark.read``: from startingOffsets (default earliest) to endingOffsets (default latest)."""
+
+    def __init__(self, options: ReaderOptions) -> None:
+        self.options = options
+        self._catalog = None
+
+    def partitions(self) -> list[RocketMQPartition]:
+        start = self.catalog.starting_offsets()
+        end = self.catalog.ending_offsets()
+        for topic, queues in end.items():
+            for q, high in queues.items():
+                low = start.get(topic, {}).get(q, 0)
+                if high < low:
+                    raise RocketSparkError(
+                        f"endingOffsets {high} of {topic} queue {q} is before its startingOffsets {low}"
+                    )
+        try:
+            return self.plan(start, end)
+        finally:
+            self.stop()
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, RocketMQPartition)
+        return read_partition(partition.spec, partition.ranges)
+
+    def stop(self) -> None:
+        if self._catalog is not None:
+            self._catalog.close()
+            self._catalog = None
