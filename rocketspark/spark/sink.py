@@ -219,14 +219,14 @@ class RocketMQStreamWriter(_WriterBase, DataSourceStreamArrowWriter):
     def __init__(self, options: WriterOptions, schema: StructType) -> None:
         super().__init__(options, schema, streaming=True)
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:  # type: ignore[override]
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
         return self._write(iterator)
 
-    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803 - Spark's name
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         total = sum(m.messages for m in messages if isinstance(m, SinkCommitMessage))
         log.info("micro-batch %d: %d messages written", batchId, total)
 
-    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         log.warning("micro-batch %d aborted; messages already sent stay, and a re-run will not resend them", batchId)
 
 
@@ -234,5 +234,5 @@ class RocketMQBatchWriter(_WriterBase, DataSourceArrowWriter):
     def __init__(self, options: WriterOptions, schema: StructType) -> None:
         super().__init__(options, schema, streaming=False)
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:  # type: ignore[override]
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
         return self._write(iterator)
