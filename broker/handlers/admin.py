@@ -125,6 +125,7 @@ async def counters(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
                 "messagesRead": stats.messages_got,
                 "segmentsDeleted": stats.segments_deleted,
                 "longPollWaiting": broker.longpoll.waiting,
+                "duplicatesDropped": broker.producers.duplicates_dropped,
                 "time": int(time.time() * 1000),
             }
         )
