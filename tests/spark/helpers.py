@@ -12,8 +12,16 @@ def reader(spark: Any, nameserver: str, topic: str, **options: Any) -> Any:
     return stream.load()
 
 
-def run_available_now(df: Any, checkpoint: str, *, fmt: str = "memory", name: str | None = None,
-                      path: str | None = None, timeout: float = 180, **options: Any) -> Any:
+def run_available_now(
+    df: Any,
+    checkpoint: str,
+    *,
+    fmt: str = "memory",
+    name: str | None = None,
+    path: str | None = None,
+    timeout: float = 180,
+    **options: Any,
+) -> Any:
     """Start ``df`` with Trigger.AvailableNow, wait for it to finish, return the query."""
     writer = df.writeStream.format(fmt).trigger(availableNow=True).option("checkpointLocation", checkpoint)
     for key, value in options.items():

@@ -92,6 +92,7 @@ def test_every_micro_batch_has_one_partition_per_logical_queue(
     seen: dict[str, list[int]] = {"plain": [], "split": []}
 
     for label, extra in (("plain", {}), ("split", {"minPartitions": 20})):
+
         def record(df: Any, batch_id: int, label: str = label) -> None:
             seen[label].append(df.rdd.getNumPartitions())
 
