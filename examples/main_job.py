@@ -1,80 +1,154 @@
-"""The main job (``make run``): an embedded cluster, a few thousand messages in and out.
+"""The main job (``make run``): a Spark streaming ETL over a static topic, with a remap mid-stream.
 
-Starts a nameserver and two brokers in this process, creates a topic on both brokers,
-produces 5,000 order events (keyed by customer, so each customer's events stay in order),
-reads every queue back, commits the consumer group's progress, and prints what happened.
+1. starts an embedded cluster (a nameserver and three brokers, in this process);
+2. creates the static topics ``orders`` (8 logical queues on broker-a and broker-b) and
+   ``customer-totals`` (4 logical queues);
+3. produces a stream of order events in the background;
+4. runs the streaming ETL of ``examples/streaming_etl.py`` (running totals per customer);
+5. moves logical queues 0 and 1 of ``orders`` to broker-c while the query runs, then
+   produces the second half of the events;
+6. waits until every event is processed, then prints the query's progress, the totals
+   read back from ``customer-totals``, and whether they match what was produced.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
+import sys
+import tempfile
+import threading
 import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from streaming_etl import SOURCE, TARGET, build_query
 
 from rocketspark import Admin, Consumer, LocalCluster, Message, Producer
 
-TOPIC = "orders"
-GROUP = "order-audit"
-EVENTS = 5000
+EVENTS = 20_000
+CUSTOMERS = 40
+
+
+def produce(nameserver: str, events: list[dict[str, Any]], done: threading.Event) -> None:
+    with Producer(nameserver) as producer:
+        for start in range(0, len(events), 500):
+            chunk = events[start : start + 500]
+            producer.send_batch([Message(SOURCE, json.dumps(e).encode(), sharding_key=e["customer"]) for e in chunk])
+            time.sleep(0.3)
+    done.set()
+
+
+def caught_up(query: Any, latest: dict[str, int]) -> bool:
+    """The query's last batch ended at the topic's latest offsets."""
+    progress = query.lastProgress
+    if not progress or not progress["sources"] or not progress["sources"][0]["endOffset"]:
+        return False
+    return bool(json.loads(progress["sources"][0]["endOffset"])[SOURCE] == latest)
 
 
 def main() -> None:
-    with LocalCluster(brokers=2) as cluster:
-        print(f"cluster: nameserver {cluster.nameserver}, brokers {cluster.brokers}")
-        with Admin(cluster.nameserver) as admin:
-            admin.create_topic(TOPIC, queues=4)
-            print(f"created topic {TOPIC!r} with 4 queues on each of {sorted(cluster.brokers)}")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F  # noqa: N812
 
-            rng = random.Random(7)
-            events = [
-                {"order": i, "customer": f"c{rng.randrange(50)}", "amount": round(rng.uniform(1, 500), 2)}
-                for i in range(EVENTS)
-            ]
-            started = time.perf_counter()
-            with Producer(cluster.nameserver) as producer:
-                results = producer.send_batch(
-                    [
-                        Message(
-                            TOPIC,
-                            json.dumps(e).encode(),
-                            tags="big" if e["amount"] > 250 else "small",
-                            keys=[str(e["order"])],
-                            sharding_key=e["customer"],
-                        )
-                        for e in events
-                    ]
-                )
-            elapsed = time.perf_counter() - started
-            print(f"produced {EVENTS} events in {len(results)} batch requests ({EVENTS / elapsed:,.0f} msg/s)")
+    rng = random.Random(11)
+    events = [
+        {"order": i, "customer": f"c{rng.randrange(CUSTOMERS):02d}", "amount": round(rng.uniform(1, 200), 2)}
+        for i in range(EVENTS)
+    ]
+    with LocalCluster(brokers=3) as cluster, tempfile.TemporaryDirectory() as work:
+        ns = cluster.nameserver
+        print(f"cluster: nameserver {ns}, brokers {', '.join(cluster.brokers)}")
+        with Admin(ns) as admin:
+            admin.create_static_topic(SOURCE, 8, brokers=["broker-a", "broker-b"])
+            admin.create_static_topic(TARGET, 4, brokers=["broker-a", "broker-b"])
+        print(f"static topics: {SOURCE} (8 logical queues), {TARGET} (4), on broker-a and broker-b")
 
-            total = 0.0
-            count = 0
-            with Consumer(cluster.nameserver) as consumer:
-                for queue_id in range(len(consumer.queues(TOPIC))):
-                    last_order: dict[str, int] = {}
-                    for result in consumer.iter_range(TOPIC, queue_id, 0):
-                        for message in result.messages:
-                            event = json.loads(message.body)
-                            assert last_order.get(event["customer"], -1) < event["order"], "per-key order broken"
-                            last_order[event["customer"]] = event["order"]
-                            total += event["amount"]
-                            count += 1
-                        consumer.commit_offset(GROUP, TOPIC, queue_id, result.next_offset)
-                big = consumer.pull(TOPIC, 0, 0, max_messages=1000, tags="big")
-            print(f"consumed {count} events, total amount {total:,.2f}; per-customer order held on every queue")
-            print(f"server-side tag filter: queue 0 holds {len(big.messages)} 'big' orders")
+        spark = (
+            SparkSession.builder.master("local[2]")
+            .appName("rocketspark-main-job")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.shuffle.partitions", "4")
+            .getOrCreate()
+        )
+        spark.sparkContext.setLogLevel("ERROR")
+        done = threading.Event()
+        half = len(events) // 2
+        first_half = threading.Thread(target=produce, args=(ns, events[:half], threading.Event()), daemon=True)
+        first_half.start()
+        query = build_query(
+            spark, ns, str(Path(work) / "checkpoint"), trigger_seconds=0.5, max_offsets_per_trigger=4000
+        )
+        print("streaming ETL started; producing events")
 
-            print("\nqueue status:")
-            for row in admin.topic_status(TOPIC):
-                print(
-                    f"  queue {row.queue_id} on {row.broker_name}/{row.physical_queue_id}: offsets "
-                    f"[{row.min_offset}, {row.max_offset})"
-                )
-            lag = sum(p.lag for p in admin.consumer_progress(GROUP, TOPIC))
-            print(f"consumer group {GROUP!r} lag after commit: {lag}")
-            counters = admin.nameserver_counters()
-            print(f"nameserver requests by code: {counters['requests']}")
+        while not any(p["numInputRows"] for p in query.recentProgress):  # remap once data flows
+            if query.exception() is not None:
+                raise query.exception()
+            time.sleep(0.2)
+        with Admin(ns) as admin:
+            result = admin.remap_static_topic(SOURCE, [0, 1], "broker-c")
+            for queue, src, dst, start in result.moved:
+                print(f"remapped {SOURCE} logical queue {queue} mid-stream: {src} -> {dst}, new segment from {start}")
+        first_half.join()
+        threading.Thread(target=produce, args=(ns, events[half:], done), daemon=True).start()
+
+        done.wait(300)
+        with Consumer(ns) as consumer:
+            latest = {str(q): consumer.max_offset(SOURCE, q) for q in range(8)}
+        deadline = time.monotonic() + 300
+        while not caught_up(query, latest) and time.monotonic() < deadline:
+            if query.exception() is not None:
+                raise query.exception()
+            time.sleep(0.5)
+        progress = [p for p in query.recentProgress if p["numInputRows"]]
+        query.stop()
+        rows = sum(p["numInputRows"] for p in progress)
+        print(
+            f"query: {len(progress)} micro-batches with data, {rows} input rows "
+            f"(as many as events produced: {rows == EVENTS})"
+        )
+        print(f"last batch end offsets: {progress[-1]['sources'][0]['endOffset']}")
+        with Admin(ns) as admin:
+            queue0 = admin.topic_status(SOURCE)[0]
+        segments = ", ".join(
+            f"{s.broker_name} [{s.logical_start}, {s.logical_end or ''}) {s.state.value}" for s in queue0.segments
+        )
+        print(f"{SOURCE} logical queue 0 now: {segments}")
+
+        totals = (
+            spark.read.format("rocketmq")
+            .option("nameserver", ns)
+            .option("topic", TARGET)
+            .load()
+            .select(
+                F.from_json(F.col("body").cast("string"), "customer string, orders long, total double").alias("t"),
+                "queueId",
+                "queueOffset",
+            )
+            .select("t.*", "queueId", "queueOffset")
+        )
+        latest = {r.customer: (r.orders, r.total) for r in totals.orderBy("queueOffset").collect()}
+        expected: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+        for e in events:
+            expected[e["customer"]][0] += 1
+            expected[e["customer"]][1] += e["amount"]
+        matches = all(
+            latest.get(c, (0, 0))[0] == n and abs(latest[c][1] - total) < 0.05 for c, (n, total) in expected.items()
+        )
+        print("customer totals read back from the output topic (first 5):")
+        for customer in sorted(latest)[:5]:
+            print(f"  {customer}: {latest[customer][0]} orders, total {latest[customer][1]:.2f}")
+        print(f"all {len(expected)} customer totals match the events produced: {matches}")
+        spark.stop()
     print("cluster stopped")
+    if not matches or rows != EVENTS:
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":
