@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from rocketspark.client.consumer import Consumer
     from rocketspark.client.producer import Producer
     from rocketspark.cluster import LocalCluster
+    from rocketspark.spark.datasource import register
 
 __all__ = [
     "Admin",
@@ -32,6 +33,7 @@ __all__ = [
     "RocketSparkError",
     "SendResult",
     "SendStatus",
+    "register",
 ]
 
 _LAZY = {
@@ -39,6 +41,7 @@ _LAZY = {
     "Consumer": "rocketspark.client.consumer",
     "Producer": "rocketspark.client.producer",
     "LocalCluster": "rocketspark.cluster",
+    "register": "rocketspark.spark.datasource",
 }
 
 
