@@ -54,7 +54,7 @@ def caught_up(query: Any, latest: dict[str, int]) -> bool:
 def main() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
-    from pyspark.sql import functions as F  # noqa: N812
+    from pyspark.sql import functions as F
 
     rng = random.Random(11)
     events = [

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F  # noqa: N812
+from pyspark.sql import functions as F
 
 
 def main() -> None:

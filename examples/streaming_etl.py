@@ -37,7 +37,7 @@ def build_query(
     max_offsets_per_trigger: int = 20_000,
 ) -> Any:
     """Start the ETL query and return it."""
-    from pyspark.sql import functions as F  # noqa: N812 - the usual Spark alias
+    from pyspark.sql import functions as F
 
     events = (
         spark.readStream.format("rocketmq")
