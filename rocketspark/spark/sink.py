@@ -30,17 +30,21 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, LongType, MapType, StringType, StructType
 
 from rocketspark.client.producer import Producer
+from rocketspark.protocol import record
 from rocketspark.protocol.record import encode_payload
 from rocketspark.spark.options import OptionError, WriterOptions
 
 log = logging.getLogger(__name__)
 
 COLUMNS = ("body", "value", "topic", "tag", "keys", "properties", "queueid", "shardingkey")
+HEAD_DTYPE = np.dtype([("body_len", ">u4"), ("tag_len", ">u2"), ("ext_len", ">u4")])  # record.PAYLOAD_HEAD
 
 
 @dataclass
@@ -129,6 +133,9 @@ class _Batcher:
         return count
 
     def add(self, batch: pa.RecordBatch) -> None:
+        if self.options.topic is not None and set(self.roles) <= {"body", "value", "tag"}:
+            self._add_simple(batch)  # the common shape, encoded column-wise in C
+            return
         roles, opts = self.roles, self.options
         cols = {role: batch.column(name).to_pylist() for role, name in roles.items()}
         bodies = cols.get("body", cols.get("value"))
@@ -157,6 +164,41 @@ class _Batcher:
             payload = encode_payload(_as_bytes(bodies[i]), tag, key_list, prop)
             self.queues.setdefault((topic, queue), []).append(payload)
             self.rows += 1
+
+    def _add_simple(self, batch: pa.RecordBatch) -> None:
+        """Rows with a body (and maybe a tag) and the topic option: build every payload with one
+        Arrow kernel call (header, body and tag joined per row), then deal them round-robin."""
+        topic = self.options.topic
+        assert topic is not None
+        n_rows = batch.num_rows
+        if not n_rows:
+            return
+        body = batch.column(self.roles.get("body", self.roles.get("value", ""))).cast(pa.binary()).fill_null(b"")
+        lengths = np.asarray(pc.binary_length(body).to_numpy(zero_copy_only=False), dtype=np.int64)
+        if "tag" in self.roles:
+            tags = batch.column(self.roles["tag"])
+            if self.options.tag is not None:
+                tags = tags.fill_null(self.options.tag)
+        else:
+            tags = pa.nulls(n_rows, pa.string()) if self.options.tag is None else pa.repeat(self.options.tag, n_rows)
+        tag_bytes = tags.cast(pa.binary())
+        tag_len = np.where(
+            tags.is_null().to_numpy(zero_copy_only=False),
+            record.NO_TAG,
+            pc.binary_length(tag_bytes).fill_null(0).to_numpy(zero_copy_only=False),
+        )
+        heads = np.zeros(n_rows, dtype=HEAD_DTYPE)
+        heads["body_len"], heads["tag_len"] = lengths, tag_len
+        head_array = pa.Array.from_buffers(pa.binary(record.PAYLOAD_HEAD_SIZE), n_rows, [None, pa.py_buffer(heads)])
+        joined = pc.binary_join_element_wise(head_array.cast(pa.binary()), body, tag_bytes.fill_null(b""), b"")
+        payloads = joined.to_pylist()
+        count = self._queue_count(topic)
+        first = self.rows
+        for q in range(count):
+            share = payloads[(q - first) % count :: count]
+            if share:
+                self.queues.setdefault((topic, q), []).extend(share)
+        self.rows += n_rows
 
     def send(self, identity: str | None) -> tuple[int, int]:
         """Send every queue's messages, queues in parallel, each queue's in order; wait for all."""

@@ -1,0 +1,234 @@
+"""Spark connector benchmark: read and write rates against their ceilings, in one session.
+
+Prints, for 100-byte messages:
+
+- read: ``readStream`` of a 1M-message backlog (a static topic, 8 logical queues) into the
+  noop sink; the same session reading the same number of rows from a Python data source that
+  yields prebuilt Arrow batches from memory (the Python Data Source API's ceiling); and
+  Spark's own ``rate-micro-batch`` source into the same sink;
+- write: ``writeStream`` of 1M rows into a topic, against the broker's own batched ingest
+  from the client (100-message batches, 4 threads).
+
+Rates are rows per second of micro-batch processing (``triggerExecution``), the median over
+batches after the first (which pays for starting Python workers). Usage:
+``python benchmarks/bench_spark.py [--rows N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+from rocketspark import Admin, LocalCluster, Message, Producer
+
+QUEUES = 8
+BODY = 100
+
+
+def batch_rate(query: Any) -> float:
+    """Median rows/s of the query's micro-batches after the first."""
+    batches = [p for p in query.recentProgress if p["numInputRows"]]
+    rates = [p["numInputRows"] / (p["durationMs"]["triggerExecution"] / 1000) for p in batches[1:]] or [
+        p["numInputRows"] / (p["durationMs"]["triggerExecution"] / 1000) for p in batches
+    ]
+    return statistics.median(rates)
+
+
+def run(stream: Any, checkpoint: str, *, fmt: str = "noop", batches: int | None = None, **options: str) -> Any:
+    writer = stream.writeStream.format(fmt).option("checkpointLocation", checkpoint)
+    for key, value in options.items():
+        writer = writer.option(key, value)
+    if batches is None:
+        query = writer.trigger(availableNow=True).start()
+        query.awaitTermination()
+        return query
+    query = writer.trigger(processingTime="0 seconds").start()
+    while len([p for p in query.recentProgress if p["numInputRows"]]) < batches:
+        if query.exception():
+            raise query.exception()
+        time.sleep(0.2)
+    query.stop()
+    return query
+
+
+def ceiling_source(rows: int, per_batch: int) -> Any:
+    """A Python source that yields prebuilt Arrow batches with the connector's schema."""
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+
+    from rocketspark.spark.arrow import arrow_schema
+    from rocketspark.spark.schema import source_schema
+
+    class Part(InputPartition):
+        def __init__(self, rows: int) -> None:
+            self.rows = rows
+
+    class Reader(DataSourceStreamReader):
+        def initialOffset(self) -> dict[str, int]:
+            return {"offset": 0}
+
+        def getDefaultReadLimit(self) -> ReadLimit:
+            return ReadMaxRows(per_batch)
+
+        def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
+            cap = limit.max_rows if isinstance(limit, ReadMaxRows) else rows
+            return {"offset": min(rows, start["offset"] + cap)}
+
+        def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[Part]:
+            n = end["offset"] - start["offset"]
+            return [Part(n // QUEUES) for _ in range(QUEUES)] if n else []
+
+        def read(self, partition: Any) -> Any:
+            import pyarrow as pa
+
+            schema = arrow_schema(False)
+            n = 4000
+            body = pa.array([b"x" * BODY] * n, pa.binary())
+            cols = {
+                "topic": pa.array(["t"] * n),
+                "queueId": pa.array([0] * n, pa.int32()),
+                "queueOffset": pa.array(range(n), pa.int64()),
+                "msgId": pa.array(["0" * 24] * n),
+                "tag": pa.nulls(n, pa.string()),
+                "keys": pa.nulls(n, pa.list_(pa.string())),
+                "body": body,
+                "bornTimestamp": pa.array([0] * n, pa.timestamp("us", tz="UTC")),
+                "storeTimestamp": pa.array([0] * n, pa.timestamp("us", tz="UTC")),
+                "brokerName": pa.array(["b"] * n),
+            }
+            batch = pa.RecordBatch.from_arrays([cols[f.name] for f in schema], schema=schema)
+            for _ in range(partition.rows // n):
+                yield batch
+
+    class Ceiling(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "arrow_ceiling"
+
+        def schema(self) -> Any:
+            return source_schema(False)
+
+        def streamReader(self, schema: Any) -> Reader:
+            return Reader()
+
+    _ = ReadAllAvailable
+    return Ceiling
+
+
+def fill(nameserver: str, topic: str, rows: int) -> float:
+    """Produce the backlog with the client; return its batched ingest rate."""
+    body = os.urandom(BODY)
+    batches = [[Message(topic, body, queue_id=q) for _ in range(100)] for q in range(QUEUES)]
+    per_thread = rows // 100 // 4
+
+    def work(k: int) -> None:
+        with Producer(nameserver) as producer:
+            for i in range(per_thread):
+                producer.send_batch(batches[(i * 4 + k) % QUEUES])
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return per_thread * 4 * 100 / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--per-batch", type=int, default=200_000)
+    args = parser.parse_args()
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("rocketspark-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("OFF")  # stopping a query mid-batch logs harmless aborts
+    work = tempfile.mkdtemp(prefix="rocketspark-bench-")
+    with LocalCluster(brokers=1, processes=True) as cluster:
+        ns = cluster.nameserver
+        with Admin(ns) as admin:
+            admin.create_static_topic("backlog", QUEUES)
+            admin.create_static_topic("sunk", QUEUES)
+        ingest = fill(ns, "backlog", args.rows)
+        per_batch = str(args.per_batch)
+        warm = (
+            spark.readStream.format("rocketmq")
+            .option("nameserver", ns)
+            .option("topic", "backlog")
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", "20000")
+            .load()
+        )
+        run(warm, f"{work}/warm", batches=2)  # start Python workers before measuring anything
+
+        source = (
+            spark.readStream.format("rocketmq")
+            .option("nameserver", ns)
+            .option("topic", "backlog")
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", per_batch)
+            .load()
+        )
+        read = batch_rate(run(source, f"{work}/read"))
+
+        spark.dataSource.register(ceiling_source(args.rows, args.per_batch))
+        ceiling = batch_rate(run(spark.readStream.format("arrow_ceiling").load(), f"{work}/ceiling"))
+
+        rate_source = (
+            spark.readStream.format("rate-micro-batch")
+            .option("rowsPerBatch", per_batch)
+            .option("numPartitions", str(QUEUES))
+            .load()
+        )
+        rate = batch_rate(run(rate_source, f"{work}/rate", batches=args.rows // args.per_batch))
+
+        payload = (
+            spark.readStream.format("rate-micro-batch")
+            .option("rowsPerBatch", per_batch)
+            .option("numPartitions", str(QUEUES))
+            .load()
+            .selectExpr(f"repeat('x', {BODY - 8}) || lpad(CAST(value AS STRING), 8, '0') AS body")
+        )
+        write = batch_rate(
+            run(
+                payload,
+                f"{work}/write",
+                fmt="rocketmq",
+                batches=args.rows // args.per_batch,
+                nameserver=ns,
+                topic="sunk",
+            )
+        )
+    spark.stop()
+
+    print(
+        f"\nrocketspark Spark connector benchmark: {args.rows:,} rows of {BODY} B, {args.per_batch:,} per micro-batch, "
+        f"local[2], {QUEUES} logical queues, 1 broker\n"
+    )
+    print(f"read  rocketmq -> noop           {read:>12,.0f} rows/s")
+    print(f"      API ceiling (prebuilt Arrow) {ceiling:>10,.0f} rows/s   ratio {read / ceiling:.2f} (target >= 0.6)")
+    print(f"      Spark rate source -> noop  {rate:>12,.0f} rows/s")
+    print(f"write rate -> rocketmq           {write:>12,.0f} rows/s")
+    print(f"      client batched ingest      {ingest:>12,.0f} msg/s    ratio {write / ingest:.2f} (target >= 0.7)")
+
+
+if __name__ == "__main__":
+    main()
