@@ -1,0 +1,57 @@
+"""The sink's columns, and the source's progress commit and lag reporting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rocketspark import Admin, Consumer, LocalCluster, Message, Producer
+from rocketspark.spark import offsets_behind_latest, total_lag
+from tests.spark.helpers import reader, run_available_now
+
+pytestmark = pytest.mark.spark
+
+
+def test_a_batch_write_uses_every_column(spark: Any, cluster: LocalCluster) -> None:
+    ns = cluster.nameserver
+    with Admin(ns) as admin:
+        admin.create_static_topic("sink-a", 4, brokers=["broker-a", "broker-b"])
+        admin.create_static_topic("sink-b", 2, brokers=["broker-b"])
+    rows = spark.createDataFrame(
+        [
+            ("one", "sink-a", "T1", ["k1", "k2"], {"p": "1"}, 3, None),
+            ("two", "sink-b", None, None, None, None, "user-7"),
+            ("three", "sink-a", "T3", None, {}, None, None),
+        ],
+        "value string, topic string, tag string, keys array<string>, properties map<string,string>, "
+        "queueId int, shardingKey string",
+    )
+    rows.write.format("rocketmq").mode("append").option("nameserver", ns).option("tag", "default").save()
+    with Consumer(ns) as consumer:
+        first = consumer.pull("sink-a", 3, 0).messages
+        assert [(m.body, m.tags, m.keys, m.properties) for m in first] == [(b"one", "T1", ["k1", "k2"], {"p": "1"})]
+        everywhere = {m.body: m for q in range(4) for r in consumer.iter_range("sink-a", q, 0) for m in r.messages}
+        assert everywhere[b"three"].tags == "T3"
+        b_rows = [m for q in range(2) for r in consumer.iter_range("sink-b", q, 0) for m in r.messages]
+        assert [(m.body, m.tags) for m in b_rows] == [(b"two", "default")]
+
+
+def test_progress_goes_to_a_consumer_group_and_lag_is_reported(
+    spark: Any, cluster: LocalCluster, tmp_path: Path
+) -> None:
+    ns = cluster.nameserver
+    with Admin(ns) as admin:
+        admin.create_static_topic("tracked", 2, brokers=["broker-a", "broker-b"])
+    with Producer(ns) as producer:
+        producer.send_batch([Message("tracked", b"x", queue_id=i % 2) for i in range(600)])
+    events = reader(spark, ns, "tracked", startingOffsets="earliest", maxOffsetsPerTrigger=200, consumerGroup="etl")
+    query = run_available_now(events, str(tmp_path / "cp"), name="tracked")
+    assert total_lag(offsets_behind_latest(query)) == 0
+    middle = next(p for p in query.recentProgress if p["numInputRows"])
+    assert total_lag(offsets_behind_latest(middle, ns)) == 400  # after the first of three batches
+    with Admin(ns) as admin:
+        progress = admin.consumer_progress("etl", "tracked")
+    # commit() runs one batch late, so the group has the end of the second batch of three
+    assert sum(p.consumer_offset for p in progress) == 400
