@@ -55,8 +55,14 @@ class Registry:
                 pass
             self._wake.clear()
 
-    async def register_now(self) -> None:
-        body = pack(self.broker.registration())
+    async def register_now(self, changed: list[str] | None = None) -> None:
+        """Register now. ``changed`` names the one topic an admin just changed, so that the
+        nameservers notify its subscribers; a full registration (start-up, heartbeat) names
+        none and notifies nobody (seed 000's hotspot rule)."""
+        registration = self.broker.registration()
+        if changed is not None:
+            registration["changed"] = changed
+        body = pack(registration)
         await asyncio.gather(*(asyncio.to_thread(self._register_one, addr, body) for addr in self.nameservers))
         self.registrations += 1
 

@@ -60,6 +60,7 @@ class Broker:
         self.perm = config.broker_permission
         self.address = ""
         self.started_at = time.time()
+        self.background: set[asyncio.Task[None]] = set()  # fire-and-forget work kept referenced
         for module in (send, pull, offsets, consumers, admin, static):
             module.register(self)
 
@@ -142,8 +143,8 @@ class Broker:
         ]
 
     async def clean_mappings(self) -> None:
-        if await clean_expired_segments(self):
-            await self.registry.register_now()
+        for topic in await clean_expired_segments(self):
+            await self.registry.register_now([topic])
 
 
 def create_server(config: BrokerConfig) -> tuple[aio.Server, int, Broker]:

@@ -51,9 +51,9 @@ async def segment_min_offset(broker: Broker, topic: str, item: LogicQueueMapping
     return await asyncio.to_thread(remote)
 
 
-async def clean_expired_segments(broker: Broker) -> bool:
-    """Drop every expired first segment of the queues this broker leads; True if any."""
-    dropped = False
+async def clean_expired_segments(broker: Broker) -> list[str]:
+    """Drop every expired first segment of the queues this broker leads; return the topics."""
+    dropped: list[str] = []
     for topic, detail in list(broker.static.details.items()):
         for logical_id, items in list(detail.hosted_queues.items()):
             if detail.leader_of(logical_id) is None or len(items) < 2 or not items[0].sealed:
@@ -72,5 +72,6 @@ async def clean_expired_segments(broker: Broker) -> bool:
                     items[0].bname,
                     items[0].queue_id,
                 )
-                dropped = True
+                if topic not in dropped:
+                    dropped.append(topic)
     return dropped

@@ -19,12 +19,15 @@ class NameServerConfig:
     listen_port: int = 9876  # 0 picks a free port
     scan_interval_ms: int = 5000  # how often silent brokers are looked for (4.x: 10 s)
     broker_expired_ms: int = 120_000  # a broker silent this long is dropped from routes
+    notify_scan_interval_ms: int = 1000  # push changed routes' names this often
+    notify_max_load_per_cpu: float = 0.9  # above this load average per CPU, pause pushes
+    notify_max_memory_used: float = 0.95  # above this fraction of memory used, pause pushes
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port < 65536:
             raise ConfigError(f"listen_port {self.listen_port} is not a port number (0-65535)")
-        if self.scan_interval_ms <= 0 or self.broker_expired_ms <= 0:
-            raise ConfigError("scan_interval_ms and broker_expired_ms must be positive")
+        if self.scan_interval_ms <= 0 or self.broker_expired_ms <= 0 or self.notify_scan_interval_ms <= 0:
+            raise ConfigError("scan_interval_ms, broker_expired_ms and notify_scan_interval_ms must be positive")
 
 
 def load(path: str | Path | None, **overrides: Any) -> NameServerConfig:

@@ -39,6 +39,7 @@ class RouteTable:
         self.clusters: dict[str, set[str]] = {}
         self.topic_queues: dict[str, dict[str, QueueData]] = {}
         self.static: dict[str, dict[str, TopicQueueMappingDetail]] = {}  # topic -> broker -> detail
+        self.last_dropped_topics: set[str] = set()  # routes changed by the last scan's drops
 
     # -- registration --------------------------------------------------------------------------
 
@@ -112,8 +113,9 @@ class RouteTable:
         """Drop brokers silent for longer than the expiry; return their names."""
         cutoff = time.monotonic() - self.broker_expired_s
         dead = [name for name, live in self.brokers.items() if live.last_update < cutoff]
+        self.last_dropped_topics = set()
         for name in dead:
-            self.unregister(name)
+            self.last_dropped_topics |= self.unregister(name)
         return dead
 
     # -- admin ---------------------------------------------------------------------------------

@@ -12,12 +12,13 @@ from typing import Any
 from grpc import aio
 
 from nameserver.config import NameServerConfig
+from nameserver.notify import RouteNotifier
 from nameserver.routes import RouteTable
 from rocketspark.errors import BrokerNotExistError, MalformedRequestError, TopicNotExistError
 from rocketspark.protocol.codec import pack, unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.protocol.headers import get_str
+from rocketspark.protocol.headers import get_list, get_str
 from rocketspark.remoting.server import Dispatcher
 from rocketspark.remoting.server import create_server as bind_server
 
@@ -29,6 +30,11 @@ class NameServer:
         self.config = config
         self.routes = RouteTable(config.broker_expired_ms)
         self.dispatcher = Dispatcher("nameserver")
+        self.notifier = RouteNotifier(
+            self.dispatcher.push,
+            max_load_per_cpu=config.notify_max_load_per_cpu,
+            max_memory_used=config.notify_max_memory_used,
+        )
         self.address = ""
         self.dropped_brokers = 0
         self._register_handlers()
@@ -44,6 +50,8 @@ class NameServer:
         d.register(RequestCode.ADD_WRITE_PERM_OF_BROKER, self.add_write_perm)
         d.register(RequestCode.GET_COUNTERS, self.counters)
         d.register(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, self.topic_list)
+        d.register(RequestCode.SUBSCRIBE_TOPIC_ROUTE, self.subscribe)
+        d.register(RequestCode.UNSUBSCRIBE_TOPIC_ROUTE, self.unsubscribe)
 
     async def register_broker(self, cmd: RemotingCommand) -> RemotingCommand:
         registration = unpack(cmd.body)
@@ -51,13 +59,19 @@ class NameServer:
             raise MalformedRequestError("REGISTER_BROKER body must be a map with broker, cluster and addr")
         if registration["broker"] not in self.routes.brokers:
             log.info("broker %s registered from %s", registration["broker"], registration["addr"])
-        self.routes.register(registration)
+        changed = self.routes.register(registration)
+        declared = registration.get("changed")
+        if isinstance(declared, list) and len(declared) <= 1:
+            self.notifier.mark(changed)  # one topic created or changed: tell its subscribers
+        else:
+            self.notifier.suppress(changed)  # a whole broker (re)registering: the hotspot rule
         return cmd.response()
 
     async def unregister_broker(self, cmd: RemotingCommand) -> RemotingCommand:
         name = get_str(cmd, "brokerName")
-        if self.routes.unregister(name) or name not in self.routes.brokers:
-            log.info("broker %s unregistered", name)
+        changed = self.routes.unregister(name)
+        self.notifier.suppress(changed)  # a broker going away does not notify (hotspot rule)
+        log.info("broker %s unregistered", name)
         return cmd.response()
 
     async def route(self, cmd: RemotingCommand) -> RemotingCommand:
@@ -74,8 +88,21 @@ class NameServer:
         return cmd.response(body=pack(self.routes.cluster_info()))
 
     async def delete_topic(self, cmd: RemotingCommand) -> RemotingCommand:
-        existed = self.routes.delete_topic(get_str(cmd, "topic"))
+        topic = get_str(cmd, "topic")
+        existed = self.routes.delete_topic(topic)
+        self.notifier.mark([topic])
         return cmd.response(ext={"existed": existed})
+
+    async def subscribe(self, cmd: RemotingCommand) -> RemotingCommand:
+        client_id = get_str(cmd, "clientId")
+        topics = [str(t) for t in get_list(cmd, "topics")]
+        self.notifier.subscribe(client_id, topics)
+        return cmd.response(ext={"streamOpen": self.dispatcher.push.is_open(client_id)})
+
+    async def unsubscribe(self, cmd: RemotingCommand) -> RemotingCommand:
+        topics = get_list(cmd, "topics", None)
+        self.notifier.unsubscribe(get_str(cmd, "clientId"), None if topics is None else [str(t) for t in topics])
+        return cmd.response()
 
     async def wipe_write_perm(self, cmd: RemotingCommand) -> RemotingCommand:
         return self._set_write_perm(cmd, writable=False)
@@ -88,6 +115,7 @@ class NameServer:
         if name not in self.routes.brokers:
             raise BrokerNotExistError(f'broker "{name}" is not registered with this nameserver')
         count = self.routes.set_write_perm(name, writable)
+        self.notifier.mark(self.routes.brokers[name].topics)
         return cmd.response(ext={"topics": count})
 
     async def counters(self, cmd: RemotingCommand) -> RemotingCommand:
@@ -99,13 +127,29 @@ class NameServer:
             "brokers": len(self.routes.brokers),
             "topics": len(self.routes.topic_queues),
             "droppedBrokers": self.dropped_brokers,
+            "subscriptions": self.notifier.subscription_count,
+            "pushStreams": len(self.dispatcher.push.client_ids),
+            "notificationsSent": self.notifier.counters.notifications_sent,
+            "topicsNotified": self.notifier.counters.topics_notified,
+            "notificationsSuppressed": self.notifier.counters.suppressed,
+            "notifyDegradedRounds": self.notifier.counters.degraded_rounds,
+            "notificationsDropped": self.notifier.counters.dropped,
         }
+
+    async def notify_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.notify_scan_interval_ms / 1000)
+            try:
+                self.notifier.scan()
+            except Exception:
+                log.exception("route-change notification round failed")
 
     async def scan_loop(self) -> None:
         while True:
             await asyncio.sleep(self.config.scan_interval_ms / 1000)
             for name in self.routes.scan_inactive():
                 self.dropped_brokers += 1
+                self.notifier.suppress(self.routes.last_dropped_topics)
                 log.warning("broker %s dropped: silent for more than %d ms", name, self.config.broker_expired_ms)
 
 
@@ -119,7 +163,7 @@ def create_server(config: NameServerConfig) -> tuple[aio.Server, int, NameServer
 
 async def start(server: aio.Server, nameserver: NameServer) -> list[asyncio.Task[None]]:
     await server.start()
-    return [asyncio.create_task(nameserver.scan_loop())]
+    return [asyncio.create_task(nameserver.scan_loop()), asyncio.create_task(nameserver.notify_loop())]
 
 
 async def stop(server: aio.Server, nameserver: NameServer, tasks: list[asyncio.Task[None]]) -> None:

@@ -17,6 +17,7 @@ from rocketspark.protocol.types import Message, MessageExt, PullResult, PullStat
 if TYPE_CHECKING:
     from rocketspark.client.admin import Admin
     from rocketspark.client.consumer import Consumer
+    from rocketspark.client.group_consumer import GroupConsumer
     from rocketspark.client.producer import Producer
     from rocketspark.cluster import LocalCluster
     from rocketspark.spark.datasource import register
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Admin",
     "Consumer",
+    "GroupConsumer",
     "LocalCluster",
     "Message",
     "MessageExt",
@@ -39,6 +41,7 @@ __all__ = [
 _LAZY = {
     "Admin": "rocketspark.client.admin",
     "Consumer": "rocketspark.client.consumer",
+    "GroupConsumer": "rocketspark.client.group_consumer",
     "Producer": "rocketspark.client.producer",
     "LocalCluster": "rocketspark.cluster",
     "register": "rocketspark.spark.datasource",

@@ -61,7 +61,7 @@ async def create_topic(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
         )
     changed = broker.topics.put(TopicConfig(topic, read, write, perm), broker.store.commitlog.max_offset)
     if changed:
-        await broker.registry.register_now()
+        await broker.registry.register_now([topic])
     return cmd.response(ext={"changed": changed})
 
 
@@ -74,7 +74,7 @@ async def delete_topic(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
     broker.offsets.drop_topic(LOGICAL_PREFIX + topic)
     broker.longpoll.notify_all()
     if existed:
-        await broker.registry.register_now()
+        await broker.registry.register_now([topic])
     return cmd.response(ext={"existed": existed})
 
 

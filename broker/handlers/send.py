@@ -9,6 +9,7 @@ is a batch (see :mod:`rocketspark.protocol.codec`); a single send is a batch of 
 
 from __future__ import annotations
 
+import asyncio
 import random
 from typing import TYPE_CHECKING
 
@@ -45,7 +46,11 @@ def resolve_topic(broker: Broker, cmd: RemotingCommand, topic: str) -> TopicConf
             queue_nums = get_int(cmd, "defaultTopicQueueNums", 4)
             config = broker.topics.auto_create(topic, template, queue_nums, broker.store.commitlog.max_offset)
             if config is not None:
-                broker.registry.trigger()  # register at once, like RocketMQ's registerBrokerAll
+                # Register at once, like RocketMQ's registerBrokerAll, naming the new topic so
+                # that clients waiting for it (negative cache) hear of it.
+                task = asyncio.get_running_loop().create_task(broker.registry.register_now([topic]))
+                broker.background.add(task)
+                task.add_done_callback(broker.background.discard)
     if config is None:
         why = (
             "auto-create is off on this broker (auto_create_topic_enable = false)"

@@ -56,7 +56,7 @@ async def update_static_topic(broker: Broker, cmd: RemotingCommand) -> RemotingC
     )
     if changed:
         broker.longpoll.notify_all()  # readers waiting on a segment that just changed re-check it
-        await broker.registry.register_now()
+        await broker.registry.register_now([detail.topic])
     return cmd.response(ext={"changed": changed, "epoch": detail.epoch})
 
 
@@ -76,5 +76,5 @@ async def seal_queues(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
         sealed = broker.static.seal(topic, logical_id, end)
         ends[str(logical_id)] = sealed.end_offset
         broker.longpoll.notify((topic, sealed.queue_id))
-    await broker.registry.register_now()
+    await broker.registry.register_now([topic])
     return cmd.response(body=pack(ends))

@@ -21,12 +21,27 @@ class ClientBase:
         *,
         timeout_ms: int = DEFAULT_TIMEOUT_MS,
         poll_interval_ms: int = 30_000,
+        topic_expiry_ms: int = 300_000,
+        not_found_ttl_ms: int = 5_000,
+        route_push: bool = True,
     ) -> None:
         self.nameservers = resolve_nameservers(nameserver)
         self.timeout_ms = timeout_ms
         self.remoting = RemotingClient(peer_kind="broker", default_timeout_ms=timeout_ms)
-        self.routes = RouteCache(self.nameservers, self.remoting, poll_interval_ms=poll_interval_ms)
+        self.routes = RouteCache(
+            self.nameservers,
+            self.remoting,
+            poll_interval_ms=poll_interval_ms,
+            topic_expiry_ms=topic_expiry_ms,
+            not_found_ttl_ms=not_found_ttl_ms,
+            route_push=route_push,
+        )
         self.closed = False
+
+    def update_nameservers(self, nameserver: str | list[str]) -> None:
+        """Switch to another nameserver list (route subscriptions move with it)."""
+        self.routes.set_nameservers(resolve_nameservers(nameserver))
+        self.nameservers = self.routes.nameservers
 
     def broker_address(self, route: TopicRouteData, broker_name: str) -> str:
         address = route.address_of(broker_name)
@@ -44,7 +59,7 @@ class ClientBase:
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            self.routes.close()
+            self.routes.close()  # unsubscribes (oneway) before the channels close
             self.remoting.close()
 
     def __enter__(self) -> Self:

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rocketspark.client.base import ClientBase
+from rocketspark.client.fault import LATENCY_MAX_MS, NOT_AVAILABLE_MS, LatencyFaultTolerance
 from rocketspark.client.logical import logical_view
 from rocketspark.client.routes import AUTO_CREATE_TOPIC, write_queues
 from rocketspark.errors import (
@@ -88,8 +89,26 @@ class Producer(ClientBase):
         batch_max_bytes: int = 4 * MiB,
         create_topic_key: str = AUTO_CREATE_TOPIC,
         poll_interval_ms: int = 30_000,
+        topic_expiry_ms: int = 300_000,
+        not_found_ttl_ms: int = 5_000,
+        route_push: bool = True,
+        send_latency_fault_enable: bool = False,
+        latency_max_ms: Sequence[int] = LATENCY_MAX_MS,
+        not_available_duration_ms: Sequence[int] = NOT_AVAILABLE_MS,
     ) -> None:
-        super().__init__(nameserver, timeout_ms=send_timeout_ms, poll_interval_ms=poll_interval_ms)
+        super().__init__(
+            nameserver,
+            timeout_ms=send_timeout_ms,
+            poll_interval_ms=poll_interval_ms,
+            topic_expiry_ms=topic_expiry_ms,
+            not_found_ttl_ms=not_found_ttl_ms,
+            route_push=route_push,
+        )
+        # RocketMQ's sendLatencyFaultEnable (off by default there too): slow or failed brokers
+        # are avoided for a while, by the latency table of rocketspark.client.fault.
+        self.fault = (
+            LatencyFaultTolerance(latency_max_ms, not_available_duration_ms) if send_latency_fault_enable else None
+        )
         self.retry_times_when_send_failed = retry_times_when_send_failed
         self.default_topic_queue_nums = default_topic_queue_nums
         self.max_message_bytes = max_message_bytes
@@ -147,7 +166,7 @@ class Producer(ClientBase):
 
     def _template_route(self) -> TopicRouteData | None:
         try:
-            route = self.routes.fetch(self.create_topic_key)
+            route = self.routes.get(self.create_topic_key)  # cached, "missing" too (seed 000)
         except RocketSparkError:
             return None
         shrunk = tuple(
@@ -189,10 +208,18 @@ class Producer(ClientBase):
                 "none of the topic's brokers accepts writes now (write permission wiped on all of them); "
                 "add it back with `rocketspark admin add-write-perm <broker>`"
             )
+        fault = self.fault
         for _ in range(len(queues)):
             ref = queues[next(self._round_robin) % len(queues)]
-            if ref.broker_name != avoid:
+            if ref.broker_name != avoid and (fault is None or fault.available(ref.broker_name)):
                 return ref
+        if fault is not None:  # every broker is marked: fall back to the least bad one
+            brokers = sorted(
+                {q.broker_name for q in queues if q.broker_name != avoid} or {q.broker_name for q in queues}
+            )
+            best = fault.least_bad(brokers)
+            candidates = [q for q in queues if q.broker_name == best]
+            return candidates[next(self._round_robin) % len(candidates)]
         return queues[next(self._round_robin) % len(queues)]
 
     # -- validation -----------------------------------------------------------------------------
@@ -267,7 +294,13 @@ class Producer(ClientBase):
                 request = self._request(info, topic, ref, body, batch)
                 if extra:
                     request.ext.update(extra)
-                response = self.call(address, request, timeout_ms)
+                started = time.monotonic()
+                try:
+                    response = self.call(address, request, timeout_ms)
+                except RETRY_ON:
+                    self._record(ref.broker_name, started, failed=True)
+                    raise
+                self._record(ref.broker_name, started, failed=False)
             except MOVED as exc:
                 self.routes.invalidate(topic)
                 moves += 1
@@ -288,6 +321,10 @@ class Producer(ClientBase):
                 self.routes.invalidate(topic)  # the topic exists now; learn its real route next time
             assert ref is not None
             return self._result(topic, ref, response)
+
+    def _record(self, broker_name: str, started: float, *, failed: bool) -> None:
+        if self.fault is not None:
+            self.fault.update(broker_name, (time.monotonic() - started) * 1000, failed=failed)
 
     def send(self, message: Message, *, timeout_ms: int | None = None) -> SendResult:
         """Send one message and wait for the broker's acknowledgement."""

@@ -13,8 +13,10 @@ import logging
 import os
 import random
 import threading
+import time
 from dataclasses import dataclass
 
+from rocketspark.client.route_push import RouteSubscriber
 from rocketspark.errors import (
     ConnectError,
     NoNameServerError,
@@ -81,17 +83,57 @@ def write_queues(route: TopicRouteData, *, writable_only: bool = True) -> list[Q
     ]
 
 
+@dataclass
+class RouteCounters:
+    """What the cache did; tests and operators read it."""
+
+    queries: int = 0  # route queries sent to nameservers
+    negative_hits: int = 0  # lookups answered "no such topic" from the cache
+    notifications: int = 0  # route-change notifications received
+    expired: int = 0  # topics dropped after going unused
+
+
 class RouteCache:
-    def __init__(self, nameservers: list[str], remoting: RemotingClient, *, poll_interval_ms: int = 30_000) -> None:
+    """Routes by topic, kept fresh four ways (seed 000):
+
+    - every ``poll_interval_ms`` (30 s) each cached topic is re-read;
+    - a nameserver pushes the names of changed topics (``RouteSubscriber``) and they are
+      re-read at once;
+    - a topic unused for ``topic_expiry_ms`` (5 min) is dropped and unsubscribed, so zombie
+      topics cost nothing;
+    - "no such topic" is remembered for ``not_found_ttl_ms``, so a hot loop on a missing topic
+      costs one query per TTL, and forgotten at once when the topic appears (it is
+      subscribed to as well).
+    """
+
+    def __init__(
+        self,
+        nameservers: list[str],
+        remoting: RemotingClient,
+        *,
+        poll_interval_ms: int = 30_000,
+        topic_expiry_ms: int = 300_000,
+        not_found_ttl_ms: int = 5_000,
+        route_push: bool = True,
+    ) -> None:
         self.nameservers = list(nameservers)
         self.remoting = remoting
         self.poll_interval_ms = poll_interval_ms
+        self.topic_expiry_ms = topic_expiry_ms
+        self.not_found_ttl_ms = not_found_ttl_ms
+        self.counters = RouteCounters()
         self._routes: dict[str, TopicRouteData] = {}
+        self._missing: dict[str, float] = {}  # topic -> monotonic time the negative entry ends
+        self._used: dict[str, float] = {}  # topic -> monotonic time of last use
         self._lock = threading.Lock()
         self._current = random.randrange(len(self.nameservers))
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.queries = 0  # route queries sent to nameservers (tests and operators read it)
+        self.subscriber: RouteSubscriber | None = RouteSubscriber(self) if route_push else None
+
+    @property
+    def queries(self) -> int:
+        return self.counters.queries
 
     # -- nameserver calls ------------------------------------------------------------------------
 
@@ -99,23 +141,36 @@ class RouteCache:
     def current_nameserver(self) -> str:
         return self.nameservers[self._current % len(self.nameservers)]
 
+    def set_nameservers(self, nameservers: list[str]) -> None:
+        """A new nameserver list: pick a new sticky one at random; subscriptions move to it."""
+        addresses = resolve_nameservers(nameservers)
+        if addresses == self.nameservers:
+            return
+        self.nameservers = addresses
+        self._current = random.randrange(len(addresses))
+        if self.subscriber is not None:
+            self.subscriber.nameserver_changed()
+
     def call_nameserver(self, request: RemotingCommand, timeout_ms: int | None = None) -> RemotingCommand:
         """Send to the sticky nameserver, moving to the next one when it cannot be reached."""
         errors: list[str] = []
         for attempt in range(len(self.nameservers)):
-            address = self.nameservers[(self._current + attempt) % len(self.nameservers)]
+            index = (self._current + attempt) % len(self.nameservers)
             try:
-                response = self.remoting.invoke(address, request, timeout_ms, peer="nameserver")
+                response = self.remoting.invoke(self.nameservers[index], request, timeout_ms, peer="nameserver")
             except (ConnectError, RequestTimeoutError) as exc:
                 errors.append(exc.message)
                 continue
-            self._current = (self._current + attempt) % len(self.nameservers)
+            if index != self._current % len(self.nameservers):
+                self._current = index
+                if self.subscriber is not None:
+                    self.subscriber.nameserver_changed()
             return response
         raise ConnectError("no nameserver answered: " + "; ".join(errors), nameservers=self.nameservers)
 
     def fetch(self, topic: str) -> TopicRouteData:
         """Ask a nameserver for a route now; TopicNotExistError when it has none."""
-        self.queries += 1
+        self.counters.queries += 1
         response = check(
             self.call_nameserver(RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}))
         )
@@ -123,19 +178,31 @@ class RouteCache:
 
     # -- cache -----------------------------------------------------------------------------------
 
+    def _not_found(self, topic: str) -> NoRouteInfoError:
+        return NoRouteInfoError(
+            f'No route info of this topic "{topic}": the nameserver at {self.current_nameserver} knows no such '
+            f"topic. Create it with `rocketspark admin create-topic {topic}`",
+            topic=topic,
+        )
+
     def get(self, topic: str) -> TopicRouteData:
         """The cached route, fetched on first use. Raises NoRouteInfoError with the reason."""
+        now = time.monotonic()
+        self._used[topic] = now
         route = self._routes.get(topic)
         if route is not None:
             return route
+        until = self._missing.get(topic)
+        if until is not None and now < until:
+            self.counters.negative_hits += 1
+            raise self._not_found(topic)
         try:
             route = self.fetch(topic)
         except TopicNotExistError:
-            raise NoRouteInfoError(
-                f'No route info of this topic "{topic}": the nameserver at {self.current_nameserver} knows no such '
-                f"topic. Create it with `rocketspark admin create-topic {topic}`",
-                topic=topic,
-            ) from None
+            self._missing[topic] = time.monotonic() + self.not_found_ttl_ms / 1000
+            self._watch(topic)  # hear at once when it is created
+            self._ensure_refresher()
+            raise self._not_found(topic) from None
         except ConnectError as exc:
             raise NoRouteInfoError(
                 f'No route info of this topic "{topic}": {exc.message}. Is the nameserver running?', topic=topic
@@ -145,8 +212,17 @@ class RouteCache:
 
     def put(self, topic: str, route: TopicRouteData) -> None:
         with self._lock:
+            new = topic not in self._routes
             self._routes[topic] = route
+            self._missing.pop(topic, None)
+            self._used.setdefault(topic, time.monotonic())
+        if new:
+            self._watch(topic)
         self._ensure_refresher()
+
+    def _watch(self, topic: str) -> None:
+        if self.subscriber is not None:
+            self.subscriber.subscribe([topic])
 
     def invalidate(self, topic: str) -> None:
         with self._lock:
@@ -165,10 +241,24 @@ class RouteCache:
         self.put(topic, route)
         return route
 
+    def notified(self, topics: list[str]) -> None:
+        """A nameserver says these routes changed: forget "missing", re-read the cached ones."""
+        self.counters.notifications += 1
+        for topic in topics:
+            self._missing.pop(topic, None)
+            if topic in self._routes:
+                self.refresh(topic)
+
     def cached_topics(self) -> list[str]:
         return list(self._routes)
 
-    # -- background refresh ------------------------------------------------------------------------
+    def missing_topics(self) -> list[str]:
+        return list(self._missing)
+
+    def watched_topics(self) -> list[str]:
+        return sorted(set(self._routes) | set(self._missing))
+
+    # -- background refresh and expiry ----------------------------------------------------------------
 
     def _ensure_refresher(self) -> None:
         if self._thread is None or not self._thread.is_alive():
@@ -178,11 +268,39 @@ class RouteCache:
                     self._thread.start()
 
     def _refresh_loop(self) -> None:
-        while not self._stop.wait(self.poll_interval_ms / 1000):
+        tick = min(self.poll_interval_ms, max(self.topic_expiry_ms // 4, 50), 1000) / 1000
+        next_poll = time.monotonic() + self.poll_interval_ms / 1000
+        while not self._stop.wait(tick):
+            self.expire()
+            if time.monotonic() < next_poll:
+                continue
+            next_poll = time.monotonic() + self.poll_interval_ms / 1000
             for topic in self.cached_topics():
                 if self._stop.is_set():
                     return
                 self.refresh(topic)
+            if self.subscriber is not None:
+                self.subscriber.resubscribe()  # heals a subscription a nameserver lost
+
+    def expire(self) -> list[str]:
+        """Drop topics unused for ``topic_expiry_ms`` and stop watching them."""
+        cutoff = time.monotonic() - self.topic_expiry_ms / 1000
+        now = time.monotonic()
+        with self._lock:
+            gone = [t for t, used in self._used.items() if used < cutoff]
+            for topic in gone:
+                self._routes.pop(topic, None)
+                self._missing.pop(topic, None)
+                self._used.pop(topic, None)
+            for topic in [t for t, until in self._missing.items() if until < now and t not in self._used]:
+                self._missing.pop(topic, None)
+        if gone:
+            self.counters.expired += len(gone)
+            if self.subscriber is not None:
+                self.subscriber.unsubscribe(gone)
+        return gone
 
     def close(self) -> None:
         self._stop.set()
+        if self.subscriber is not None:
+            self.subscriber.close()

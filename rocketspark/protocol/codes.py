@@ -40,6 +40,10 @@ code  name                                 served by
 9001  GET_COUNTERS (ours)                  broker and nameserver
 9002  OPEN_PUSH_STREAM (ours)              server-streaming call for server push
 9003  SEAL_LOGIC_QUEUES (ours)             broker: close leader segments before a remap
+9004  SUBSCRIBE_TOPIC_ROUTE (ours)         nameserver: push me changes of these topics
+9005  UNSUBSCRIBE_TOPIC_ROUTE (ours)       nameserver
+9006  NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED    nameserver -> client, over the push stream (ours;
+      (ours)                               RocketMQ's proposal #3870 was never merged)
 ====  ===================================  =============================================
 
 Responses (``ResponseCode``): see the enum; 9100+ are ours.
@@ -83,6 +87,9 @@ class RequestCode(IntEnum):
     GET_COUNTERS = 9001
     OPEN_PUSH_STREAM = 9002
     SEAL_LOGIC_QUEUES = 9003
+    SUBSCRIBE_TOPIC_ROUTE = 9004
+    UNSUBSCRIBE_TOPIC_ROUTE = 9005
+    NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED = 9006
 
 
 class ResponseCode(IntEnum):

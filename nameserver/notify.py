@@ -1,0 +1,137 @@
+"""Route-change notification (seed 000, RocketMQ issue #3870, never merged upstream).
+
+Clients keep a push stream open to one nameserver and subscribe to the topics they use. When
+a topic's route changes, it is marked; a scan every second pushes each subscriber, oneway,
+the names of its changed topics, and the client then re-reads those routes. Only names
+travel, never routes.
+
+Which changes notify (seed 000's table):
+
+=====================================  =========================================
+deleteTopic                            notify
+wipe / add write permission            notify
+registerBroker of one topic            notify (a topic was created or changed)
+registerBroker of many topics          no: a broker starting up (hotspot rule)
+unregisterBroker, lost broker channel  no: a broker going away (hotspot rule)
+=====================================  =========================================
+
+Under resource pressure (load average per CPU or memory use above configurable
+thresholds) the scan skips its round: pushes stop, route queries go on, and the skipped
+rounds show in the counters and the log. Routes still reach clients by their 30 s refresh.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from rocketspark.protocol.codes import RequestCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.remoting.server import PushHub
+
+log = logging.getLogger("nameserver.notify")
+
+
+@dataclass
+class NotifyCounters:
+    notifications_sent: int = 0  # pushes that reached a client's stream
+    topics_notified: int = 0
+    suppressed: int = 0  # route changes not pushed by the hotspot rule
+    degraded_rounds: int = 0  # scans skipped under resource pressure
+    dropped: int = 0  # pushes to a client whose stream was gone or full
+
+
+def resource_pressure(max_load_per_cpu: float, max_memory_used: float) -> str | None:
+    """Why the machine is too busy to push, or None. Linux figures; elsewhere never busy."""
+    try:
+        load = os.getloadavg()[0] / (os.cpu_count() or 1)
+    except OSError:
+        load = 0.0
+    if load > max_load_per_cpu:
+        return f"load average per CPU {load:.2f} > {max_load_per_cpu}"
+    try:
+        lines = Path("/proc/meminfo").read_text().splitlines()
+        info = dict(line.split(":", 1) for line in lines if ":" in line)
+        total = int(info["MemTotal"].split()[0])
+        available = int(info["MemAvailable"].split()[0])
+        used = 1 - available / total
+    except (OSError, KeyError, ValueError, ZeroDivisionError):
+        return None
+    if used > max_memory_used:
+        return f"memory used {used:.0%} > {max_memory_used:.0%}"
+    return None
+
+
+class RouteNotifier:
+    def __init__(self, push: PushHub, *, max_load_per_cpu: float, max_memory_used: float) -> None:
+        self.push = push
+        self.max_load_per_cpu = max_load_per_cpu
+        self.max_memory_used = max_memory_used
+        self.subscribers: dict[str, set[str]] = {}  # topic -> client ids
+        self.changed: set[str] = set()
+        self.counters = NotifyCounters()
+        self._degraded = False
+        push.listeners.append(self._stream_event)
+
+    # -- subscriptions -----------------------------------------------------------------------
+
+    def subscribe(self, client_id: str, topics: Iterable[str]) -> None:
+        for topic in topics:
+            self.subscribers.setdefault(topic, set()).add(client_id)
+
+    def unsubscribe(self, client_id: str, topics: Iterable[str] | None = None) -> None:
+        for topic in list(self.subscribers) if topics is None else topics:
+            clients = self.subscribers.get(topic)
+            if clients is not None:
+                clients.discard(client_id)
+                if not clients:
+                    del self.subscribers[topic]
+
+    def _stream_event(self, client_id: str, opened: bool) -> None:
+        if not opened:
+            self.unsubscribe(client_id)  # its stream ended: it will subscribe again on reconnect
+
+    @property
+    def subscription_count(self) -> int:
+        return sum(len(c) for c in self.subscribers.values())
+
+    # -- changes -----------------------------------------------------------------------------
+
+    def mark(self, topics: Iterable[str]) -> None:
+        self.changed.update(topics)
+
+    def suppress(self, topics: Iterable[str]) -> None:
+        self.counters.suppressed += len(set(topics))
+
+    def scan(self) -> int:
+        """Push the changed topics to their subscribers; return the pushes sent."""
+        if not self.changed:
+            return 0
+        pressure = resource_pressure(self.max_load_per_cpu, self.max_memory_used)
+        if pressure is not None:
+            self.counters.degraded_rounds += 1
+            if not self._degraded:
+                log.warning("route-change notification paused: %s (routes still served)", pressure)
+                self._degraded = True
+            return 0
+        if self._degraded:
+            log.info("route-change notification resumed")
+            self._degraded = False
+        changed, self.changed = self.changed, set()
+        per_client: dict[str, list[str]] = {}
+        for topic in sorted(changed):
+            for client_id in self.subscribers.get(topic, ()):
+                per_client.setdefault(client_id, []).append(topic)
+        sent = 0
+        for client_id, topics in per_client.items():
+            command = RemotingCommand.request(RequestCode.NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED, {"topics": topics})
+            if self.push.send(client_id, command):
+                sent += 1
+                self.counters.topics_notified += len(topics)
+            else:
+                self.counters.dropped += 1
+        self.counters.notifications_sent += sent
+        return sent

@@ -1,0 +1,258 @@
+"""The group consumer: push-style consumption built on pull, with client-side rebalance.
+
+As in RocketMQ (seed 001), every member heartbeats to the brokers of its topics; the brokers
+answer with the group's members, and each member computes its own share of the queues with
+the group's allocation strategy (``average``, ``average_by_circle``, ``consistent_hash``)
+from the same sorted inputs, so each queue has exactly one member. A member rebalances every
+``rebalance_interval_ms`` (20 s) and as soon as a heartbeat shows the membership changed: a
+member that leaves unregisters at once; one that dies drops out after the brokers' heartbeat
+timeout (``consumer_expired_ms``), and its queues are taken over then.
+
+Each owned queue is pulled by its own thread (long polling), messages are handed to the
+handler in order, and the progress is committed to the broker, so a queue that moves to
+another member continues where this one stopped: at-least-once delivery.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rocketspark.client.allocate import STRATEGIES, consistent_hash
+from rocketspark.client.consumer import Consumer
+from rocketspark.client.route_push import new_client_id
+from rocketspark.errors import InvalidParameterError, RocketSparkError
+from rocketspark.protocol.codes import RequestCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.mapping import MOCK_BROKER_NAME
+from rocketspark.protocol.types import MessageExt, PullStatus
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[list[MessageExt]], None]
+QueueKey = tuple[str, int]  # topic, logical queue id
+
+
+def queue_name(topic: str, queue_id: int) -> str:
+    """The queue as RocketMQ prints a MessageQueue (what consistent hashing hashes)."""
+    return f"MessageQueue [topic={topic}, brokerName={MOCK_BROKER_NAME}, queueId={queue_id}]"
+
+
+@dataclass
+class _Worker:
+    key: QueueKey
+    offset: int
+    committed: int
+    stop: threading.Event = field(default_factory=threading.Event)
+    thread: threading.Thread | None = None
+
+
+class GroupConsumer:
+    def __init__(
+        self,
+        nameserver: str | list[str] | None,
+        group: str,
+        topics: list[str] | str,
+        handler: Handler,
+        *,
+        strategy: str = "average",
+        rebalance_interval_ms: int = 20_000,
+        heartbeat_interval_ms: int = 3_000,
+        commit_interval_ms: int = 1_000,
+        max_messages: int = 32,
+        tags: str | None = None,
+        start_from: str = "latest",
+        client_id: str | None = None,
+    ) -> None:
+        if strategy not in STRATEGIES:
+            raise InvalidParameterError(f"unknown allocation strategy {strategy!r}; use one of {sorted(STRATEGIES)}")
+        if start_from not in ("earliest", "latest"):
+            raise InvalidParameterError('start_from must be "earliest" or "latest"')
+        self.group = group
+        self.topics = [topics] if isinstance(topics, str) else list(topics)
+        self.handler = handler
+        self.strategy = strategy
+        self.rebalance_interval_s = rebalance_interval_ms / 1000
+        self.heartbeat_interval_s = heartbeat_interval_ms / 1000
+        self.commit_interval_s = commit_interval_ms / 1000
+        self.max_messages = max_messages
+        self.tags = tags
+        self.start_from = start_from
+        self.client_id = client_id or new_client_id()
+        self.consumer = Consumer(nameserver)
+        self.members: list[str] = []
+        self.workers: dict[QueueKey, _Worker] = {}
+        self.rebalances = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> GroupConsumer:
+        self._heartbeat()
+        self._rebalance()
+        self._thread = threading.Thread(target=self._loop, name=f"group-{self.group}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop pulling, commit where each queue got to, and leave the group at once."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
+        for key in list(self.workers):
+            self._release(key)
+        self._each_broker(RequestCode.UNREGISTER_CLIENT, {"consumerGroup": self.group, "clientId": self.client_id})
+        self.consumer.close()
+
+    def __enter__(self) -> GroupConsumer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def assignment(self) -> set[QueueKey]:
+        return set(self.workers)
+
+    # -- membership ----------------------------------------------------------------------------
+
+    def _brokers(self) -> dict[str, str]:
+        brokers: dict[str, str] = {}
+        for topic in self.topics:
+            try:
+                route = self.consumer.routes.get(topic)
+            except RocketSparkError as exc:
+                log.warning("group %s: no route for %s: %s", self.group, topic, exc)
+                continue
+            brokers.update({b.broker_name: b.address for b in route.brokers})
+        return brokers
+
+    def _each_broker(self, code: int, ext: dict[str, Any]) -> list[RemotingCommand]:
+        answers = []
+        for name, address in sorted(self._brokers().items()):
+            try:
+                answers.append(self.consumer.call(address, RemotingCommand.request(code, ext), 2000))
+            except RocketSparkError as exc:
+                log.debug("group %s: broker %s did not answer %s: %s", self.group, name, code, exc)
+        return answers
+
+    def _heartbeat(self) -> bool:
+        """Heartbeat every broker; True when the membership changed."""
+        ext = {"consumerGroup": self.group, "clientId": self.client_id, "topics": self.topics}
+        answers = self._each_broker(RequestCode.HEART_BEAT, ext)
+        seen = [sorted(a.ext.get("members", [])) for a in answers if a.ext.get("members")]
+        if not seen:
+            return False
+        members = max(seen, key=len)  # a broker that just restarted may not know everyone yet
+        if self.client_id not in members:
+            members = sorted([*members, self.client_id])
+        changed = members != self.members
+        self.members = members
+        return changed
+
+    def _loop(self) -> None:
+        next_rebalance = time.monotonic() + self.rebalance_interval_s
+        while not self._stop.wait(self.heartbeat_interval_s):
+            try:
+                changed = self._heartbeat()
+                self.consumer.routes.expire()
+                if changed or time.monotonic() >= next_rebalance:
+                    self._rebalance()
+                    next_rebalance = time.monotonic() + self.rebalance_interval_s
+            except Exception:
+                log.exception("group %s: heartbeat or rebalance failed; retrying", self.group)
+
+    # -- rebalance -----------------------------------------------------------------------------
+
+    def _share(self, topic: str) -> list[int]:
+        queues = list(range(len(self.consumer.queues(topic))))
+        if not self.members:
+            return []
+        if self.strategy == "consistent_hash":
+            return consistent_hash(self.client_id, queues, self.members, key=lambda q: queue_name(topic, q))
+        strategy = STRATEGIES[self.strategy]
+        result: list[int] = strategy(self.client_id, queues, self.members)
+        return result
+
+    def _rebalance(self) -> None:
+        with self._lock:
+            wanted: set[QueueKey] = set()
+            for topic in self.topics:
+                try:
+                    wanted |= {(topic, q) for q in self._share(topic)}
+                except RocketSparkError as exc:
+                    log.warning("group %s: cannot rebalance %s: %s", self.group, topic, exc)
+                    wanted |= {k for k in self.workers if k[0] == topic}  # keep what we have
+            for key in sorted(set(self.workers) - wanted):
+                self._release(key)
+            for key in sorted(wanted - set(self.workers)):
+                self._acquire(key)
+            self.rebalances += 1
+
+    def _start_offset(self, key: QueueKey) -> int:
+        committed = self.consumer.committed_offset(self.group, *key)
+        if committed is not None:
+            return committed
+        if self.start_from == "earliest":
+            return self.consumer.min_offset(*key)
+        return self.consumer.max_offset(*key)
+
+    def _acquire(self, key: QueueKey) -> None:
+        try:
+            offset = self._start_offset(key)
+        except RocketSparkError as exc:
+            log.warning("group %s: cannot start %s/%s yet: %s", self.group, *key, exc)
+            return
+        worker = _Worker(key, offset, offset)
+        worker.thread = threading.Thread(
+            target=self._pull_loop, args=(worker,), name=f"pull-{key[0]}-{key[1]}", daemon=True
+        )
+        self.workers[key] = worker
+        worker.thread.start()
+
+    def _release(self, key: QueueKey) -> None:
+        worker = self.workers.pop(key, None)
+        if worker is None:
+            return
+        worker.stop.set()
+        if worker.thread is not None:
+            worker.thread.join(10)
+        self._commit(worker)
+
+    def _commit(self, worker: _Worker) -> None:
+        if worker.offset == worker.committed:
+            return
+        try:
+            self.consumer.commit_offset(self.group, *worker.key, worker.offset)
+            worker.committed = worker.offset
+        except RocketSparkError as exc:
+            log.warning("group %s: commit of %s/%s failed: %s", self.group, *worker.key, exc)
+
+    def _pull_loop(self, worker: _Worker) -> None:
+        topic, queue_id = worker.key
+        last_commit = time.monotonic()
+        backoff = 0.05
+        while not worker.stop.is_set() and not self._stop.is_set():
+            try:
+                result = self.consumer.pull(
+                    topic, queue_id, worker.offset, self.max_messages, tags=self.tags, long_poll_ms=500
+                )
+            except RocketSparkError as exc:
+                log.debug("group %s: pull %s/%s failed: %s", self.group, topic, queue_id, exc)
+                worker.stop.wait(backoff)
+                backoff = min(backoff * 2, 2.0)
+                continue
+            backoff = 0.05
+            if result.messages:
+                self.handler(result.messages)
+            if result.status is not PullStatus.NO_NEW_MSG or result.next_offset != worker.offset:
+                worker.offset = result.next_offset
+            if time.monotonic() - last_commit >= self.commit_interval_s:
+                self._commit(worker)
+                last_commit = time.monotonic()
