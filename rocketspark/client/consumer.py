@@ -46,8 +46,18 @@ class Consumer(ClientBase):
         timeout_ms: int = DEFAULT_TIMEOUT_MS,
         verify_crc: bool = True,
         poll_interval_ms: int = 30_000,
+        topic_expiry_ms: int = 300_000,
+        not_found_ttl_ms: int = 5_000,
+        route_push: bool = True,
     ) -> None:
-        super().__init__(nameserver, timeout_ms=timeout_ms, poll_interval_ms=poll_interval_ms)
+        super().__init__(
+            nameserver,
+            timeout_ms=timeout_ms,
+            poll_interval_ms=poll_interval_ms,
+            topic_expiry_ms=topic_expiry_ms,
+            not_found_ttl_ms=not_found_ttl_ms,
+            route_push=route_push,
+        )
         self.verify_crc = verify_crc
 
     # -- queues -------------------------------------------------------------------------------

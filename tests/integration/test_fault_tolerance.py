@@ -1,0 +1,117 @@
+"""Broker death: producers route around it, the nameserver drops it, a group loses nothing."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+from rocketspark import Admin, GroupConsumer, LocalCluster, Message, Producer, RocketSparkError
+from rocketspark.protocol.types import MessageExt
+from tests.helpers import eventually
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+FAST_NAMESERVER = {"scan_interval_ms": 100, "broker_expired_ms": 1500}
+FAST_BROKER = {"register_interval_ms": 300, "consumer_expired_ms": 2000, "offset_flush_interval_ms": 200}
+
+
+def test_producers_stop_choosing_a_dead_broker_within_one_send_timeout(
+    make_cluster: Callable[..., LocalCluster],
+) -> None:
+    cluster = make_cluster(brokers=2, nameserver_config=FAST_NAMESERVER, broker_config=FAST_BROKER)
+    ns = cluster.nameserver
+    with Admin(ns) as admin:
+        admin.create_topic("resilient", queues=2)
+    with Producer(ns, send_latency_fault_enable=True, send_timeout_ms=1000) as producer:
+        assert {producer.send(Message("resilient", b"x")).broker_name for _ in range(8)} == {"broker-a", "broker-b"}
+        cluster.kill_broker("broker-b")
+        started = time.monotonic()
+        for _ in range(4):  # round robin reaches broker-b among these; that send retries on broker-a
+            assert producer.send(Message("resilient", b"after")).broker_name == "broker-a"
+        assert time.monotonic() - started < 1.5  # the dead broker cost at most one send timeout
+        assert producer.fault is not None and not producer.fault.available("broker-b")
+        timings = []
+        for _ in range(50):
+            t = time.monotonic()
+            assert producer.send(Message("resilient", b"y")).broker_name == "broker-a"
+            timings.append(time.monotonic() - t)
+        assert max(timings) < 0.5  # no send waits on the dead broker any more
+    with Admin(ns) as admin:
+        eventually(lambda: list(admin.cluster_list()["brokers"]) == ["broker-a"], timeout_s=5)
+
+
+def test_no_acknowledged_message_is_lost_while_a_broker_dies_and_comes_back(
+    make_cluster: Callable[..., LocalCluster],
+) -> None:
+    cluster = make_cluster(brokers=2, nameserver_config=FAST_NAMESERVER, broker_config=FAST_BROKER)
+    ns = cluster.nameserver
+    with Admin(ns) as admin:
+        admin.create_topic("no-loss", queues=4)
+    acked: set[bytes] = set()
+    consumed: set[bytes] = set()
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def produce(worker: int) -> None:
+        with Producer(ns, send_latency_fault_enable=True, send_timeout_ms=1000) as producer:
+            i = 0
+            while not stop.is_set():
+                body = f"p{worker}-{i}".encode()
+                try:
+                    producer.send(Message("no-loss", body))
+                    with lock:
+                        acked.add(body)
+                except RocketSparkError:
+                    time.sleep(0.05)  # not acknowledged: allowed to be lost
+                i += 1
+                time.sleep(0.002)
+
+    def handle(messages: list[MessageExt]) -> None:
+        with lock:
+            consumed.update(m.body for m in messages)
+
+    members = [
+        GroupConsumer(
+            ns,
+            "auditors",
+            "no-loss",
+            handle,
+            rebalance_interval_ms=2000,
+            heartbeat_interval_ms=300,
+            start_from="earliest",
+            client_id=f"member-{i}",
+        ).start()
+        for i in range(3)
+    ]
+    producers = [threading.Thread(target=produce, args=(w,)) for w in range(2)]
+    try:
+        for p in producers:
+            p.start()
+        eventually(lambda: len(acked) > 300, timeout_s=30)
+        cluster.kill_broker("broker-b")
+        time.sleep(2.0)
+        cluster.start_broker("broker-b")
+        eventually(lambda: len(acked) > 1200, timeout_s=60)
+        stop.set()
+        for p in producers:
+            p.join(30)
+
+        def all_consumed() -> bool:
+            with lock:
+                return acked <= consumed
+
+        eventually(all_consumed, timeout_s=60, interval_s=0.2)
+
+        def converged() -> bool:
+            owned = [m.assignment for m in members]
+            union = set().union(*owned)
+            return len(union) == 8 and sum(len(o) for o in owned) == 8
+
+        eventually(converged, timeout_s=30)
+        assert all(len(m.assignment) in (2, 3) for m in members)  # average: 8 queues over 3 members
+    finally:
+        stop.set()
+        for m in members:
+            m.stop()

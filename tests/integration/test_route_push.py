@@ -1,0 +1,124 @@
+"""Routing that reacts in a second: route-change push, hotspot rule, negative cache, expiry."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+
+from rocketspark import Admin, Consumer, LocalCluster, Message, Producer
+from rocketspark.errors import NoRouteInfoError
+from rocketspark.protocol.types import Perm
+from tests.helpers import eventually
+
+pytestmark = pytest.mark.integration
+NO_POLL = 3_600_000  # the 30 s refresh is pushed out of the way: only notifications can help
+
+
+def subscribed(client: Consumer | Producer, topic: str) -> None:
+    client.routes.get(topic)
+    assert client.routes.subscriber is not None
+    assert client.routes.subscriber.connected.wait(10)
+    time.sleep(0.3)  # the SUBSCRIBE is oneway
+
+
+def test_a_subscribed_client_sees_route_changes_within_two_seconds(
+    make_cluster: Callable[..., LocalCluster],
+) -> None:
+    cluster = make_cluster(brokers=2)
+    ns = cluster.nameserver
+    with Admin(ns) as admin, Consumer(ns, poll_interval_ms=NO_POLL) as consumer:
+        admin.create_topic("pushed", queues=2)
+        admin.create_static_topic("pushed-static", 2, brokers=["broker-a"])
+        subscribed(consumer, "pushed")
+        subscribed(consumer, "pushed-static")
+
+        def perm_of(broker: str) -> int:
+            route = consumer.routes.cached_topics() and consumer.routes._routes.get("pushed")
+            return next(q.perm for q in route.queues if q.broker_name == broker) if route else -1
+
+        started = time.monotonic()
+        admin.wipe_write_perm("broker-b")
+        eventually(lambda: perm_of("broker-b") == Perm.READ, timeout_s=2.5, interval_s=0.02)
+        assert time.monotonic() - started < 2.0
+
+        started = time.monotonic()
+        admin.remap_static_topic("pushed-static", [0], "broker-b")
+        eventually(
+            lambda: consumer.queues("pushed-static")[0].segments[-1].broker_name == "broker-b",
+            timeout_s=2.5,
+            interval_s=0.02,
+        )
+        assert time.monotonic() - started < 2.0
+
+        started = time.monotonic()
+        admin.delete_topic("pushed")
+        eventually(lambda: "pushed" not in consumer.routes.cached_topics(), timeout_s=2.5, interval_s=0.02)
+        assert time.monotonic() - started < 2.0
+        counters = admin.nameserver_counters()
+        assert counters["notificationsSent"] >= 3 and counters["subscriptions"] >= 1
+
+
+def test_a_broker_restart_with_500_topics_causes_no_notification_storm(
+    make_cluster: Callable[..., LocalCluster],
+) -> None:
+    cluster = make_cluster(brokers=1)
+    ns = cluster.nameserver
+    topics = [f"many-{i:03d}" for i in range(500)]
+    with Admin(ns) as admin, Consumer(ns, poll_interval_ms=NO_POLL) as consumer:
+        for topic in topics:
+            admin.create_topic(topic, queues=1)
+        for topic in topics:
+            consumer.routes.get(topic)
+        assert consumer.routes.subscriber is not None and consumer.routes.subscriber.connected.wait(10)
+        eventually(lambda: admin.nameserver_counters()["subscriptions"] == 500, timeout_s=10)
+        time.sleep(1.5)  # let any notification of the creations go out first
+        before = admin.nameserver_counters()
+        notified_before = consumer.routes.counters.notifications
+
+        cluster.stop_broker("broker-a")  # unregisters 500 topics
+        cluster.start_broker("broker-a")  # registers them again, in one registration
+        time.sleep(2.5)  # two notify rounds
+        after = admin.nameserver_counters()
+    assert after["notificationsSent"] == before["notificationsSent"]
+    assert consumer.routes.counters.notifications == notified_before
+    assert after["notificationsSuppressed"] - before["notificationsSuppressed"] >= 1000  # 500 gone, 500 back
+
+
+def test_ten_thousand_sends_to_a_missing_topic_cost_a_handful_of_route_queries(
+    shared_cluster: LocalCluster,
+) -> None:
+    ns = shared_cluster.nameserver
+    with Admin(ns) as admin, Producer(ns) as producer:
+        before = int(admin.nameserver_counters()["requests"].get("105", 0))
+        for _ in range(10_000):
+            with pytest.raises(NoRouteInfoError, match='No route info of this topic "never-there"'):
+                producer.send(Message("never-there", b"x"))
+        after = int(admin.nameserver_counters()["requests"].get("105", 0))
+    assert after - before <= 6  # the topic and TBW102, once per negative-cache TTL
+
+
+def test_a_created_topic_is_usable_at_once_despite_the_negative_cache(shared_cluster: LocalCluster) -> None:
+    ns = shared_cluster.nameserver
+    with Admin(ns) as admin, Producer(ns, not_found_ttl_ms=60_000) as producer:
+        with pytest.raises(NoRouteInfoError):
+            producer.send(Message("late-topic", b"x"))
+        assert producer.routes.subscriber is not None and producer.routes.subscriber.connected.wait(10)
+        time.sleep(0.3)
+        admin.create_topic("late-topic", queues=1)
+        eventually(lambda: "late-topic" not in producer.routes.missing_topics(), timeout_s=2.5, interval_s=0.02)
+        assert producer.send(Message("late-topic", b"now")).queue_offset == 0
+
+
+def test_an_unused_topic_expires_from_the_cache_and_its_subscription(shared_cluster: LocalCluster) -> None:
+    ns = shared_cluster.nameserver
+    with Admin(ns) as admin:
+        admin.create_topic("fleeting", queues=1)
+        with Consumer(ns, topic_expiry_ms=600) as consumer:
+            subscribed(consumer, "fleeting")
+            assert "fleeting" in consumer.routes.cached_topics()
+            subscriptions = admin.nameserver_counters()["subscriptions"]
+            eventually(lambda: "fleeting" not in consumer.routes.cached_topics(), timeout_s=5)
+            assert consumer.routes.counters.expired >= 1
+            eventually(lambda: admin.nameserver_counters()["subscriptions"] == subscriptions - 1, timeout_s=5)
