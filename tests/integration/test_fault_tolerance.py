@@ -115,3 +115,61 @@ def test_no_acknowledged_message_is_lost_while_a_broker_dies_and_comes_back(
         stop.set()
         for m in members:
             m.stop()
+
+
+MEMBER = """
+import sys, time
+from rocketspark import GroupConsumer
+member = GroupConsumer(sys.argv[1], "takeover", "shared-queues", lambda messages: None,
+                       rebalance_interval_ms=1000, heartbeat_interval_ms=200, client_id="doomed").start()
+print("member started", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_member_that_leaves_or_dies_has_its_queues_taken_over(
+    make_cluster: Callable[..., LocalCluster],
+) -> None:
+    import subprocess
+    import sys
+
+    cluster = make_cluster(brokers=1, broker_config=FAST_BROKER)  # heartbeat timeout: 2 s
+    ns = cluster.nameserver
+    with Admin(ns) as admin:
+        admin.create_topic("shared-queues", queues=6)
+    keep = GroupConsumer(
+        ns,
+        "takeover",
+        "shared-queues",
+        lambda m: None,
+        rebalance_interval_ms=1000,
+        heartbeat_interval_ms=200,
+        client_id="survivor",
+    ).start()
+    leaving = GroupConsumer(
+        ns,
+        "takeover",
+        "shared-queues",
+        lambda m: None,
+        rebalance_interval_ms=1000,
+        heartbeat_interval_ms=200,
+        client_id="leaver",
+    ).start()
+    try:
+        eventually(lambda: len(keep.assignment) == 3 and len(leaving.assignment) == 3, timeout_s=10)
+        started = time.monotonic()
+        leaving.stop()  # a clean leave unregisters at once
+        eventually(lambda: len(keep.assignment) == 6, timeout_s=10)
+        assert time.monotonic() - started < 2.5  # one heartbeat round, not the timeout
+
+        doomed = subprocess.Popen([sys.executable, "-c", MEMBER, ns], stdout=subprocess.PIPE, text=True)
+        assert doomed.stdout is not None and "member started" in doomed.stdout.readline()
+        eventually(lambda: len(keep.assignment) == 3, timeout_s=10)
+        started = time.monotonic()
+        doomed.kill()  # dies without leaving
+        doomed.wait(10)
+        eventually(lambda: len(keep.assignment) == 6, timeout_s=15)
+        # the broker's heartbeat timeout (2 s) plus a heartbeat, well within a rebalance period more
+        assert time.monotonic() - started < 2.0 + 1.0 + 1.5
+    finally:
+        keep.stop()

@@ -122,3 +122,27 @@ def test_an_unused_topic_expires_from_the_cache_and_its_subscription(shared_clus
             eventually(lambda: "fleeting" not in consumer.routes.cached_topics(), timeout_s=5)
             assert consumer.routes.counters.expired >= 1
             eventually(lambda: admin.nameserver_counters()["subscriptions"] == subscriptions - 1, timeout_s=5)
+
+
+def test_subscriptions_move_when_the_nameserver_list_changes(make_cluster: Callable[..., LocalCluster]) -> None:
+    import sys
+
+    from rocketspark.cluster import ServerProcess
+
+    cluster = make_cluster(brokers=1)
+    second = ServerProcess("ns2", [sys.executable, "-m", "nameserver", "--port", "0"], cluster.data_dir / "ns2.log")
+    other = second.start()
+    try:
+        cluster.stop_broker("broker-a")
+        cluster.broker_config["nameservers"] = [cluster.nameserver, other]
+        cluster.start_broker("broker-a")
+        with Admin(cluster.nameserver) as admin:
+            admin.create_topic("moving", queues=1)
+        with Consumer(cluster.nameserver) as consumer, Admin(other) as admin2, Admin(cluster.nameserver) as admin1:
+            subscribed(consumer, "moving")
+            eventually(lambda: admin1.nameserver_counters()["subscriptions"] == 1, timeout_s=5)
+            consumer.update_nameservers([other])
+            eventually(lambda: admin2.nameserver_counters()["subscriptions"] == 1, timeout_s=5)
+            eventually(lambda: admin1.nameserver_counters()["subscriptions"] == 0, timeout_s=5)
+    finally:
+        second.stop()
