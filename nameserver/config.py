@@ -20,7 +20,7 @@ class NameServerConfig:
     scan_interval_ms: int = 5000  # how often silent brokers are looked for (4.x: 10 s)
     broker_expired_ms: int = 120_000  # a broker silent this long is dropped from routes
     notify_scan_interval_ms: int = 1000  # push changed routes' names this often
-    notify_max_load_per_cpu: float = 0.9  # above this load average per CPU, pause pushes
+    notify_max_load_per_cpu: float = 2.0  # run queue over twice the cores: pause pushes
     notify_max_memory_used: float = 0.95  # above this fraction of memory used, pause pushes
 
     def __post_init__(self) -> None:
@@ -28,6 +28,12 @@ class NameServerConfig:
             raise ConfigError(f"listen_port {self.listen_port} is not a port number (0-65535)")
         if self.scan_interval_ms <= 0 or self.broker_expired_ms <= 0 or self.notify_scan_interval_ms <= 0:
             raise ConfigError("scan_interval_ms, broker_expired_ms and notify_scan_interval_ms must be positive")
+        if self.notify_max_load_per_cpu < 0:
+            raise ConfigError(f"notify_max_load_per_cpu {self.notify_max_load_per_cpu} must be >= 0")
+        if not 0 <= self.notify_max_memory_used <= 1:
+            raise ConfigError(
+                f"notify_max_memory_used {self.notify_max_memory_used} must be a fraction between 0 and 1"
+            )
 
 
 def load(path: str | Path | None, **overrides: Any) -> NameServerConfig:

@@ -124,6 +124,23 @@ def test_an_unused_topic_expires_from_the_cache_and_its_subscription(shared_clus
             eventually(lambda: admin.nameserver_counters()["subscriptions"] == subscriptions - 1, timeout_s=5)
 
 
+def test_a_nameserver_under_pressure_pauses_pushes_but_still_serves_routes(
+    make_cluster: Callable[..., LocalCluster],
+) -> None:
+    cluster = make_cluster(brokers=1, nameserver_config={"notify_max_memory_used": 0.0})  # always "tight"
+    ns = cluster.nameserver
+    with Admin(ns) as admin, Consumer(ns, poll_interval_ms=NO_POLL) as consumer:
+        admin.create_topic("paused", queues=1)
+        subscribed(consumer, "paused")
+        admin.wipe_write_perm("broker-a")
+        eventually(lambda: admin.nameserver_counters()["notifyDegradedRounds"] >= 2, timeout_s=5)
+        assert admin.nameserver_counters()["notificationsSent"] == 0
+        assert consumer.routes.counters.notifications == 0
+        assert consumer.routes._routes["paused"].queues[0].perm & Perm.WRITE  # stale until the refresh
+        assert admin.topic_route("paused").queues[0].perm == Perm.READ  # queries are still answered
+    assert "route-change notification paused: memory used" in (cluster.data_dir / "nameserver.log").read_text()
+
+
 def test_subscriptions_move_when_the_nameserver_list_changes(make_cluster: Callable[..., LocalCluster]) -> None:
     import sys
 
