@@ -30,8 +30,10 @@ class LongPollHub:
         finally:
             if future in waiters:
                 waiters.remove(future)
-            if not waiters:
-                self._waiters.pop(key, None)
+            # notify() may have detached this list already and a re-waiting poller started a
+            # new one under the same key: only drop the key if it still holds our list.
+            if not waiters and self._waiters.get(key) is waiters:
+                del self._waiters[key]
 
     def notify(self, key: Key) -> None:
         waiters = self._waiters.pop(key, None)
