@@ -144,6 +144,9 @@ class MuxStream:
                     future.set_exception(error)
                 except concurrent.futures.InvalidStateError:
                     pass
+        # gRPC reads ``_requests()`` on a thread of its own, blocked in ``outbox.get()``: end
+        # the generator, or that thread waits forever for requests a broken stream never sends.
+        self._outbox.put(_CLOSE)
 
     def close(self) -> None:
         self._outbox.put(_CLOSE)

@@ -85,6 +85,8 @@ class _Peer:
             with self.lock:
                 mux = self.mux
                 if mux is None or not mux.alive:
+                    if mux is not None:
+                        mux.close()  # broken: release its request thread before replacing it
                     mux = self.mux = MuxStream(self.open_mux, translate)
         return mux
 

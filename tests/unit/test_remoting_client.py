@@ -1,0 +1,44 @@
+"""The remoting client against peers that are not there: errors, and no threads left behind."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+
+from rocketspark.errors import ConnectError, RequestTimeoutError
+from rocketspark.protocol.codes import RequestCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.remoting.client import RemotingClient
+
+
+def _dead_address() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{sock.getsockname()[1]}"  # closed again: nothing listens there
+
+
+def _settled_thread_count(limit: int, timeout_s: float = 5.0) -> int:
+    """The live thread count once it falls to ``limit`` (or whatever it is at the timeout)."""
+    deadline = time.monotonic() + timeout_s
+    while threading.active_count() > limit and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return threading.active_count()
+
+
+def test_calls_to_a_dead_peer_leave_no_threads_behind() -> None:
+    address = _dead_address()
+    client = RemotingClient()
+    try:
+        with pytest.raises((ConnectError, RequestTimeoutError)):
+            client.invoke(address, RemotingCommand.request(RequestCode.GET_COUNTERS), 1000)
+        baseline = _settled_thread_count(0, timeout_s=0.5)
+        for _ in range(10):
+            with pytest.raises((ConnectError, RequestTimeoutError)):
+                client.invoke(address, RemotingCommand.request(RequestCode.GET_COUNTERS), 1000)
+        # each broken stream used to keep gRPC's request-reading thread blocked for good
+        assert _settled_thread_count(baseline + 1) <= baseline + 1
+    finally:
+        client.close()
