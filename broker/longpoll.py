@@ -16,9 +16,12 @@ Key = tuple[str, int]
 class LongPollHub:
     def __init__(self) -> None:
         self._waiters: defaultdict[Key, list[asyncio.Future[None]]] = defaultdict(list)
+        self.closing = False  # set at shutdown: held pulls answer at once instead of waiting again
 
     async def wait(self, key: Key, timeout_s: float) -> bool:
-        """Wait for new data on ``key``; True if woken by data, False on timeout."""
+        """Wait for new data on ``key``; True if woken by data, False on timeout or shutdown."""
+        if self.closing:
+            return False
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         waiters = self._waiters[key]
         waiters.append(future)
@@ -42,7 +45,14 @@ class LongPollHub:
                 if not future.done():
                     future.set_result(None)
 
-    def notify_all(self) -> None:
+    def notify_topic(self, topic: str) -> None:
+        """Wake every pull held on one topic (its queues changed shape or it went away)."""
+        for key in [k for k in self._waiters if k[0] == topic]:
+            self.notify(key)
+
+    def close(self) -> None:
+        """Shutdown: wake every held pull, and make later waits return at once."""
+        self.closing = True
         for key in list(self._waiters):
             self.notify(key)
 

@@ -181,7 +181,7 @@ async def stop(server: aio.Server, broker: Broker, tasks: list[asyncio.Task[None
     log.info("broker %s stopping", broker.name)
     for task in tasks:
         task.cancel()
-    broker.longpoll.notify_all()
+    broker.longpoll.close()
     await server.stop(grace=2)
     await broker.registry.unregister_all()
     broker.close()

@@ -72,7 +72,7 @@ async def delete_topic(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
     broker.store.drop_topic(topic)
     broker.offsets.drop_topic(topic)
     broker.offsets.drop_topic(LOGICAL_PREFIX + topic)
-    broker.longpoll.notify_all()
+    broker.longpoll.notify_topic(topic)
     if existed:
         await broker.registry.register_now([topic])
     return cmd.response(ext={"existed": existed})

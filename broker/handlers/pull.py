@@ -131,16 +131,21 @@ def _response(cmd: RemotingCommand, result: GetResult) -> RemotingCommand:
     )
 
 
+async def _read_held(request: _PullRequest, offset: int, deadline: float) -> GetResult:
+    """Read from ``offset``; while there is nothing new, hold until a send to the queue wakes
+    us, ``deadline`` (monotonic) passes, or the broker shuts down."""
+    hub = request.broker.longpoll
+    while True:
+        result = request.read(offset)
+        remaining = deadline - time.monotonic()
+        if _CODES[result.status] != ResponseCode.PULL_NOT_FOUND or remaining <= 0 or hub.closing:
+            return result
+        await hub.wait(request.key, remaining)
+
+
 async def handle_pull(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
     request = _PullRequest(broker, cmd)
-    result = request.read(request.offset)
-    deadline = time.monotonic() + request.suspend_ms / 1000
-    while _CODES[result.status] == ResponseCode.PULL_NOT_FOUND and request.suspend_ms > 0:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            break
-        await broker.longpoll.wait(request.key, remaining)
-        result = request.read(request.offset)
+    result = await _read_held(request, request.offset, time.monotonic() + request.suspend_ms / 1000)
     return _response(cmd, result)
 
 
@@ -154,14 +159,8 @@ async def stream_pull(broker: Broker, cmd: RemotingCommand) -> AsyncIterator[Rem
     offset = request.offset
     deadline = time.monotonic() + max(request.suspend_ms, 1) / 1000
     while True:
-        result = request.read(offset)
-        code = _CODES[result.status]
-        if code in (ResponseCode.SUCCESS, ResponseCode.PULL_RETRY_IMMEDIATELY):
-            yield _response(cmd, result)
-            offset = result.next_offset
-            continue
-        remaining = deadline - time.monotonic()
-        if code != ResponseCode.PULL_NOT_FOUND or remaining <= 0:
-            yield _response(cmd, result)
+        result = await _read_held(request, offset, deadline)
+        yield _response(cmd, result)
+        if _CODES[result.status] not in (ResponseCode.SUCCESS, ResponseCode.PULL_RETRY_IMMEDIATELY):
             return
-        await broker.longpoll.wait(request.key, remaining)
+        offset = result.next_offset

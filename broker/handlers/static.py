@@ -55,7 +55,7 @@ async def update_static_topic(broker: Broker, cmd: RemotingCommand) -> RemotingC
         TopicConfig(detail.topic, queues, queues, Perm.READ_WRITE), broker.store.commitlog.max_offset
     )
     if changed:
-        broker.longpoll.notify_all()  # readers waiting on a segment that just changed re-check it
+        broker.longpoll.notify_topic(detail.topic)  # readers held on a segment that changed re-check it
         await broker.registry.register_now([detail.topic])
     return cmd.response(ext={"changed": changed, "epoch": detail.epoch})
 

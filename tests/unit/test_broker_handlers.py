@@ -1,0 +1,73 @@
+"""Broker request handlers called in-process on a real store (no network, no nameserver)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from broker.config import BrokerConfig
+from broker.handlers.pull import handle_pull
+from broker.server import Broker
+from broker.store.recovery import tag_hash
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.record import encode_payload
+from rocketspark.protocol.types import TopicConfig
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Broker]:
+    b = Broker(BrokerConfig(data_dir=str(tmp_path / "broker"), segment_bytes=64 * 1024, max_message_bytes=8 * 1024))
+    b.open()
+    b.topics.put(TopicConfig("orders", 2, 2), 0)
+    b.topics.put(TopicConfig("other", 1, 1), 0)
+    yield b
+    b.close()
+
+
+def put(broker: Broker, topic: str, queue_id: int, body: bytes = b"x") -> None:
+    broker.store.put(topic, queue_id, int(time.time() * 1000), [encode_payload(body, None, [], {})], [tag_hash(None)])
+
+
+def pull_request(topic: str, queue_id: int, offset: int, suspend_ms: int) -> RemotingCommand:
+    ext = {"topic": topic, "queueId": queue_id, "queueOffset": offset, "suspendTimeoutMs": suspend_ms}
+    return RemotingCommand.request(RequestCode.PULL_MESSAGE, ext)
+
+
+def test_a_held_pull_answers_at_once_when_the_broker_closes(broker: Broker) -> None:
+    async def scenario() -> int:
+        held = asyncio.create_task(handle_pull(broker, pull_request("orders", 0, 0, 30_000)))
+        await asyncio.sleep(0.05)
+        assert not held.done()
+        broker.longpoll.close()
+        response = await asyncio.wait_for(held, 5)  # without the closing flag it waits 30 s again
+        return response.code
+
+    assert asyncio.run(scenario()) == ResponseCode.PULL_NOT_FOUND
+
+
+def test_changing_one_topic_wakes_only_the_pulls_held_on_it(broker: Broker) -> None:
+    async def scenario() -> tuple[bool, bool]:
+        on_orders = asyncio.create_task(broker.longpoll.wait(("orders", 1), 5))
+        on_other = asyncio.create_task(broker.longpoll.wait(("other", 0), 0.2))
+        await asyncio.sleep(0.01)
+        broker.longpoll.notify_topic("orders")
+        return await on_orders, await on_other
+
+    assert asyncio.run(scenario()) == (True, False)
+
+
+def test_a_held_pull_is_answered_when_a_message_arrives(broker: Broker) -> None:
+    async def scenario() -> tuple[int, int]:
+        held = asyncio.create_task(handle_pull(broker, pull_request("orders", 1, 0, 30_000)))
+        await asyncio.sleep(0.05)
+        put(broker, "orders", 1)
+        broker.longpoll.notify(("orders", 1))
+        response = await asyncio.wait_for(held, 5)
+        return response.code, int(response.ext["next"])
+
+    assert asyncio.run(scenario()) == (ResponseCode.SUCCESS, 1)
