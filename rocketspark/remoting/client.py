@@ -133,10 +133,11 @@ class RemotingClient:
         def translate(err: grpc.RpcError) -> RocketSparkError:
             return translate_rpc_error(err, address, kind)
 
+        code = request.code  # the deadline heap keeps ``expire``: it must not hold the request body
+
         def expire() -> RocketSparkError:
             return RequestTimeoutError(
-                f"{kind} at {address} did not answer request code {request.code} within {timeout_s:g} s",
-                address=address,
+                f"{kind} at {address} did not answer request code {code} within {timeout_s:g} s", address=address
             )
 
         try:

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import concurrent.futures
+import gc
 import socket
 import threading
 import time
+import weakref
 
 import pytest
 
 from rocketspark.errors import ConnectError, RequestTimeoutError
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
+from rocketspark.remoting.channel import DEADLINES
 from rocketspark.remoting.client import RemotingClient
 
 
@@ -42,3 +46,26 @@ def test_calls_to_a_dead_peer_leave_no_threads_behind() -> None:
         assert _settled_thread_count(baseline + 1) <= baseline + 1
     finally:
         client.close()
+
+
+def test_a_deadline_earlier_than_the_waiting_one_still_fires_on_time() -> None:
+    later: concurrent.futures.Future[RemotingCommand] = concurrent.futures.Future()
+    sooner: concurrent.futures.Future[RemotingCommand] = concurrent.futures.Future()
+    DEADLINES.add(time.monotonic() + 60, later, lambda: RequestTimeoutError("later"))
+    time.sleep(0.05)  # the deadline thread now sleeps until the 60 s deadline
+    DEADLINES.add(time.monotonic() + 0.05, sooner, lambda: RequestTimeoutError("sooner"))
+    with pytest.raises(RequestTimeoutError, match="sooner"):
+        sooner.result(timeout=5)
+    assert not later.done()
+    later.set_result(RemotingCommand.request(RequestCode.GET_COUNTERS))
+
+
+def test_the_deadline_heap_does_not_keep_answered_requests_alive() -> None:
+    future: concurrent.futures.Future[RemotingCommand] = concurrent.futures.Future()
+    DEADLINES.add(time.monotonic() + 60, future, lambda: RequestTimeoutError("never"))
+    time.sleep(0.05)  # the deadline thread now sleeps until that deadline
+    future.set_result(RemotingCommand.request(RequestCode.GET_COUNTERS, body=b"x" * 1000))
+    ref = weakref.ref(future)
+    del future
+    gc.collect()
+    assert ref() is None  # its response body is freed now, not in 60 s
