@@ -12,6 +12,7 @@ from __future__ import annotations
 import concurrent.futures
 import heapq
 import itertools
+import os
 import queue
 import threading
 import time
@@ -39,6 +40,11 @@ class _Deadlines:
     """
 
     def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Start empty; also run in a forked child, which has no deadline thread, none of the
+        parent's requests, and perhaps a lock held by a thread that does not exist there."""
         self._heap: list[_Entry] = []
         self._cond = threading.Condition()
         self._seq = itertools.count()
@@ -81,6 +87,7 @@ def _settled(ref: weakref.ref[concurrent.futures.Future[RemotingCommand]]) -> bo
 
 
 DEADLINES = _Deadlines()
+os.register_at_fork(after_in_child=DEADLINES.reset)
 
 
 class MuxStream:

@@ -14,6 +14,7 @@ import concurrent.futures
 import logging
 import os
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -67,12 +68,10 @@ def check(response: RemotingCommand, *ok_codes: int) -> RemotingCommand:
 
 
 class _Peer:
-    __slots__ = ("address", "channel", "invoke", "lock", "mux", "open_mux", "stream")
+    __slots__ = ("channel", "lock", "mux", "open_mux", "stream")
 
     def __init__(self, address: str) -> None:
-        self.address = address
         self.channel = grpc.insecure_channel(address, options=list(service.CHANNEL_OPTIONS))
-        self.invoke = self.channel.unary_unary(service.INVOKE_PATH)
         self.stream = self.channel.unary_stream(service.STREAM_PATH)
         self.open_mux = self.channel.stream_stream(service.CHANNEL_PATH)
         self.mux: MuxStream | None = None
@@ -104,15 +103,17 @@ class RemotingClient:
         self.default_timeout_ms = default_timeout_ms
         self._peers: dict[str, _Peer] = {}
         self._lock = threading.Lock()
-        self._pid = os.getpid()
         self._closed = False
         self._oneway: set[concurrent.futures.Future[RemotingCommand]] = set()
+        _CLIENTS.add(self)
+
+    def _forget_parent(self) -> None:
+        """In a forked child: the parent's channels, locks and calls are unusable here."""
+        self._lock = threading.Lock()
+        self._peers = {}
+        self._oneway = set()
 
     def _peer(self, address: str) -> _Peer:
-        if os.getpid() != self._pid:  # forked: the parent's channels are unusable here
-            with self._lock:
-                self._peers = {}
-                self._pid = os.getpid()
         peer = self._peers.get(address)
         if peer is None:
             parse_address(address)
@@ -223,3 +224,14 @@ class ResponseStream(Iterator[RemotingCommand]):
 
     def cancel(self) -> None:
         self._call.cancel()
+
+
+_CLIENTS: weakref.WeakSet[RemotingClient] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for client in list(_CLIENTS):
+        client._forget_parent()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

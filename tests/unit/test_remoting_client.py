@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import gc
+import os
 import socket
 import threading
 import time
@@ -69,3 +70,31 @@ def test_the_deadline_heap_does_not_keep_answered_requests_alive() -> None:
     del future
     gc.collect()
     assert ref() is None  # its response body is freed now, not in 60 s
+
+
+def test_a_forked_child_gets_fresh_channels_and_deadlines() -> None:
+    address = _dead_address()
+    client = RemotingClient()
+    try:
+        with pytest.raises((ConnectError, RequestTimeoutError)):
+            client.invoke(address, RemotingCommand.request(RequestCode.GET_COUNTERS), 1000)
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report, never return into pytest
+            status = b"?"
+            try:
+                fresh = not client._peers
+                try:
+                    client.invoke(address, RemotingCommand.request(RequestCode.GET_COUNTERS), 1000)
+                except (ConnectError, RequestTimeoutError):
+                    status = b"ok" if fresh else b"kept the parent's channels"
+            finally:
+                os.write(write_end, status)
+                os._exit(0)
+        os.close(write_end)
+        with os.fdopen(read_end, "rb") as reader:
+            report = reader.read()
+        os.waitpid(pid, 0)
+        assert report == b"ok"
+    finally:
+        client.close()
