@@ -74,6 +74,15 @@ class Broker:
         saved = read_json(self.data_dir / "config" / "broker.json", default={})
         self.perm = int(saved.get("brokerPermission", self.perm))
         report = self.store.open()
+        for pid, topic, queue_id in self.producers.forget_beyond(self.store.commitlog.max_offset):
+            log.warning(
+                "broker %s: producer %s's sequence on %s/%d covered records lost in recovery; its resend will be "
+                "stored again",
+                self.name,
+                pid,
+                topic,
+                queue_id,
+            )
         self.topics.set_auto_create(
             self.config.auto_create_topic_enable, self.config.default_topic_queue_nums, self.store.commitlog.max_offset
         )
@@ -81,8 +90,8 @@ class Broker:
 
     def close(self) -> None:
         self.offsets.persist()
-        self.producers.persist()
         self.store.close()
+        self.producers.persist(self.store.flushed_offset)  # after the store flushed everything
         self.registry.close()
 
     def set_permission(self, perm: int) -> None:
@@ -137,10 +146,13 @@ class Broker:
         return [
             self.registry.run(),
             self._every(self.config.offset_flush_interval_ms, "offset persist", self.offsets.persist),
-            self._every(self.config.checkpoint_interval_ms, "producer table persist", self.producers.persist),
+            self._every(self.config.checkpoint_interval_ms, "producer table persist", self.save_producers),
             self._every(self.config.retention_check_interval_ms, "retention", self.store.delete_expired),
             self._every(self.config.mapping_clean_interval_ms, "static segment cleanup", self.clean_mappings),
         ]
+
+    async def save_producers(self) -> None:
+        await self.producers.save(self.store.flushed_offset)
 
     async def clean_mappings(self) -> None:
         for topic in await clean_expired_segments(self):

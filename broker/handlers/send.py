@@ -153,7 +153,7 @@ async def handle_send(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
         return cmd.response(ext={**ext, "queueOffset": -1, "count": 0, "msgId": "", "status": SendStatus.SEND_OK.value})
     result = broker.store.put(topic, queue_id, born, payloads, hashes)
     if producer_id:
-        broker.producers.stored((producer_id, topic, queue_id), seq + skipped, result.count)
+        broker.producers.stored((producer_id, topic, queue_id), seq + skipped, result.count, result.end_offset)
     broker.longpoll.notify((topic, queue_id))
     status = SendStatus.SEND_OK
     if broker.config.flush_mode == "sync" and not await broker.store.wait_flushed(result.end_offset):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,38 @@ def write_json_atomic(path: Path, value: Any) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+class SnapshotFile:
+    """A metadata file saved from snapshots, written off the event loop.
+
+    The owner calls ``changed()`` on every change, takes a snapshot on the event loop, and
+    hands it to ``write`` (run in a thread). The file only counts as saved once a write
+    succeeded, so a failed write is retried next time; writes run one at a time and an older
+    snapshot never overwrites a newer one (a write cancelled at shutdown may still be running
+    when the final save starts).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.version = 0  # number of changes so far
+        self._saved = 0  # version of the newest snapshot on disk
+        self._lock = threading.Lock()
+
+    @property
+    def dirty(self) -> bool:
+        return self._saved != self.version
+
+    def changed(self) -> None:
+        self.version += 1
+
+    def write(self, value: Any, version: int) -> None:
+        """Write the snapshot taken at ``version`` unless a newer one was written already."""
+        with self._lock:
+            if version < self._saved:
+                return
+            write_json_atomic(self.path, value)
+            self._saved = version
 
 
 def read_json(path: Path, default: Any = None) -> Any:

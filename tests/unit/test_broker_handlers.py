@@ -11,17 +11,24 @@ import pytest
 
 from broker.config import BrokerConfig
 from broker.handlers.pull import handle_pull
+from broker.handlers.send import handle_send
 from broker.server import Broker
+from broker.store.metafile import write_json_atomic
 from broker.store.recovery import tag_hash
+from rocketspark.protocol.codec import pack
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.record import encode_payload
 from rocketspark.protocol.types import TopicConfig
 
 
+def broker_config(tmp_path: Path) -> BrokerConfig:
+    return BrokerConfig(data_dir=str(tmp_path / "broker"), segment_bytes=64 * 1024, max_message_bytes=8 * 1024)
+
+
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[Broker]:
-    b = Broker(BrokerConfig(data_dir=str(tmp_path / "broker"), segment_bytes=64 * 1024, max_message_bytes=8 * 1024))
+    b = Broker(broker_config(tmp_path))
     b.open()
     b.topics.put(TopicConfig("orders", 2, 2), 0)
     b.topics.put(TopicConfig("other", 1, 1), 0)
@@ -71,3 +78,29 @@ def test_a_held_pull_is_answered_when_a_message_arrives(broker: Broker) -> None:
         return response.code, int(response.ext["next"])
 
     assert asyncio.run(scenario()) == (ResponseCode.SUCCESS, 1)
+
+
+def idempotent_send(topic: str, producer_id: str, seq: int, count: int) -> RemotingCommand:
+    body = pack([int(time.time() * 1000), [encode_payload(b"m%d" % i, None, [], {}) for i in range(count)]])
+    ext = {"topic": topic, "queueId": 0, "producerId": producer_id, "seq": seq}
+    return RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, ext, body)
+
+
+def test_a_producer_sequence_past_the_recovered_log_does_not_drop_the_resend(tmp_path: Path) -> None:
+    """producers.json says 3 messages were stored up to log offset 10**9, but the log
+    recovered after a crash is empty: the resend of those messages must be stored."""
+    config = broker_config(tmp_path)
+    write_json_atomic(
+        Path(config.data_dir) / "config" / "producers.json",
+        {"producers": [["p1", "orders", 0, 3, time.time(), 10**9]]},
+    )
+    broker = Broker(config)
+    broker.open()
+    broker.topics.put(TopicConfig("orders", 1, 1), 0)
+    try:
+        response = asyncio.run(handle_send(broker, idempotent_send("orders", "p1", 0, 3)))
+        assert (response.ext["count"], response.ext["duplicates"]) == (3, 0)
+        again = asyncio.run(handle_send(broker, idempotent_send("orders", "p1", 0, 3)))
+        assert (again.ext["count"], again.ext["duplicates"]) == (0, 3)
+    finally:
+        broker.close()
