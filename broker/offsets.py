@@ -7,32 +7,40 @@ offset}`` and written to ``<data_dir>/config/consumerOffset.json`` every
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from typing import Any
 
-from broker.store.metafile import read_json, write_json_atomic
+from broker.store.metafile import SnapshotFile, read_json
 
 
 class ConsumerOffsets:
     def __init__(self, path: Path) -> None:
-        self.path = path
+        self.file = SnapshotFile(path)
         self.table: dict[str, dict[int, int]] = {}
-        self.dirty = False
 
     def load(self) -> None:
-        data = read_json(self.path, default={"offsets": {}})
+        data = read_json(self.file.path, default={"offsets": {}})
         self.table = {key: {int(q): int(o) for q, o in queues.items()} for key, queues in data["offsets"].items()}
 
+    def snapshot(self) -> dict[str, Any]:
+        return {"offsets": {k: {str(q): o for q, o in v.items()} for k, v in self.table.items()}}
+
+    async def save(self) -> None:
+        """Periodic save: snapshot on the event loop, write in a thread."""
+        if self.file.dirty:
+            await asyncio.to_thread(self.file.write, self.snapshot(), self.file.version)
+
     def persist(self) -> None:
-        if not self.dirty:
-            return
-        self.dirty = False
-        write_json_atomic(self.path, {"offsets": {k: {str(q): o for q, o in v.items()} for k, v in self.table.items()}})
+        """Save now (shutdown)."""
+        if self.file.dirty:
+            self.file.write(self.snapshot(), self.file.version)
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         queues = self.table.setdefault(f"{topic}@{group}", {})
         if queues.get(queue_id) != offset:
             queues[queue_id] = offset
-            self.dirty = True
+            self.file.changed()
 
     def query(self, group: str, topic: str, queue_id: int) -> int | None:
         return self.table.get(f"{topic}@{group}", {}).get(queue_id)
@@ -43,4 +51,4 @@ class ConsumerOffsets:
     def drop_topic(self, topic: str) -> None:
         for key in [k for k in self.table if k.rpartition("@")[0] == topic]:
             del self.table[key]
-            self.dirty = True
+            self.file.changed()

@@ -145,11 +145,14 @@ class Broker:
     def background_tasks(self) -> list[Coroutine[Any, Any, None]]:
         return [
             self.registry.run(),
-            self._every(self.config.offset_flush_interval_ms, "offset persist", self.offsets.persist),
+            self._every(self.config.offset_flush_interval_ms, "offset persist", self.offsets.save),
             self._every(self.config.checkpoint_interval_ms, "producer table persist", self.save_producers),
-            self._every(self.config.retention_check_interval_ms, "retention", self.store.delete_expired),
+            self._every(self.config.retention_check_interval_ms, "retention", self.apply_retention),
             self._every(self.config.mapping_clean_interval_ms, "static segment cleanup", self.clean_mappings),
         ]
+
+    def apply_retention(self) -> None:
+        self.store.delete_expired(blocking=False)  # skipped while the flusher holds the store
 
     async def save_producers(self) -> None:
         await self.producers.save(self.store.flushed_offset)

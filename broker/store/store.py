@@ -379,15 +379,24 @@ class MessageStore:
         self._checkpointed = (end, queues)
         self._last_checkpoint = now
 
-    def delete_expired(self, now: float | None = None) -> int:
-        """Apply retention: delete sealed log segments older than ``retention_ms``."""
+    def delete_expired(self, now: float | None = None, *, blocking: bool = True) -> int:
+        """Apply retention: delete sealed log segments older than ``retention_ms``.
+
+        It runs on the event loop (it changes what reads see). The broker's periodic round
+        passes ``blocking=False`` so it never waits for the flusher's fsync: when a flush is
+        under way the round is skipped (0 deleted) and the next one does the work.
+        """
         cutoff = (time.time() if now is None else now) - self.config.retention_ms / 1000
-        with self._maint_lock:
+        if not self._maint_lock.acquire(blocking=blocking):
+            return 0
+        try:
             deleted = self.commitlog.delete_expired(cutoff)
             if deleted:
                 log_min = self.commitlog.min_offset
                 for cq in self.queues.values():
                     cq.delete_expired(log_min)
+        finally:
+            self._maint_lock.release()
         for path in deleted:
             log.info("retention deleted commit-log segment %s", path.name)
         self.stats.segments_deleted += len(deleted)

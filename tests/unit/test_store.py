@@ -251,6 +251,19 @@ def test_retention_deletes_old_segments_and_moves_min_offsets(store_path: Path) 
     store.close()
 
 
+def test_the_periodic_retention_round_skips_while_the_flusher_holds_the_store(store_path: Path) -> None:
+    store = open_store(store_path, retention_ms=60_000, flush_interval_ms=600_000)  # flusher stays idle
+    fill(store, count=60, queues=1)
+    old = store.commitlog.segments[:-2]
+    for segment in old:
+        segment.touch(time.time() - 3600)
+    with store._maint_lock:  # what the flusher holds while it fsyncs
+        assert store.delete_expired(blocking=False) == 0
+    assert store.commitlog.segments[: len(old)] == old
+    assert store.delete_expired(blocking=False) == len(old)
+    store.close()
+
+
 def test_offsets_survive_a_restart_after_every_record_of_a_queue_expired(store_path: Path) -> None:
     store = open_store(store_path, retention_ms=1000)
     fill(store, count=30, queues=1)
