@@ -188,18 +188,20 @@ class RouteCache:
     def get(self, topic: str) -> TopicRouteData:
         """The cached route, fetched on first use. Raises NoRouteInfoError with the reason."""
         now = time.monotonic()
-        self._used[topic] = now
-        route = self._routes.get(topic)
-        if route is not None:
-            return route
-        until = self._missing.get(topic)
-        if until is not None and now < until:
-            self.counters.negative_hits += 1
-            raise self._not_found(topic)
+        with self._lock:  # the refresh thread's expiry scans these dicts
+            self._used[topic] = now
+            route = self._routes.get(topic)
+            if route is not None:
+                return route
+            until = self._missing.get(topic)
+            if until is not None and now < until:
+                self.counters.negative_hits += 1
+                raise self._not_found(topic)
         try:
             route = self.fetch(topic)
         except TopicNotExistError:
-            self._missing[topic] = time.monotonic() + self.not_found_ttl_ms / 1000
+            with self._lock:
+                self._missing[topic] = time.monotonic() + self.not_found_ttl_ms / 1000
             self._watch(topic)  # hear at once when it is created
             self._ensure_refresher()
             raise self._not_found(topic) from None
@@ -245,15 +247,18 @@ class RouteCache:
         """A nameserver says these routes changed: forget "missing", re-read the cached ones."""
         self.counters.notifications += 1
         for topic in topics:
-            self._missing.pop(topic, None)
+            with self._lock:
+                self._missing.pop(topic, None)
             if topic in self._routes:
                 self.refresh(topic)
 
     def cached_topics(self) -> list[str]:
-        return list(self._routes)
+        with self._lock:
+            return list(self._routes)
 
     def missing_topics(self) -> list[str]:
-        return list(self._missing)
+        with self._lock:
+            return list(self._missing)
 
     def watched_topics(self) -> list[str]:
         return sorted(set(self._routes) | set(self._missing))
@@ -268,19 +273,24 @@ class RouteCache:
                     self._thread.start()
 
     def _refresh_loop(self) -> None:
+        """Expire every tick, refresh every poll interval. A round that fails is logged and the
+        next one runs: if this thread died, routes would silently stop refreshing and expiring."""
         tick = min(self.poll_interval_ms, max(self.topic_expiry_ms // 4, 50), 1000) / 1000
         next_poll = time.monotonic() + self.poll_interval_ms / 1000
         while not self._stop.wait(tick):
-            self.expire()
-            if time.monotonic() < next_poll:
-                continue
-            next_poll = time.monotonic() + self.poll_interval_ms / 1000
-            for topic in self.cached_topics():
-                if self._stop.is_set():
-                    return
-                self.refresh(topic)
-            if self.subscriber is not None:
-                self.subscriber.resubscribe()  # heals a subscription a nameserver lost
+            try:
+                self.expire()
+                if time.monotonic() < next_poll:
+                    continue
+                next_poll = time.monotonic() + self.poll_interval_ms / 1000
+                for topic in self.cached_topics():
+                    if self._stop.is_set():
+                        return
+                    self.refresh(topic)
+                if self.subscriber is not None:
+                    self.subscriber.resubscribe()  # heals a subscription a nameserver lost
+            except Exception:
+                log.exception("route refresh round failed; the next one runs in %.1f s", tick)
 
     def expire(self) -> list[str]:
         """Drop topics unused for ``topic_expiry_ms`` and stop watching them."""

@@ -1,0 +1,98 @@
+"""The client's route cache against a scripted nameserver: races, single flight, invalidation."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from rocketspark.client.routes import RouteCache
+from rocketspark.errors import NoRouteInfoError
+from rocketspark.protocol.codec import pack
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.types import BrokerData, Perm, QueueData, TopicRouteData
+from tests.helpers import eventually
+
+
+def route(topic: str, queues: int = 2, broker: str = "broker-a") -> TopicRouteData:
+    return TopicRouteData(
+        topic, (BrokerData("C", broker, "127.0.0.1:1"),), (QueueData(broker, queues, queues, Perm.READ_WRITE),)
+    )
+
+
+class FakeNameserver:
+    """Stands in for the RemotingClient: answers route queries from ``routes``."""
+
+    def __init__(self, routes: dict[str, TopicRouteData] | None = None) -> None:
+        self.routes = dict(routes or {})
+        self.queries = 0
+        self.delay_s = 0.0
+        self.broken: BaseException | None = None  # raised by the next query, then cleared
+        self._lock = threading.Lock()
+
+    def invoke(
+        self, address: str, request: RemotingCommand, timeout_ms: int | None = None, *, peer: str | None = None
+    ) -> RemotingCommand:
+        with self._lock:
+            self.queries += 1
+            broken, self.broken = self.broken, None
+        if broken is not None:
+            raise broken
+        time.sleep(self.delay_s)
+        assert request.code == RequestCode.GET_ROUTEINFO_BY_TOPIC
+        found = self.routes.get(request.ext["topic"])
+        if found is None:
+            return request.response(ResponseCode.TOPIC_NOT_EXIST, remark="no such topic")
+        return request.response(body=pack(found.to_wire()))
+
+    def invoke_oneway(self, address: str, request: RemotingCommand) -> None:
+        pass
+
+
+def cache(fake: FakeNameserver, **options: Any) -> RouteCache:
+    return RouteCache(["127.0.0.1:9876"], fake, route_push=False, **options)  # type: ignore[arg-type]
+
+
+def test_lookups_of_new_topics_while_expiry_scans_do_not_break_the_scan() -> None:
+    fake = FakeNameserver()
+    routes = cache(fake, not_found_ttl_ms=600_000, topic_expiry_ms=600_000)
+    routes._used.update((f"old-{i}", time.monotonic()) for i in range(200_000))
+    # the lookups are answered "missing" from the cache: fast, and no lock taken on their way
+    routes._missing.update((f"new-{i}", time.monotonic() + 600) for i in range(1_000_000))
+    stop = threading.Event()
+
+    def look_up() -> None:
+        i = 0
+        while not stop.is_set():
+            with pytest.raises(NoRouteInfoError):
+                routes.get(f"new-{i}")
+            i += 1
+
+    thread = threading.Thread(target=look_up)
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # switch threads often, so the lookups land inside the scans
+    thread.start()
+    try:
+        for _ in range(30):
+            routes.expire()  # "dictionary changed size during iteration" before the fix
+    finally:
+        sys.setswitchinterval(switch)
+        stop.set()
+        thread.join()
+        routes.close()
+
+
+def test_a_failing_refresh_round_is_logged_and_the_next_one_runs() -> None:
+    fake = FakeNameserver({"t": route("t", queues=2)})
+    routes = cache(fake, poll_interval_ms=50)
+    try:
+        assert routes.get("t").queues[0].write_queue_nums == 2
+        fake.broken = RuntimeError("a bug in a refresh round")  # not a RocketSparkError
+        fake.routes["t"] = route("t", queues=4)
+        eventually(lambda: routes.get("t").queues[0].write_queue_nums == 4, timeout_s=3)
+    finally:
+        routes.close()
