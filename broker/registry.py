@@ -29,31 +29,26 @@ class Registry:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.client = RemotingClient(peer_kind="nameserver", default_timeout_ms=broker.config.register_timeout_ms)
-        self._wake: asyncio.Event | None = None
         self._failing: set[str] = set()
-        self._lock = threading.Lock()  # an UNREGISTER must not be overtaken by a late REGISTER
+        # One lock per nameserver: an UNREGISTER must not be overtaken by a late REGISTER to the
+        # same nameserver, while a hung nameserver must not hold back the others.
+        self._locks: dict[str, threading.Lock] = {}
         self._stopped = False
-        self.registrations = 0
 
     @property
     def nameservers(self) -> list[str]:
         return list(self.broker.config.nameservers)
 
-    def trigger(self) -> None:
-        """Ask the registration loop to run now (from the event loop thread)."""
-        if self._wake is not None:
-            self._wake.set()
+    def _lock(self, address: str) -> threading.Lock:
+        """The nameserver's lock (created on the event loop, before any thread uses it)."""
+        return self._locks.setdefault(address, threading.Lock())
 
     async def run(self) -> None:
-        self._wake = asyncio.Event()
+        """Re-register every ``register_interval_ms``; start-up registers on its own first."""
         interval = self.broker.config.register_interval_ms / 1000
         while True:
+            await asyncio.sleep(interval)
             await self.register_now()
-            try:
-                await asyncio.wait_for(self._wake.wait(), interval)
-            except TimeoutError:
-                pass
-            self._wake.clear()
 
     async def register_now(self, changed: list[str] | None = None) -> None:
         """Register now. ``changed`` names the one topic an admin just changed, so that the
@@ -63,15 +58,16 @@ class Registry:
         if changed is not None:
             registration["changed"] = changed
         body = pack(registration)
-        await asyncio.gather(*(asyncio.to_thread(self._register_one, addr, body) for addr in self.nameservers))
-        self.registrations += 1
+        await asyncio.gather(
+            *(asyncio.to_thread(self._register_one, addr, self._lock(addr), body) for addr in self.nameservers)
+        )
 
-    def _register_one(self, address: str, body: bytes) -> None:
+    def _register_one(self, address: str, lock: threading.Lock, body: bytes) -> None:
         request = RemotingCommand.request(
             RequestCode.REGISTER_BROKER, {"brokerName": self.broker.name, "clusterName": self.broker.cluster}, body
         )
         try:
-            with self._lock:
+            with lock:
                 if self._stopped:
                     return
                 check(self.client.invoke(address, request))
@@ -87,15 +83,15 @@ class Registry:
     async def unregister_all(self) -> None:
         ext = {"brokerName": self.broker.name, "clusterName": self.broker.cluster, "addr": self.broker.address}
 
-        def one(address: str) -> None:
-            try:
-                self.client.invoke(address, RemotingCommand.request(RequestCode.UNREGISTER_BROKER, ext))
-            except RocketSparkError:
-                pass  # the nameserver will drop us after the silence timeout anyway
+        def one(address: str, lock: threading.Lock) -> None:
+            with lock:  # after a REGISTER in flight to this nameserver; later ones see _stopped
+                try:
+                    self.client.invoke(address, RemotingCommand.request(RequestCode.UNREGISTER_BROKER, ext))
+                except RocketSparkError:
+                    pass  # the nameserver will drop us after the silence timeout anyway
 
-        with self._lock:
-            self._stopped = True
-        await asyncio.gather(*(asyncio.to_thread(one, a) for a in self.nameservers))
+        self._stopped = True
+        await asyncio.gather(*(asyncio.to_thread(one, a, self._lock(a)) for a in self.nameservers))
 
     def close(self) -> None:
         self.client.close()
