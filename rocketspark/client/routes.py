@@ -227,8 +227,11 @@ class RouteCache:
             self.subscriber.subscribe([topic])
 
     def invalidate(self, topic: str) -> None:
+        """Forget what is known of the topic, found or missing: the next ``get`` asks a
+        nameserver (e.g. a send through the auto-create template has just created it)."""
         with self._lock:
             self._routes.pop(topic, None)
+            self._missing.pop(topic, None)
 
     def refresh(self, topic: str) -> TopicRouteData | None:
         """Re-fetch one route; keep the old one if the nameserver cannot be reached."""

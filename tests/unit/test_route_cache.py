@@ -96,3 +96,17 @@ def test_a_failing_refresh_round_is_logged_and_the_next_one_runs() -> None:
         eventually(lambda: routes.get("t").queues[0].write_queue_nums == 4, timeout_s=3)
     finally:
         routes.close()
+
+
+def test_invalidating_a_missing_topic_asks_again_at_once() -> None:
+    fake = FakeNameserver()
+    routes = cache(fake, not_found_ttl_ms=600_000)
+    try:
+        with pytest.raises(NoRouteInfoError):
+            routes.get("fresh")
+        fake.routes["fresh"] = route("fresh")  # e.g. a send through TBW102 created it
+        routes.invalidate("fresh")
+        assert routes.get("fresh").topic == "fresh"
+        assert fake.queries == 2
+    finally:
+        routes.close()
