@@ -45,9 +45,6 @@ class ConsumerOffsets:
     def query(self, group: str, topic: str, queue_id: int) -> int | None:
         return self.table.get(f"{topic}@{group}", {}).get(queue_id)
 
-    def groups_of(self, topic: str) -> list[str]:
-        return sorted(key.rpartition("@")[2] for key in self.table if key.rpartition("@")[0] == topic)
-
     def drop_topic(self, topic: str) -> None:
         for key in [k for k in self.table if k.rpartition("@")[0] == topic]:
             del self.table[key]

@@ -168,13 +168,9 @@ def create_server(config: BrokerConfig) -> tuple[aio.Server, int, Broker]:
     report = broker.open()
     for line in report.lines():
         (log.warning if report.damage else log.info)("broker %s: %s", broker.name, line)
-    server, port = create_server_for(broker)
+    server, port = bind_server(broker.dispatcher, config.listen_host, config.listen_port)
     broker.address = f"{config.advertised_address}:{port}"
     return server, port, broker
-
-
-def create_server_for(broker: Broker) -> tuple[aio.Server, int]:
-    return bind_server(broker.dispatcher, broker.config.listen_host, broker.config.listen_port)
 
 
 async def start(server: aio.Server, broker: Broker) -> list[asyncio.Task[None]]:

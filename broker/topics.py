@@ -10,7 +10,7 @@ and lives only on the brokers that happened to receive its first messages.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -110,7 +110,3 @@ class TopicTable:
         config = TopicConfig(topic, queues, queues, default.perm & ~Perm.INHERIT)
         self.put(config, since_offset)
         return config
-
-    def with_perm(self, name: str, perm: int) -> TopicConfig | None:
-        config = self.get(name)
-        return replace(config, perm=perm) if config else None

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.protocol.headers import get_list, get_str
+from rocketspark.protocol.headers import get_str
 
 if TYPE_CHECKING:
     from broker.server import Broker
@@ -17,9 +17,8 @@ def register(broker: Broker) -> None:
 
     async def heartbeat(cmd: RemotingCommand) -> RemotingCommand:
         group, client_id = get_str(cmd, "consumerGroup"), get_str(cmd, "clientId")
-        topics = [str(t) for t in get_list(cmd, "topics", [])]
-        changed = groups.heartbeat(group, client_id, topics)
-        return cmd.response(ext={"changed": changed, "members": groups.members(group)})
+        groups.heartbeat(group, client_id)
+        return cmd.response(ext={"members": groups.members(group)})
 
     async def unregister(cmd: RemotingCommand) -> RemotingCommand:
         group, client_id = get_str(cmd, "consumerGroup"), get_str(cmd, "clientId")

@@ -2,9 +2,9 @@
 
 Header fields: ``topic``, ``queueId``, ``queueOffset``, ``maxMsgNums`` (default 32),
 ``maxBytes``, ``suspendTimeoutMs`` (long poll; 0 answers at once), ``tags`` (list; the
-server-side tag filter), ``endOffset`` (never read at or past it), and optionally
-``consumerGroup`` + ``commitOffset`` to commit the group's progress in the same round trip,
-as RocketMQ's pull does.
+server-side tag filter), ``endOffset`` (never read at or past it), and for a segment of a
+static topic ``logicQueueId`` + ``gen`` + ``epoch``. Progress is committed separately
+(UPDATE_CONSUMER_OFFSET).
 
 Outcomes that are not faults are response codes, not errors: PULL_NOT_FOUND (nothing new),
 PULL_RETRY_IMMEDIATELY (everything scanned was filtered out), PULL_OFFSET_MOVED (the offset
@@ -83,10 +83,6 @@ class _PullRequest:
         self.tag_hashes = frozenset(tag_hash(str(t)) for t in tags) if tags else None
         end = get_int(cmd, "endOffset", -1)
         self.end_offset = end if end >= 0 else None
-        group = get_str(cmd, "consumerGroup", "")
-        commit = get_int(cmd, "commitOffset", -1)
-        if group and commit >= 0:
-            broker.offsets.commit(group, self.topic, self.queue_id, commit)
         # A read of one segment of a static topic's logical queue names it (logicQueueId, gen).
         self.logical_id = get_int(cmd, "logicQueueId", -1)
         self.gen = get_int(cmd, "gen", -1)
