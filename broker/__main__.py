@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
+import os
 import sys
 
 from broker import config as broker_config
-from broker.server import create_server, nameservers_from_env, serve
+from broker.server import create_server, serve
+from rocketspark.client.routes import ENV_NAMESRV, resolve_nameservers
 from rocketspark.configfile import ConfigError
+from rocketspark.errors import RocketSparkError
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -30,18 +34,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def load_config(args: argparse.Namespace) -> broker_config.BrokerConfig:
+    """The config file with the command line on top; nameservers from ``--nameserver``, the
+    file, else ``ROCKETSPARK_NAMESRV``, each address checked as the clients check them."""
+    overrides = {k: v for k, v in vars(args).items() if k not in ("conf", "nameserver", "log_level")}
+    if args.nameserver:
+        overrides["nameservers"] = resolve_nameservers(args.nameserver)
+    config = broker_config.load(args.conf, **overrides)
+    if config.nameservers or os.environ.get(ENV_NAMESRV, "").strip():
+        config = dataclasses.replace(config, nameservers=resolve_nameservers(config.nameservers or None))
+    return config
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    overrides = {k: v for k, v in vars(args).items() if k not in ("conf", "nameserver", "log_level")}
-    if args.nameserver:
-        overrides["nameservers"] = [a.strip() for a in args.nameserver.split(",") if a.strip()]
     try:
-        config = broker_config.load(args.conf, **overrides)
-        if not config.nameservers and nameservers_from_env():
-            config = broker_config.load(args.conf, **overrides, nameservers=nameservers_from_env())
-        asyncio.run(run(config))
-    except (ConfigError, OSError, ValueError) as exc:
+        asyncio.run(run(load_config(args)))
+    except (ConfigError, OSError, ValueError, RocketSparkError) as exc:
         print(f"broker: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import inspect
 import logging
-import os
 import signal
 import time
 from collections.abc import Callable, Coroutine
@@ -218,7 +217,3 @@ def signal_event() -> asyncio.Event:
             loop.add_signal_handler(sig, event.set)
     return event
 
-
-def nameservers_from_env() -> list[str]:
-    raw = os.environ.get("ROCKETSPARK_NAMESRV", "")
-    return [a.strip() for a in raw.replace(";", ",").split(",") if a.strip()]
