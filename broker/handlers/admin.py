@@ -7,7 +7,8 @@ so routes reflect it without waiting for the 30 s heartbeat.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import TYPE_CHECKING
 
 from broker.handlers.offsets import LOGICAL_PREFIX
 from broker.handlers.pull import check_readable
@@ -35,15 +36,7 @@ def register(broker: Broker) -> None:
         RequestCode.GET_COUNTERS: counters,
         RequestCode.UPDATE_BROKER_CONFIG: update_broker_config,
     }.items():
-        broker.dispatcher.register(code, _bind(broker, handler))
-
-
-def _bind(broker: Broker, handler: Any) -> Any:
-    async def call(cmd: RemotingCommand) -> RemotingCommand:
-        result: RemotingCommand = await handler(broker, cmd)
-        return result
-
-    return call
+        broker.dispatcher.register(code, partial(handler, broker))
 
 
 async def create_topic(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:

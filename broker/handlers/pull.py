@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from functools import partial
 from typing import TYPE_CHECKING
 
 from broker.store.recovery import tag_hash
@@ -43,14 +44,8 @@ _CODES = {
 
 
 def register(broker: Broker) -> None:
-    async def pull(cmd: RemotingCommand) -> RemotingCommand:
-        return await handle_pull(broker, cmd)
-
-    def stream(cmd: RemotingCommand) -> AsyncIterator[RemotingCommand]:
-        return stream_pull(broker, cmd)
-
-    broker.dispatcher.register(RequestCode.PULL_MESSAGE, pull)
-    broker.dispatcher.register_stream(RequestCode.PULL_MESSAGE, stream)
+    broker.dispatcher.register(RequestCode.PULL_MESSAGE, partial(handle_pull, broker))
+    broker.dispatcher.register_stream(RequestCode.PULL_MESSAGE, partial(stream_pull, broker))
 
 
 def check_readable(broker: Broker, topic: str, queue_id: int) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from functools import partial
 from typing import TYPE_CHECKING
 
 from broker.store.recovery import tag_hash as compute_tag_hash
@@ -30,11 +31,8 @@ _TAG_HASHES: dict[str | None, int] = {None: 0}  # tags repeat; hash each distinc
 
 
 def register(broker: Broker) -> None:
-    async def send(cmd: RemotingCommand) -> RemotingCommand:
-        return await handle_send(broker, cmd)
-
-    broker.dispatcher.register(RequestCode.SEND_MESSAGE, send)
-    broker.dispatcher.register(RequestCode.SEND_BATCH_MESSAGE, send)
+    broker.dispatcher.register(RequestCode.SEND_MESSAGE, partial(handle_send, broker))
+    broker.dispatcher.register(RequestCode.SEND_BATCH_MESSAGE, partial(handle_send, broker))
 
 
 def resolve_topic(broker: Broker, cmd: RemotingCommand, topic: str) -> TopicConfig:

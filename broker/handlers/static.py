@@ -8,6 +8,7 @@ so that no message can land after the point the new segment starts from.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING
 
 from rocketspark.errors import InvalidParameterError, MalformedRequestError
@@ -24,14 +25,8 @@ if TYPE_CHECKING:
 
 
 def register(broker: Broker) -> None:
-    async def update(cmd: RemotingCommand) -> RemotingCommand:
-        return await update_static_topic(broker, cmd)
-
-    async def seal(cmd: RemotingCommand) -> RemotingCommand:
-        return await seal_queues(broker, cmd)
-
-    broker.dispatcher.register(RequestCode.UPDATE_AND_CREATE_STATIC_TOPIC, update)
-    broker.dispatcher.register(RequestCode.SEAL_LOGIC_QUEUES, seal)
+    broker.dispatcher.register(RequestCode.UPDATE_AND_CREATE_STATIC_TOPIC, partial(update_static_topic, broker))
+    broker.dispatcher.register(RequestCode.SEAL_LOGIC_QUEUES, partial(seal_queues, broker))
 
 
 async def update_static_topic(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
