@@ -39,6 +39,7 @@ class Appended:
     end_offset: int
     count: int
     entries: bytes  # consume-queue entries of the appended records, ready to append
+    nbytes: int  # size of the records (without the blank filling a segment the batch left)
 
 
 class CommitLog:
@@ -138,6 +139,7 @@ class CommitLog:
         rest_pack, prefix_pack, entry_pack, crc32, magic = _REST_PACK, _PREFIX_PACK, _ENTRY_PACK, _crc32, _MAGIC
         first_phys = -1
         qoff = first_queue_offset
+        nbytes = 0
         born = born_ms
         for payload, tag_hash in zip(payloads, tag_hashes, strict=True):
             size = base_size + len(payload)
@@ -156,10 +158,11 @@ class CommitLog:
             buf += rest
             entries += entry_pack(phys, size, tag_hash)
             pos += size
+            nbytes += size
             qoff += 1
         if pos > start:
             segment.append(buf)
-        return Appended(first_phys, base + pos, qoff - first_queue_offset, bytes(entries))
+        return Appended(first_phys, base + pos, qoff - first_queue_offset, bytes(entries), nbytes)
 
     # -- read ------------------------------------------------------------------------------
 

@@ -213,7 +213,7 @@ class MessageStore:
             )
             cq.append(appended.entries)
         self.stats.messages_put += appended.count
-        self.stats.bytes_put += appended.end_offset - appended.first_offset
+        self.stats.bytes_put += appended.nbytes
         return PutResult(first, appended.first_offset, appended.end_offset, appended.count, store_ms)
 
     async def wait_flushed(self, offset: int) -> bool:

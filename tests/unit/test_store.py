@@ -290,3 +290,13 @@ def test_sync_flush_acknowledges_only_after_the_log_is_on_disk(store_path: Path)
     assert asyncio.run(send()) is True
     assert store.flushed_offset >= store.commitlog.max_offset
     store.close()
+
+
+def test_bytes_stored_counts_the_records_not_the_blank_filling_a_segment(store_path: Path) -> None:
+    store = open_store(store_path)
+    payloads = [encode_payload(b"x" * 300, None, [], {}) for _ in range(6)]  # crosses a segment end
+    result = store.put("orders", 0, int(time.time() * 1000), payloads, [0] * 6)
+    assert result.first_offset // SEGMENT != (result.end_offset - 1) // SEGMENT
+    record_size = HEADER_SIZE + len("orders") + len(payloads[0])
+    assert store.stats.bytes_put == 6 * record_size
+    store.close()
