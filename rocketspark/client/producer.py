@@ -35,6 +35,7 @@ from rocketspark.errors import (
     NoPermissionError,
     NoRouteInfoError,
     NotLeaderForQueueError,
+    RequestTimeoutError,
     RocketSparkError,
     TopicNotExistError,
 )
@@ -47,10 +48,16 @@ from rocketspark.protocol.validation import validate_topic_name
 log = logging.getLogger(__name__)
 
 MiB = 1024 * 1024
-# Errors after which another broker may succeed (RocketMQ's retryResponseCodes, plus transport).
-RETRY_ON = (ConnectError, NoPermissionError, TopicNotExistError)
+# Errors after which another broker may succeed (RocketMQ's retryResponseCodes, plus transport:
+# a broker that cannot be reached or does not answer in time).
+RETRY_ON = (ConnectError, RequestTimeoutError, NoPermissionError, TopicNotExistError)
+# Of those, the ones that say the cached route is wrong (not just that a broker is down).
+ROUTE_WRONG = (NoPermissionError, TopicNotExistError)
 # Errors saying the queue now lives elsewhere: re-read the route and send again.
 MOVED = (NotLeaderForQueueError, MappingStaleError)
+# Less time than this left of the send timeout: another attempt could only time out (and would
+# wrongly mark a healthy broker in the latency table), so the failure is raised instead.
+MIN_ATTEMPT_S = 0.05
 
 
 def _backoff(attempt: int) -> float:
@@ -270,9 +277,15 @@ class Producer(ClientBase):
         timeout_ms: int | None,
         extra: dict[str, object] | None = None,
     ) -> SendResult:
-        """Send one request body. A broker failure is retried on another broker (at most
-        ``retry_times_when_send_failed`` times); a queue that moved (a static topic remapped)
-        is retried after re-reading the route, with a short backoff, until the send timeout."""
+        """Send one request body. A broker failure (unreachable, no answer in time, refusing
+        the topic) is retried on another broker, at most ``retry_times_when_send_failed`` times;
+        a queue that moved (a static topic remapped) is retried after re-reading the route,
+        with a short backoff. All attempts together keep within the send timeout, as
+        RocketMQ's ``sendDefaultImpl`` does: each gets what is left of it.
+
+        A broker that is down is only avoided (and marked in the latency table when that is
+        on): the route stays, as the route push and the 30 s refresh keep it current; only an
+        answer saying the route is wrong (no such topic, no write permission) drops it."""
         attempts = 1 + max(0, self.retry_times_when_send_failed)
         deadline = time.monotonic() + (timeout_ms or self.timeout_ms) / 1000
         avoid: str | None = None
@@ -296,7 +309,7 @@ class Producer(ClientBase):
                     request.ext.update(extra)
                 started = time.monotonic()
                 try:
-                    response = self.call(address, request, timeout_ms)
+                    response = self.call(address, request, max(1, int((deadline - started) * 1000)))
                 except RETRY_ON:
                     self._record(ref.broker_name, started, failed=True)
                     raise
@@ -310,9 +323,10 @@ class Producer(ClientBase):
                 log.debug("queue of %s moved (%s); retrying", topic, exc)
                 continue
             except RETRY_ON as exc:
-                self.routes.invalidate(topic)
+                if isinstance(exc, ROUTE_WRONG) and not info.template:
+                    self.routes.invalidate(topic)
                 failures += 1
-                if failures >= attempts:
+                if failures >= attempts or deadline - time.monotonic() < MIN_ATTEMPT_S:
                     raise
                 avoid = ref.broker_name if ref is not None else None
                 log.debug("send of %s failed (attempt %d/%d): %s", topic, failures, attempts, exc)

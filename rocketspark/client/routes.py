@@ -93,6 +93,26 @@ class RouteCounters:
     expired: int = 0  # topics dropped after going unused
 
 
+class _Flight:
+    """One nameserver lookup that several callers wait for."""
+
+    __slots__ = ("done", "error", "route")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.route: TopicRouteData | None = None
+        self.error: BaseException | None = None
+
+    def wait(self, topic: str) -> TopicRouteData:
+        self.done.wait()
+        if self.route is not None:
+            return self.route
+        error = self.error
+        if isinstance(error, RocketSparkError):  # a copy: each waiter raises its own exception
+            raise type(error)(error.message, **error.details) from None
+        raise NoRouteInfoError(f'No route info of this topic "{topic}": the lookup failed ({error!r})', topic=topic)
+
+
 class RouteCache:
     """Routes by topic, kept fresh four ways (seed 000):
 
@@ -125,6 +145,7 @@ class RouteCache:
         self._routes: dict[str, TopicRouteData] = {}
         self._missing: dict[str, float] = {}  # topic -> monotonic time the negative entry ends
         self._used: dict[str, float] = {}  # topic -> monotonic time of last use
+        self._flights: dict[str, _Flight] = {}  # topic -> the nameserver lookup in progress
         self._lock = threading.Lock()
         self._current = random.randrange(len(self.nameservers))
         self._stop = threading.Event()
@@ -186,7 +207,10 @@ class RouteCache:
         )
 
     def get(self, topic: str) -> TopicRouteData:
-        """The cached route, fetched on first use. Raises NoRouteInfoError with the reason."""
+        """The cached route, fetched on first use. Raises NoRouteInfoError with the reason.
+
+        One lookup per topic is in flight at a time: callers that miss while it runs wait for
+        its answer instead of each asking a nameserver (single flight)."""
         now = time.monotonic()
         with self._lock:  # the refresh thread's expiry scans these dicts
             self._used[topic] = now
@@ -197,6 +221,26 @@ class RouteCache:
             if until is not None and now < until:
                 self.counters.negative_hits += 1
                 raise self._not_found(topic)
+            flight = self._flights.get(topic)
+            if flight is not None:
+                leading = False
+            else:
+                leading = True
+                flight = self._flights[topic] = _Flight()
+        if not leading:
+            return flight.wait(topic)
+        try:
+            flight.route = self._load(topic)
+            return flight.route
+        except BaseException as exc:
+            flight.error = exc
+            raise
+        finally:
+            with self._lock:
+                self._flights.pop(topic, None)
+            flight.done.set()
+
+    def _load(self, topic: str) -> TopicRouteData:
         try:
             route = self.fetch(topic)
         except TopicNotExistError:

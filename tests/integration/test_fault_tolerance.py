@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -9,6 +11,7 @@ from collections.abc import Callable
 import pytest
 
 from rocketspark import Admin, GroupConsumer, LocalCluster, Message, Producer, RocketSparkError
+from rocketspark.errors import RequestTimeoutError
 from rocketspark.protocol.types import MessageExt
 from tests.helpers import eventually
 
@@ -40,6 +43,50 @@ def test_producers_stop_choosing_a_dead_broker_within_one_send_timeout(
         assert max(timings) < 0.5  # no send waits on the dead broker any more
     with Admin(ns) as admin:
         eventually(lambda: list(admin.cluster_list()["brokers"]) == ["broker-a"], timeout_s=5)
+
+
+def test_a_hung_broker_costs_one_send_timeout_and_is_then_avoided(
+    make_cluster: Callable[..., LocalCluster],
+) -> None:
+    cluster = make_cluster(brokers=2)
+    ns = cluster.nameserver
+    with Admin(ns) as admin:
+        admin.create_topic("hung", queues=2)
+    with Producer(ns, send_latency_fault_enable=True, send_timeout_ms=800) as producer:
+        assert {producer.send(Message("hung", b"x")).broker_name for _ in range(8)} == {"broker-a", "broker-b"}
+        pid = cluster.broker_pid("broker-b")
+        assert pid is not None
+        os.kill(pid, signal.SIGSTOP)  # alive and connected, but never answers
+        try:
+            timeouts = 0
+            for _ in range(8):  # round robin reaches broker-b's queues among these
+                started = time.monotonic()
+                try:
+                    assert producer.send(Message("hung", b"y")).broker_name == "broker-a"
+                except RequestTimeoutError:
+                    timeouts += 1
+                    # all attempts share the one send timeout (not a full timeout each)
+                    assert time.monotonic() - started < 0.8 * 2
+            assert timeouts == 1  # the timeout marked broker-b: no later send waits on it
+            assert producer.fault is not None and not producer.fault.available("broker-b")
+        finally:
+            os.kill(pid, signal.SIGCONT)
+
+
+def test_a_send_failing_on_a_dead_broker_keeps_the_route_and_asks_no_nameserver(
+    make_cluster: Callable[..., LocalCluster],
+) -> None:
+    cluster = make_cluster(brokers=2)  # the nameserver keeps the dead broker for 2 minutes
+    ns = cluster.nameserver
+    with Admin(ns) as admin:
+        admin.create_topic("stays", queues=2)
+    with Producer(ns) as producer:  # no latency table: round robin keeps reaching broker-b
+        assert {producer.send(Message("stays", b"x")).broker_name for _ in range(8)} == {"broker-a", "broker-b"}
+        cluster.kill_broker("broker-b")
+        queries = producer.routes.counters.queries
+        for _ in range(8):
+            assert producer.send(Message("stays", b"y")).broker_name == "broker-a"  # retried on broker-a
+        assert producer.routes.counters.queries == queries
 
 
 def test_no_acknowledged_message_is_lost_while_a_broker_dies_and_comes_back(

@@ -110,3 +110,52 @@ def test_invalidating_a_missing_topic_asks_again_at_once() -> None:
         assert fake.queries == 2
     finally:
         routes.close()
+
+
+def test_concurrent_misses_share_one_nameserver_query() -> None:
+    fake = FakeNameserver({"busy": route("busy")})
+    fake.delay_s = 0.2
+    routes = cache(fake)
+    answers: list[str] = []
+    failures: list[BaseException] = []
+
+    def look_up() -> None:
+        try:
+            answers.append(routes.get("busy").topic)
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=look_up) for _ in range(8)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert not failures and answers == ["busy"] * 8
+        assert fake.queries == 1
+    finally:
+        routes.close()
+
+
+def test_callers_waiting_on_a_failed_lookup_get_the_error_too() -> None:
+    fake = FakeNameserver()
+    fake.delay_s = 0.2
+    routes = cache(fake)
+    errors: list[BaseException] = []
+
+    def look_up() -> None:
+        try:
+            routes.get("nowhere")
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=look_up) for _ in range(4)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len(errors) == 4 and all(isinstance(e, NoRouteInfoError) for e in errors)
+        assert len({id(e) for e in errors}) == 4 and fake.queries == 1
+    finally:
+        routes.close()
