@@ -13,6 +13,7 @@ One ``TopicQueueMappingDetail`` per static topic this broker takes part in, pers
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -77,21 +78,29 @@ class StaticTopics:
         self.persist()
         return True
 
-    def seal(self, topic: str, logical_id: int, end_offset: int) -> LogicQueueMappingItem:
-        """Close this broker's open segment of a logical queue at ``end_offset``."""
+    def seal(
+        self, topic: str, logical_ids: Sequence[int], end_of: Callable[[int], int]
+    ) -> dict[int, LogicQueueMappingItem]:
+        """Close this broker's open segments of logical queues, each at ``end_of(physical
+        queue id)``, and save the mapping once. Every id is checked first: on an error nothing
+        is sealed. A segment sealed already is answered as it is (a remap being re-run)."""
         detail = self._detail(topic)
-        leader = detail.leader_of(logical_id)
-        if leader is None:
-            items = detail.hosted_queues.get(logical_id, [])
-            if items and items[-1].bname == self.broker_name and items[-1].sealed:
-                return items[-1]  # sealed already: a remap that is being re-run
-            raise NotLeaderForQueueError(
-                f"broker {self.broker_name} does not lead logical queue {logical_id} of {topic}; nothing to seal"
-            )
-        sealed = leader.seal(end_offset)
-        items = [*detail.hosted_queues[logical_id][:-1], sealed]
-        self.details[topic] = replace(detail, hosted_queues={**detail.hosted_queues, logical_id: items})
-        self.persist()
+        hosted = dict(detail.hosted_queues)
+        sealed: dict[int, LogicQueueMappingItem] = {}
+        for logical_id in logical_ids:
+            items = hosted.get(logical_id, [])
+            last = items[-1] if items and items[-1].bname == self.broker_name else None
+            if last is None:
+                raise NotLeaderForQueueError(
+                    f"broker {self.broker_name} does not lead logical queue {logical_id} of {topic}; nothing to seal"
+                )
+            if not last.sealed:
+                last = last.seal(end_of(last.queue_id))
+                hosted[logical_id] = [*items[:-1], last]
+            sealed[logical_id] = last
+        if hosted != detail.hosted_queues:
+            self.details[topic] = replace(detail, hosted_queues=hosted)
+            self.persist()
         return sealed
 
     def drop_front(self, topic: str, logical_id: int, gen: int) -> bool:

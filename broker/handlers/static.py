@@ -16,7 +16,7 @@ from rocketspark.protocol.codec import pack, unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.headers import get_list, get_str
-from rocketspark.protocol.mapping import TopicQueueMappingDetail
+from rocketspark.protocol.mapping import LogicQueueMappingItem, TopicQueueMappingDetail
 from rocketspark.protocol.types import Perm, TopicConfig
 from rocketspark.protocol.validation import validate_topic_name
 
@@ -58,18 +58,21 @@ async def update_static_topic(broker: Broker, cmd: RemotingCommand) -> RemotingC
 async def seal_queues(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
     """Seal the open segments of the given logical queues; answer each one's end offset."""
     topic = get_str(cmd, "topic")
-    ends: dict[str, int] = {}
-    detail = broker.static.get(topic)
-    if detail is None:
-        raise InvalidParameterError(f"{topic} is not a static topic on broker {broker.name}")
-    for raw_id in get_list(cmd, "logicQueueIds"):
-        logical_id = int(raw_id)
-        current = broker.static.get(topic)
-        assert current is not None
-        leader = current.leader_of(logical_id)
-        end = broker.store.max_offset(topic, leader.queue_id) if leader else -1
-        sealed = broker.static.seal(topic, logical_id, end)
-        ends[str(logical_id)] = sealed.end_offset
-        broker.longpoll.notify((topic, sealed.queue_id))
-    await broker.registry.register_now([topic])
-    return cmd.response(body=pack(ends))
+    logical_ids = [_logical_id(raw) for raw in get_list(cmd, "logicQueueIds")]
+    before = broker.static.get(topic)
+    sealed: dict[int, LogicQueueMappingItem] | None = None
+    try:
+        sealed = broker.static.seal(topic, logical_ids, partial(broker.store.max_offset, topic))
+    finally:
+        # Tell the nameservers, also when saving the seal failed after it took effect here.
+        if sealed is not None or broker.static.get(topic) is not before:
+            await broker.registry.register_now([topic])
+    for item in sealed.values():
+        broker.longpoll.notify((topic, item.queue_id))  # held reads of the segment stop at its end
+    return cmd.response(body=pack({str(logical_id): item.end_offset for logical_id, item in sealed.items()}))
+
+
+def _logical_id(raw: object) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
+        raise InvalidParameterError(f"logicQueueIds must list logical queue numbers (integers >= 0); got {raw!r}")
+    return raw

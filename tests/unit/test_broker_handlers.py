@@ -12,12 +12,15 @@ import pytest
 from broker.config import BrokerConfig
 from broker.handlers.pull import handle_pull
 from broker.handlers.send import handle_send
+from broker.handlers.static import seal_queues
 from broker.server import Broker
 from broker.store.metafile import write_json_atomic
 from broker.store.recovery import tag_hash
-from rocketspark.protocol.codec import pack
+from rocketspark.errors import InvalidParameterError, NotLeaderForQueueError
+from rocketspark.protocol.codec import pack, unpack
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.mapping import LogicQueueMappingItem, TopicQueueMappingDetail
 from rocketspark.protocol.record import encode_payload
 from rocketspark.protocol.types import TopicConfig
 
@@ -104,3 +107,84 @@ def test_a_producer_sequence_past_the_recovered_log_does_not_drop_the_resend(tmp
         assert (again.ext["count"], again.ext["duplicates"]) == (0, 3)
     finally:
         broker.close()
+
+
+def static_broker(broker: Broker, monkeypatch: pytest.MonkeyPatch) -> tuple[list[object], list[int]]:
+    """Make "st" a static topic whose logical queues 0 and 2 broker-a leads and 1 broker-b
+    leads; record registrations and mapping saves."""
+    items = {
+        0: [LogicQueueMappingItem(0, 0, "broker-a", 0)],
+        1: [LogicQueueMappingItem(0, 0, "broker-b", 0)],
+        2: [LogicQueueMappingItem(0, 1, "broker-a", 0)],
+    }
+    broker.static.update(TopicQueueMappingDetail("st", 3, "broker-a", 1, hosted_queues=items))
+    broker.topics.put(TopicConfig("st", 2, 2), 0)
+    for _ in range(3):
+        put(broker, "st", 0)
+    put(broker, "st", 1)
+    registered: list[object] = []
+    saves: list[int] = []
+
+    async def register_now(changed: list[str] | None = None) -> None:
+        registered.append(changed)
+
+    persist = broker.static.persist
+
+    def counted_persist() -> None:
+        saves.append(1)
+        persist()
+
+    monkeypatch.setattr(broker.registry, "register_now", register_now)
+    monkeypatch.setattr(broker.static, "persist", counted_persist)
+    return registered, saves
+
+
+def seal(broker: Broker, ids: list[object]) -> dict[str, int]:
+    cmd = RemotingCommand.request(RequestCode.SEAL_LOGIC_QUEUES, {"topic": "st", "logicQueueIds": ids})
+    result: dict[str, int] = unpack(asyncio.run(seal_queues(broker, cmd)).body)
+    return result
+
+
+def test_sealing_several_queues_saves_the_mapping_once_and_registers(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registered, saves = static_broker(broker, monkeypatch)
+    assert seal(broker, [0, 2]) == {"0": 3, "2": 1}
+    assert (saves, registered) == ([1], [["st"]])
+    assert seal(broker, [0]) == {"0": 3}  # a remap re-run: answered as sealed, nothing saved
+    assert saves == [1]
+
+
+@pytest.mark.parametrize("bad", ["x", None, -1, True, 1.5])
+def test_a_bad_logical_queue_id_is_an_invalid_request_naming_it(
+    bad: object, broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registered, saves = static_broker(broker, monkeypatch)
+    with pytest.raises(InvalidParameterError, match=rf"logicQueueIds must list logical queue numbers.*{bad!r}"):
+        seal(broker, [0, bad])
+    assert (saves, registered) == ([], [])
+    assert broker.static.details["st"].leader_of(0) is not None
+
+
+def test_a_queue_this_broker_does_not_lead_fails_the_seal_before_anything_is_sealed(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registered, saves = static_broker(broker, monkeypatch)
+    with pytest.raises(NotLeaderForQueueError, match="does not lead logical queue 1"):
+        seal(broker, [0, 1])
+    assert broker.static.details["st"].leader_of(0) is not None
+    assert (saves, registered) == ([], [])
+
+
+def test_a_seal_that_took_effect_is_registered_even_if_saving_it_failed(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registered, _ = static_broker(broker, monkeypatch)
+
+    def failing_persist() -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(broker.static, "persist", failing_persist)
+    with pytest.raises(OSError, match="disk full"):
+        seal(broker, [0])
+    assert registered == [["st"]]
