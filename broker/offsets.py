@@ -46,6 +46,7 @@ class ConsumerOffsets:
         return self.table.get(f"{topic}@{group}", {}).get(queue_id)
 
     def drop_topic(self, topic: str) -> None:
-        for key in [k for k in self.table if k.rpartition("@")[0] == topic]:
+        # Split at the first "@": topic names cannot contain one, group names may.
+        for key in [k for k in self.table if k.partition("@")[0] == topic]:
             del self.table[key]
             self.file.changed()

@@ -14,6 +14,7 @@ from rocketspark.errors import InvalidParameterError
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.headers import get_bool, get_int, get_str
+from rocketspark.protocol.validation import validate_topic_name
 
 if TYPE_CHECKING:
     from broker.server import Broker
@@ -46,6 +47,7 @@ def register(broker: Broker) -> None:
         if offset < 0:
             raise InvalidParameterError(f"commit offset must be >= 0, got {offset}")
         if get_bool(cmd, "logical", False):
+            validate_topic_name(topic)  # not checked against the topic table below
             # A static topic's progress is kept by logical queue, on the broker that led the
             # queue when it was committed; readers look back through the segments' brokers.
             offsets.commit(group, LOGICAL_PREFIX + topic, queue_id, offset)

@@ -16,7 +16,7 @@ from broker.handlers.static import seal_queues
 from broker.server import Broker
 from broker.store.metafile import write_json_atomic
 from broker.store.recovery import tag_hash
-from rocketspark.errors import InvalidParameterError, NotLeaderForQueueError
+from rocketspark.errors import IllegalTopicNameError, InvalidParameterError, NotLeaderForQueueError
 from rocketspark.protocol.codec import pack, unpack
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
@@ -188,3 +188,11 @@ def test_a_seal_that_took_effect_is_registered_even_if_saving_it_failed(
     with pytest.raises(OSError, match="disk full"):
         seal(broker, [0])
     assert registered == [["st"]]
+
+
+def test_a_logical_offset_commit_for_an_illegal_topic_name_is_refused(broker: Broker) -> None:
+    handler = broker.dispatcher.handlers[RequestCode.UPDATE_CONSUMER_OFFSET]
+    ext = {"consumerGroup": "g", "topic": "a@b", "queueId": 0, "commitOffset": 1, "logical": True}
+    with pytest.raises(IllegalTopicNameError, match='topic name "a@b" is illegal'):
+        asyncio.run(handler(RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, ext)))
+    assert broker.offsets.table == {}

@@ -49,3 +49,14 @@ def test_a_commit_made_while_a_save_is_writing_is_saved_next_time(tmp_path: Path
     assert offsets.file.dirty
     offsets.persist()
     assert reload(path).query("g", "orders", 0) == 2
+
+
+def test_dropping_a_topic_drops_the_offsets_of_groups_with_an_at_sign(tmp_path: Path) -> None:
+    offsets = ConsumerOffsets(tmp_path / "consumerOffset.json")
+    offsets.commit("team@site", "orders", 0, 5)
+    offsets.commit("plain", "orders", 1, 6)
+    offsets.commit("team@site", "orders-2", 0, 7)
+    offsets.drop_topic("orders")
+    assert offsets.query("team@site", "orders", 0) is None
+    assert offsets.query("plain", "orders", 1) is None
+    assert offsets.query("team@site", "orders-2", 0) == 7
