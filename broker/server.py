@@ -8,10 +8,7 @@ and marked clean.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import inspect
 import logging
-import signal
 import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -33,7 +30,7 @@ from broker.store.recovery import RecoveryReport
 from broker.store.store import MessageStore
 from broker.topics import TopicTable
 from rocketspark.protocol.types import Perm
-from rocketspark.remoting.server import Dispatcher
+from rocketspark.remoting.server import Dispatcher, run_every, serve_until_signalled
 from rocketspark.remoting.server import create_server as bind_server
 
 log = logging.getLogger("broker")
@@ -132,14 +129,7 @@ class Broker:
     # -- background work -------------------------------------------------------------------
 
     async def _every(self, interval_ms: int, what: str, action: Callable[[], object]) -> None:
-        while True:
-            await asyncio.sleep(interval_ms / 1000)
-            try:
-                result = action()
-                if inspect.isawaitable(result):
-                    await result
-            except Exception:
-                log.exception("broker %s: periodic %s failed", self.name, what)
+        await run_every(interval_ms, f"{what} of broker {self.name}", action, log)
 
     def background_tasks(self) -> list[Coroutine[Any, Any, None]]:
         return [
@@ -200,20 +190,4 @@ async def stop(server: aio.Server, broker: Broker, tasks: list[asyncio.Task[None
 
 async def serve(server: aio.Server, broker: Broker, *, ready: Callable[[str], None] | None = None) -> None:
     """Run until SIGTERM/SIGINT, then stop gracefully."""
-    stop_requested = signal_event()  # before the readiness line: a signal right after it must count
-    tasks = await start(server, broker)
-    if ready is not None:
-        ready(broker.address)
-    await stop_requested.wait()
-    await stop(server, broker, tasks)
-
-
-def signal_event() -> asyncio.Event:
-    """An event set by SIGTERM or SIGINT (in the main thread; elsewhere it is never set)."""
-    event = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(sig, event.set)
-    return event
-
+    await serve_until_signalled(server, broker, start, stop, ready=ready)

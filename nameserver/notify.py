@@ -74,7 +74,7 @@ class RouteNotifier:
         self.changed: set[str] = set()
         self.counters = NotifyCounters()
         self._degraded = False
-        push.listeners.append(self._stream_event)
+        push.on_close = self._stream_closed
 
     # -- subscriptions -----------------------------------------------------------------------
 
@@ -90,9 +90,8 @@ class RouteNotifier:
                 if not clients:
                     del self.subscribers[topic]
 
-    def _stream_event(self, client_id: str, opened: bool) -> None:
-        if not opened:
-            self.unsubscribe(client_id)  # its stream ended: it will subscribe again on reconnect
+    def _stream_closed(self, client_id: str) -> None:
+        self.unsubscribe(client_id)  # it subscribes again when it reconnects
 
     @property
     def subscription_count(self) -> int:

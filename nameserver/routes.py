@@ -39,7 +39,6 @@ class RouteTable:
         self.clusters: dict[str, set[str]] = {}
         self.topic_queues: dict[str, dict[str, QueueData]] = {}
         self.static: dict[str, dict[str, TopicQueueMappingDetail]] = {}  # topic -> broker -> detail
-        self.last_dropped_topics: set[str] = set()  # routes changed by the last scan's drops
 
     # -- registration --------------------------------------------------------------------------
 
@@ -109,14 +108,11 @@ class RouteTable:
             del self.topic_queues[topic]
         return {topic}
 
-    def scan_inactive(self) -> list[str]:
-        """Drop brokers silent for longer than the expiry; return their names."""
+    def scan_inactive(self) -> dict[str, set[str]]:
+        """Drop brokers silent for longer than the expiry; return each one's changed topics."""
         cutoff = time.monotonic() - self.broker_expired_s
         dead = [name for name, live in self.brokers.items() if live.last_update < cutoff]
-        self.last_dropped_topics = set()
-        for name in dead:
-            self.last_dropped_topics |= self.unregister(name)
-        return dead
+        return {name: self.unregister(name) for name in dead}
 
     # -- admin ---------------------------------------------------------------------------------
 

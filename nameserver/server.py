@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import signal
 from collections.abc import Callable
 from typing import Any
 
@@ -19,7 +17,7 @@ from rocketspark.protocol.codec import pack, unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.headers import get_list, get_str
-from rocketspark.remoting.server import Dispatcher
+from rocketspark.remoting.server import Dispatcher, PushHub, run_every, serve_until_signalled
 from rocketspark.remoting.server import create_server as bind_server
 
 log = logging.getLogger("nameserver")
@@ -30,8 +28,9 @@ class NameServer:
         self.config = config
         self.routes = RouteTable(config.broker_expired_ms)
         self.dispatcher = Dispatcher("nameserver")
+        self.push = PushHub()
         self.notifier = RouteNotifier(
-            self.dispatcher.push,
+            self.push,
             max_load_per_cpu=config.notify_max_load_per_cpu,
             max_memory_used=config.notify_max_memory_used,
         )
@@ -52,6 +51,7 @@ class NameServer:
         d.register(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, self.topic_list)
         d.register(RequestCode.SUBSCRIBE_TOPIC_ROUTE, self.subscribe)
         d.register(RequestCode.UNSUBSCRIBE_TOPIC_ROUTE, self.unsubscribe)
+        d.register_stream(RequestCode.OPEN_PUSH_STREAM, self.push.stream)
 
     async def register_broker(self, cmd: RemotingCommand) -> RemotingCommand:
         registration = unpack(cmd.body)
@@ -97,7 +97,7 @@ class NameServer:
         client_id = get_str(cmd, "clientId")
         topics = [str(t) for t in get_list(cmd, "topics")]
         self.notifier.subscribe(client_id, topics)
-        return cmd.response(ext={"streamOpen": self.dispatcher.push.is_open(client_id)})
+        return cmd.response(ext={"streamOpen": self.push.is_open(client_id)})
 
     async def unsubscribe(self, cmd: RemotingCommand) -> RemotingCommand:
         topics = get_list(cmd, "topics", None)
@@ -128,7 +128,7 @@ class NameServer:
             "topics": len(self.routes.topic_queues),
             "droppedBrokers": self.dropped_brokers,
             "subscriptions": self.notifier.subscription_count,
-            "pushStreams": len(self.dispatcher.push.client_ids),
+            "pushStreams": self.push.open_count,
             "notificationsSent": self.notifier.counters.notifications_sent,
             "topicsNotified": self.notifier.counters.topics_notified,
             "notificationsSuppressed": self.notifier.counters.suppressed,
@@ -136,21 +136,22 @@ class NameServer:
             "notificationsDropped": self.notifier.counters.dropped,
         }
 
-    async def notify_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.notify_scan_interval_ms / 1000)
-            try:
-                self.notifier.scan()
-            except Exception:
-                log.exception("route-change notification round failed")
+    def expire_brokers(self) -> None:
+        """Drop brokers silent for too long; their routes change without notifying (hotspot rule)."""
+        dropped = self.routes.scan_inactive()
+        for name in dropped:
+            self.dropped_brokers += 1
+            log.warning("broker %s dropped: silent for more than %d ms", name, self.config.broker_expired_ms)
+        self.notifier.suppress(set().union(*dropped.values()))
 
-    async def scan_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.scan_interval_ms / 1000)
-            for name in self.routes.scan_inactive():
-                self.dropped_brokers += 1
-                self.notifier.suppress(self.routes.last_dropped_topics)
-                log.warning("broker %s dropped: silent for more than %d ms", name, self.config.broker_expired_ms)
+    def background_tasks(self) -> list[asyncio.Task[None]]:
+        config = self.config
+        return [
+            asyncio.create_task(run_every(config.scan_interval_ms, "broker expiry scan", self.expire_brokers, log)),
+            asyncio.create_task(
+                run_every(config.notify_scan_interval_ms, "route-change notification round", self.notifier.scan, log)
+            ),
+        ]
 
 
 def create_server(config: NameServerConfig) -> tuple[aio.Server, int, NameServer]:
@@ -163,7 +164,7 @@ def create_server(config: NameServerConfig) -> tuple[aio.Server, int, NameServer
 
 async def start(server: aio.Server, nameserver: NameServer) -> list[asyncio.Task[None]]:
     await server.start()
-    return [asyncio.create_task(nameserver.scan_loop()), asyncio.create_task(nameserver.notify_loop())]
+    return nameserver.background_tasks()
 
 
 async def stop(server: aio.Server, nameserver: NameServer, tasks: list[asyncio.Task[None]]) -> None:
@@ -175,13 +176,4 @@ async def stop(server: aio.Server, nameserver: NameServer, tasks: list[asyncio.T
 
 async def serve(server: aio.Server, nameserver: NameServer, *, ready: Callable[[str], None] | None = None) -> None:
     """Run until SIGTERM/SIGINT, then stop."""
-    stop_event = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):  # before the readiness line, so no signal is missed
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(sig, stop_event.set)
-    tasks = await start(server, nameserver)
-    if ready is not None:
-        ready(nameserver.address)
-    await stop_event.wait()
-    await stop(server, nameserver, tasks)
+    await serve_until_signalled(server, nameserver, start, stop, ready=ready)

@@ -88,9 +88,7 @@ async def topic_config(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
 async def topic_stats(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
     """Per queue: min and max offset and when the newest message was stored."""
     topic = get_str(cmd, "topic")
-    check_readable(broker, topic, 0)
-    config = broker.topics.get(topic)
-    assert config is not None
+    config = check_readable(broker, topic, 0)
     store = broker.store
     rows = []
     for queue_id in range(max(config.read_queue_nums, config.write_queue_nums)):

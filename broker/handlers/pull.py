@@ -25,7 +25,7 @@ from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.headers import get_int, get_list, get_str
 from rocketspark.protocol.mapping import LogicQueueMappingItem
-from rocketspark.protocol.types import Perm
+from rocketspark.protocol.types import Perm, TopicConfig
 
 if TYPE_CHECKING:
     from broker.server import Broker
@@ -48,7 +48,8 @@ def register(broker: Broker) -> None:
     broker.dispatcher.register_stream(RequestCode.PULL_MESSAGE, partial(stream_pull, broker))
 
 
-def check_readable(broker: Broker, topic: str, queue_id: int) -> None:
+def check_readable(broker: Broker, topic: str, queue_id: int) -> TopicConfig:
+    """The topic's config, if the topic exists here, is readable and has the queue."""
     config = broker.topics.get(topic)
     if config is None:
         raise TopicNotExistError(f'topic "{topic}" does not exist on broker {broker.name}')
@@ -59,6 +60,7 @@ def check_readable(broker: Broker, topic: str, queue_id: int) -> None:
             f'queue {queue_id} does not exist: topic "{topic}" has {config.read_queue_nums} read queues on '
             f"broker {broker.name}"
         )
+    return config
 
 
 class _PullRequest:

@@ -10,26 +10,31 @@ never dies of a bad request.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import inspect
 import logging
+import signal
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import grpc
 from grpc import aio
 
-from rocketspark.errors import RocketSparkError
+from rocketspark.errors import MalformedRequestError, RocketSparkError
 from rocketspark.protocol import service
 from rocketspark.protocol.codec import MalformedBody
-from rocketspark.protocol.codes import Flag, RequestCode, ResponseCode
+from rocketspark.protocol.codes import Flag, ResponseCode
 from rocketspark.protocol.command import MalformedCommand, RemotingCommand
+from rocketspark.protocol.headers import get_str
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[RemotingCommand], Awaitable[RemotingCommand]]
 StreamHandler = Callable[[RemotingCommand], AsyncIterator[RemotingCommand]]
-StreamListener = Callable[[str, bool], None]
+H = TypeVar("H", Handler, StreamHandler)
 PUSH_QUEUE_LIMIT = 1024
+_UNDECODED = RemotingCommand(-1)  # stands for a request that did not decode: no opaque to answer to
 
 
 def response_for_exception(request: RemotingCommand, exc: BaseException, server_name: str) -> RemotingCommand:
@@ -45,52 +50,53 @@ def response_for_exception(request: RemotingCommand, exc: BaseException, server_
 
 
 class PushHub:
-    """Open server-push streams, by client id. Writes never block a handler."""
+    """Open server-push streams, by client id. Writes never block a handler.
+
+    Its ``stream`` is the OPEN_PUSH_STREAM stream handler of whichever server pushes (the
+    nameserver registers it); ``on_close`` hears of each stream that ends.
+    """
 
     def __init__(self) -> None:
-        self._queues: dict[str, asyncio.Queue[bytes]] = {}
-        self.listeners: list[StreamListener] = []
-        self.dropped = 0
+        self._queues: dict[str, asyncio.Queue[RemotingCommand]] = {}
+        self.on_close: Callable[[str], None] | None = None
 
     @property
-    def client_ids(self) -> list[str]:
-        return list(self._queues)
+    def open_count(self) -> int:
+        return len(self._queues)
 
     def is_open(self, client_id: str) -> bool:
         return client_id in self._queues
 
     def send(self, client_id: str, command: RemotingCommand) -> bool:
+        """Queue a push; False if the client has no stream or its queue is full (a stalled
+        client loses pushes; its periodic route refresh covers them)."""
         queue = self._queues.get(client_id)
         if queue is None:
             return False
         command.flag |= Flag.ONEWAY
         try:
-            queue.put_nowait(command.encode())
+            queue.put_nowait(command)
         except asyncio.QueueFull:
-            self.dropped += 1  # a stalled client loses pushes; its periodic refresh covers them
             return False
         return True
 
-    async def stream(self, client_id: str) -> AsyncIterator[bytes]:
-        queue: asyncio.Queue[bytes] = asyncio.Queue(PUSH_QUEUE_LIMIT)
-        previous = self._queues.get(client_id)
-        self._queues[client_id] = queue
-        if previous is None:
-            self._notify(client_id, True)
+    async def stream(self, request: RemotingCommand) -> AsyncIterator[RemotingCommand]:
+        client_id = get_str(request, "clientId")
+        if not client_id:
+            raise MalformedRequestError('OPEN_PUSH_STREAM needs a non-empty "clientId" header field')
+        queue: asyncio.Queue[RemotingCommand] = asyncio.Queue(PUSH_QUEUE_LIMIT)
+        self._queues[client_id] = queue  # a reconnecting client replaces its old stream
         try:
             while True:
                 yield await queue.get()
         finally:
             if self._queues.get(client_id) is queue:
                 del self._queues[client_id]
-                self._notify(client_id, False)
-
-    def _notify(self, client_id: str, opened: bool) -> None:
-        for listener in self.listeners:
-            try:
-                listener(client_id, opened)
-            except Exception:
-                log.exception("push stream listener failed")
+                if self.on_close is not None:
+                    try:
+                        self.on_close(client_id)
+                    except Exception:
+                        log.exception("push stream close listener failed")
 
 
 class Dispatcher:
@@ -101,27 +107,37 @@ class Dispatcher:
         self.handlers: dict[int, Handler] = {}
         self.stream_handlers: dict[int, StreamHandler] = {}
         self.counters: Counter[int] = Counter()
-        self.push = PushHub()
         self._background: set[asyncio.Task[Any]] = set()
 
     def register(self, code: int, handler: Handler) -> None:
         self.handlers[int(code)] = handler
 
-    async def invoke(self, raw: bytes, context: aio.ServicerContext[Any, Any]) -> bytes:
+    def register_stream(self, code: int, handler: StreamHandler) -> None:
+        self.stream_handlers[int(code)] = handler
+
+    def _resolve(self, raw: bytes, table: dict[int, H]) -> tuple[RemotingCommand, H] | RemotingCommand:
+        """Decode and count a request and find its handler in ``table``; or the response that
+        refuses it (malformed, or a code ``table`` does not serve)."""
         try:
             request = RemotingCommand.decode(raw)
         except MalformedCommand as exc:
             self.counters[-1] += 1
-            return RemotingCommand(
-                ResponseCode.MALFORMED_REQUEST, flag=Flag.RESPONSE, remark=f"malformed request: {exc}"
-            ).encode()
+            return response_for_exception(_UNDECODED, exc, self.server_name)
         self.counters[request.code] += 1
-        handler = self.handlers.get(request.code)
+        handler = table.get(request.code)
         if handler is None:
+            how = "" if table is self.handlers else " as a stream"
             return request.response(
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                remark=f"request code {request.code} is not supported by {self.server_name}",
-            ).encode()
+                remark=f"request code {request.code} is not supported{how} by {self.server_name}",
+            )
+        return request, handler
+
+    async def invoke(self, raw: bytes, context: aio.ServicerContext[Any, Any]) -> bytes:
+        resolved = self._resolve(raw, self.handlers)
+        if isinstance(resolved, RemotingCommand):
+            return resolved.encode()
+        request, handler = resolved
         if request.is_oneway:
             task = asyncio.get_running_loop().create_task(self._run(handler, request))
             self._background.add(task)
@@ -132,43 +148,21 @@ class Dispatcher:
     async def _run(self, handler: Handler, request: RemotingCommand) -> RemotingCommand:
         try:
             return await handler(request)
-        except asyncio.CancelledError:
-            raise
-        except BaseException as exc:
+        except Exception as exc:  # CancelledError (a BaseException) goes through
             return response_for_exception(request, exc, self.server_name)
 
-    def register_stream(self, code: int, handler: StreamHandler) -> None:
-        self.stream_handlers[int(code)] = handler
-
     async def stream(self, raw: bytes, context: aio.ServicerContext[Any, Any]) -> AsyncIterator[bytes]:
-        """Server-streaming calls: the push channel, or a registered stream handler (pull)."""
-        try:
-            request = RemotingCommand.decode(raw)
-        except MalformedCommand as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed stream request: {exc}")
+        """Server-streaming calls (pulls, the push channel): a registered stream handler's
+        responses; a failure ends the stream with its error response."""
+        resolved = self._resolve(raw, self.stream_handlers)
+        if isinstance(resolved, RemotingCommand):
+            yield resolved.encode()
             return
-        self.counters[request.code] += 1
-        if request.code == RequestCode.OPEN_PUSH_STREAM:
-            client_id = request.ext.get("clientId")
-            if not isinstance(client_id, str) or not client_id:
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "OPEN_PUSH_STREAM needs a clientId")
-                return
-            async for item in self.push.stream(client_id):
-                yield item
-            return
-        handler = self.stream_handlers.get(request.code)
-        if handler is None:
-            yield request.response(
-                ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                remark=f"request code {request.code} cannot be streamed from {self.server_name}",
-            ).encode()
-            return
+        request, handler = resolved
         try:
             async for response in handler(request):
                 yield response.encode()
-        except asyncio.CancelledError:
-            raise
-        except BaseException as exc:
+        except Exception as exc:  # not BaseException: a client cancelling the stream is no error
             yield response_for_exception(request, exc, self.server_name).encode()
 
     async def channel(
@@ -221,3 +215,54 @@ def create_server(dispatcher: Dispatcher, host: str, port: int) -> tuple[aio.Ser
     if bound == 0:
         raise OSError(f"{dispatcher.server_name} cannot listen on {host}:{port}: address in use or not available")
     return server, bound
+
+
+async def run_every(interval_ms: int, what: str, action: Callable[[], object], logger: logging.Logger = log) -> None:
+    """Run ``action`` (sync or async) every ``interval_ms`` until cancelled. A failing round is
+    logged with its traceback and the next one runs: one bad round must not end the work."""
+    while True:
+        await asyncio.sleep(interval_ms / 1000)
+        try:
+            result = action()
+            if inspect.isawaitable(result):
+                await result
+        except Exception:
+            logger.exception("periodic %s failed", what)
+
+
+def signal_event() -> asyncio.Event:
+    """An event set by SIGTERM or SIGINT (in the main thread; elsewhere it is never set)."""
+    event = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, event.set)
+    return event
+
+
+class _Addressed(Protocol):
+    address: str
+
+
+S = TypeVar("S", bound=_Addressed)
+Tasks = list[asyncio.Task[None]]
+
+
+async def serve_until_signalled(
+    server: aio.Server,
+    owner: S,
+    start: Callable[[aio.Server, S], Awaitable[Tasks]],
+    stop: Callable[[aio.Server, S, Tasks], Awaitable[None]],
+    *,
+    ready: Callable[[str], None] | None = None,
+) -> None:
+    """Start, announce ``owner.address`` to ``ready``, run until SIGTERM/SIGINT, then stop.
+
+    The signal handlers go in before the readiness line: a signal sent right after it counts.
+    """
+    stop_requested = signal_event()
+    tasks = await start(server, owner)
+    if ready is not None:
+        ready(owner.address)
+    await stop_requested.wait()
+    await stop(server, owner, tasks)

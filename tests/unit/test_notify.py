@@ -35,7 +35,7 @@ def test_a_closed_stream_forgets_its_subscriptions() -> None:
     n.subscribe("c1", ["a", "b"])
     n.subscribe("c2", ["a"])
     assert n.subscription_count == 3
-    n._stream_event("c1", False)
+    n._stream_closed("c1")
     assert n.subscription_count == 1 and n.subscribers == {"a": {"c2"}}
     n.unsubscribe("c2", ["a"])
     assert n.subscribers == {}

@@ -1,0 +1,121 @@
+"""The server dispatcher, the push hub and the shared periodic loop, without a network."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.remoting.server import Dispatcher, PushHub, run_every
+
+CONTEXT: Any = None  # the handlers under test never touch the gRPC context
+
+
+async def _collect(stream: AsyncIterator[bytes]) -> list[RemotingCommand]:
+    return [RemotingCommand.decode(raw) async for raw in stream]
+
+
+def test_a_malformed_stream_request_is_counted_and_answered_like_a_malformed_call() -> None:
+    dispatcher = Dispatcher("test")
+    streamed = asyncio.run(_collect(dispatcher.stream(b"\x00garbage", CONTEXT)))
+    called = RemotingCommand.decode(asyncio.run(dispatcher.invoke(b"\x00garbage", CONTEXT)))
+    assert [r.code for r in streamed] == [ResponseCode.MALFORMED_REQUEST] == [called.code]
+    assert "malformed request" in streamed[0].remark
+    assert dispatcher.counters[-1] == 2
+
+
+def test_an_unknown_code_is_refused_by_both_call_kinds() -> None:
+    dispatcher = Dispatcher("test")
+    raw = RemotingCommand.request(4242).encode()
+    streamed = asyncio.run(_collect(dispatcher.stream(raw, CONTEXT)))
+    called = RemotingCommand.decode(asyncio.run(dispatcher.invoke(raw, CONTEXT)))
+    assert streamed[0].code == called.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+    assert dispatcher.counters[4242] == 2
+
+
+def test_a_client_cancelling_a_stream_is_not_an_error(caplog: pytest.LogCaptureFixture) -> None:
+    dispatcher = Dispatcher("test")
+
+    async def endless(request: RemotingCommand) -> AsyncIterator[RemotingCommand]:
+        while True:
+            yield request.response()
+            await asyncio.sleep(0)
+
+    dispatcher.register_stream(RequestCode.PULL_MESSAGE, endless)
+
+    async def cancel_after_one() -> None:
+        stream = dispatcher.stream(RemotingCommand.request(RequestCode.PULL_MESSAGE).encode(), CONTEXT)
+        assert isinstance(stream, AsyncIterator)
+        await anext(stream)
+        await stream.aclose()  # what grpc.aio does when the client cancels
+
+    with caplog.at_level(logging.ERROR):
+        asyncio.run(cancel_after_one())
+    assert caplog.records == []
+
+
+def test_a_failing_stream_handler_ends_the_stream_with_its_error() -> None:
+    dispatcher = Dispatcher("test")
+
+    async def broken(request: RemotingCommand) -> AsyncIterator[RemotingCommand]:
+        yield request.response()
+        raise KeyError("boom")
+
+    dispatcher.register_stream(RequestCode.PULL_MESSAGE, broken)
+    raw = RemotingCommand.request(RequestCode.PULL_MESSAGE).encode()
+    codes = [r.code for r in asyncio.run(_collect(dispatcher.stream(raw, CONTEXT)))]
+    assert codes == [ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR]
+
+
+def test_a_push_stream_needs_a_client_id_and_reports_its_close() -> None:
+    hub = PushHub()
+    closed: list[str] = []
+    hub.on_close = closed.append
+    dispatcher = Dispatcher("test")
+    dispatcher.register_stream(RequestCode.OPEN_PUSH_STREAM, hub.stream)
+
+    refused = asyncio.run(
+        _collect(dispatcher.stream(RemotingCommand.request(RequestCode.OPEN_PUSH_STREAM).encode(), CONTEXT))
+    )
+    assert refused[0].code == ResponseCode.MALFORMED_REQUEST and "clientId" in refused[0].remark
+
+    async def open_push_close() -> RemotingCommand:
+        raw = RemotingCommand.request(RequestCode.OPEN_PUSH_STREAM, {"clientId": "c1"}).encode()
+        stream = dispatcher.stream(raw, CONTEXT)
+        assert isinstance(stream, AsyncIterator)
+        first = asyncio.ensure_future(anext(stream))
+        await asyncio.sleep(0.01)
+        assert hub.is_open("c1") and hub.open_count == 1
+        assert hub.send("c1", RemotingCommand.request(RequestCode.NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED, {"topics": ["t"]}))
+        pushed = RemotingCommand.decode(await first)
+        await stream.aclose()
+        return pushed
+
+    pushed = asyncio.run(open_push_close())
+    assert pushed.code == RequestCode.NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED and pushed.is_oneway
+    assert closed == ["c1"] and hub.open_count == 0 and not hub.send("c1", RemotingCommand.request(1))
+
+
+def test_a_failing_round_does_not_end_the_periodic_loop(caplog: pytest.LogCaptureFixture) -> None:
+    rounds: list[int] = []
+
+    def action() -> None:
+        rounds.append(len(rounds))
+        if len(rounds) == 1:
+            raise RuntimeError("first round fails")
+
+    async def run_a_while() -> None:
+        task = asyncio.create_task(run_every(1, "test work", action))
+        while len(rounds) < 3:
+            await asyncio.sleep(0.005)
+        task.cancel()
+
+    with caplog.at_level(logging.ERROR):
+        asyncio.run(asyncio.wait_for(run_a_while(), 5))
+    assert len(rounds) >= 3
+    assert any("periodic test work failed" in r.getMessage() for r in caplog.records)
