@@ -5,6 +5,9 @@ single place where a server turns exceptions into responses (``response_for_exce
 rocketspark error keeps its code and message, a malformed request gets MALFORMED_REQUEST, and
 anything unexpected is logged with its traceback and answered as SYSTEM_ERROR. The server
 never dies of a bad request.
+
+What both servers run the same way lives here too: periodic background work (``run_every``)
+and running until SIGTERM/SIGINT (``serve_until_signalled``).
 """
 
 from __future__ import annotations
