@@ -147,8 +147,9 @@ class Broker:
         await self.producers.save(self.store.flushed_offset)
 
     async def clean_mappings(self) -> None:
-        for topic in await clean_expired_segments(self):
-            await self.registry.register_now([topic])
+        dropped = await clean_expired_segments(self)
+        if dropped:
+            await self.registry.register_now(dropped)  # named: their subscribers hear of it
 
 
 def create_server(config: BrokerConfig) -> tuple[aio.Server, int, Broker]:

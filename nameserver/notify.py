@@ -10,10 +10,13 @@ Which changes notify (seed 000's table):
 =====================================  =========================================
 deleteTopic                            notify
 wipe / add write permission            notify
-registerBroker of one topic            notify (a topic was created or changed)
-registerBroker of many topics          no: a broker starting up (hotspot rule)
+registerBroker naming changed topics   notify those (created, changed, remapped)
+registerBroker's other changes         no: a whole broker starting up (hotspot rule)
 unregisterBroker, lost broker channel  no: a broker going away (hotspot rule)
 =====================================  =========================================
+
+A full registration (start-up, heartbeat) names no topic, so a broker restarting with
+hundreds of topics notifies nobody.
 
 Under resource pressure (load average per CPU or memory use above configurable
 thresholds) the scan skips its round: pushes stop, route queries go on, and the skipped

@@ -123,20 +123,26 @@ class RouteTable:
             live.topics.discard(topic)
         return per_broker is not None
 
-    def set_write_perm(self, broker_name: str, writable: bool) -> int:
-        """Wipe or restore write permission of every topic on a broker; return topics touched."""
+    def set_write_perm(self, broker_name: str, writable: bool) -> set[str]:
+        """Wipe or restore write permission of every topic on a broker; return those topics.
+
+        All of them, even one whose permission already had the new value: the broker itself
+        re-registers with its new permission just before (``Admin.wipe_write_perm``), and that
+        registration, a whole broker's, notifies nobody. This is the change to announce.
+        """
         live = self.brokers.get(broker_name)
         if live is None:
-            return 0
+            return set()
         live.perm = live.perm | Perm.WRITE if writable else live.perm & ~Perm.WRITE
-        count = 0
-        for per_broker in self.topic_queues.values():
+        touched: set[str] = set()
+        for topic in live.topics:
+            per_broker = self.topic_queues.get(topic, {})
             data = per_broker.get(broker_name)
             if data is not None:
                 perm = data.perm | Perm.WRITE if writable else data.perm & ~Perm.WRITE
                 per_broker[broker_name] = replace(data, perm=perm)
-                count += 1
-        return count
+                touched.add(topic)
+        return touched
 
     # -- queries -------------------------------------------------------------------------------
 

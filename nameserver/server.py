@@ -61,10 +61,9 @@ class NameServer:
             log.info("broker %s registered from %s", registration["broker"], registration["addr"])
         changed = self.routes.register(registration)
         declared = registration.get("changed")
-        if isinstance(declared, list) and len(declared) <= 1:
-            self.notifier.mark(changed)  # one topic created or changed: tell its subscribers
-        else:
-            self.notifier.suppress(changed)  # a whole broker (re)registering: the hotspot rule
+        named = {str(t) for t in declared} if isinstance(declared, list) else set()
+        self.notifier.mark(named)  # topics the broker created or changed: tell their subscribers
+        self.notifier.suppress(changed - named)  # the rest is a whole broker (re)registering: hotspot rule
         return cmd.response()
 
     async def unregister_broker(self, cmd: RemotingCommand) -> RemotingCommand:
@@ -114,9 +113,9 @@ class NameServer:
         name = get_str(cmd, "brokerName")
         if name not in self.routes.brokers:
             raise BrokerNotExistError(f'broker "{name}" is not registered with this nameserver')
-        count = self.routes.set_write_perm(name, writable)
-        self.notifier.mark(self.routes.brokers[name].topics)
-        return cmd.response(ext={"topics": count})
+        topics = self.routes.set_write_perm(name, writable)
+        self.notifier.mark(topics)
+        return cmd.response(ext={"topics": len(topics)})
 
     async def counters(self, cmd: RemotingCommand) -> RemotingCommand:
         return cmd.response(body=pack(self.counter_values()))

@@ -49,7 +49,8 @@ def test_a_silent_broker_is_dropped_by_the_scan() -> None:
 def test_wiping_write_permission_keeps_reads() -> None:
     table = RouteTable(120_000)
     table.register(registration("a", {"x": 1}))
-    assert table.set_write_perm("a", writable=False) == 1
+    table.register(registration("b", {"y": 1}, addr="127.0.0.1:2"))
+    assert table.set_write_perm("a", writable=False) == {"x"}
     route = table.route("x")
     assert route is not None and route.queues[0].perm == Perm.READ
     table.set_write_perm("a", writable=True)
