@@ -25,40 +25,62 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-async def segment_min_offset(broker: Broker, topic: str, item: LogicQueueMappingItem) -> int | None:
-    """Min offset of a segment's physical queue, wherever it lives; None if unreachable."""
-    if item.bname == broker.name:
-        return broker.store.min_offset(topic, item.queue_id)
+def broker_addresses(broker: Broker) -> dict[str, str]:
+    """Broker name -> address, from every nameserver (one that just restarted may not know
+    every broker yet; the first address heard for a name is kept). Blocking: run in a thread."""
+    addresses: dict[str, str] = {}
+    request = RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO)
+    for nameserver in broker.config.nameservers:
+        try:
+            info = unpack(check(broker.registry.client.invoke(nameserver, request)).body)
+        except RocketSparkError as exc:
+            log.debug("broker %s: nameserver %s gave no broker addresses: %s", broker.name, nameserver, exc)
+            continue
+        for name, live in info["brokers"].items():
+            if live.get("addr"):
+                addresses.setdefault(name, live["addr"])
+    return addresses
 
-    def remote() -> int | None:
-        client = broker.registry.client
-        for nameserver in broker.config.nameservers:
-            try:
-                info = unpack(
-                    check(client.invoke(nameserver, RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO))).body
-                )
-                address = info["brokers"].get(item.bname, {}).get("addr")
-                if not address:
-                    return None
-                request = RemotingCommand.request(
-                    RequestCode.GET_MIN_OFFSET, {"topic": topic, "queueId": item.queue_id}
-                )
-                return int(check(client.invoke(address, request, peer="broker")).ext["offset"])
-            except RocketSparkError as exc:
-                log.debug("cannot read min offset of %s/%s on %s: %s", topic, item.queue_id, item.bname, exc)
+
+def remote_min_offset(broker: Broker, address: str, topic: str, item: LogicQueueMappingItem) -> int | None:
+    """Min offset of a segment's physical queue on another broker; None if it does not answer."""
+    request = RemotingCommand.request(RequestCode.GET_MIN_OFFSET, {"topic": topic, "queueId": item.queue_id})
+    try:
+        return int(check(broker.registry.client.invoke(address, request, peer="broker")).ext["offset"])
+    except RocketSparkError as exc:
+        log.debug("cannot read min offset of %s/%s on %s: %s", topic, item.queue_id, item.bname, exc)
         return None
 
-    return await asyncio.to_thread(remote)
+
+class _SegmentOffsets:
+    """Min offsets of segments for one cleanup round: a local segment's from the store, a
+    remote one's from its broker, whose address is looked up once per round."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._addresses: dict[str, str] | None = None
+
+    async def min_offset(self, topic: str, item: LogicQueueMappingItem) -> int | None:
+        """None when the segment's broker is unknown or does not answer."""
+        if item.bname == self.broker.name:
+            return self.broker.store.min_offset(topic, item.queue_id)
+        if self._addresses is None:
+            self._addresses = await asyncio.to_thread(broker_addresses, self.broker)
+        address = self._addresses.get(item.bname)
+        if address is None:
+            return None
+        return await asyncio.to_thread(remote_min_offset, self.broker, address, topic, item)
 
 
 async def clean_expired_segments(broker: Broker) -> list[str]:
     """Drop every expired first segment of the queues this broker leads; return the topics."""
     dropped: list[str] = []
+    offsets = _SegmentOffsets(broker)
     for topic, detail in list(broker.static.details.items()):
         for logical_id, items in list(detail.hosted_queues.items()):
             if detail.leader_of(logical_id) is None or len(items) < 2 or not items[0].sealed:
                 continue
-            low = await segment_min_offset(broker, topic, items[0])
+            low = await offsets.min_offset(topic, items[0])
             if (
                 low is not None
                 and low >= items[0].end_offset
