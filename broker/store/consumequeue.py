@@ -191,10 +191,14 @@ class ConsumeQueue:
 
     def flush(self) -> None:
         if self.dirty:
-            self.dirty = False
-            for f in self.files:
-                if f.flushed < f.wrote:
-                    f.flush()
+            self.dirty = False  # before the fsync: an append made meanwhile sets it again
+            try:
+                for f in self.files:
+                    if f.flushed < f.wrote:
+                        f.flush()
+            except BaseException:
+                self.dirty = True  # retried by the next flush
+                raise
 
     def disk_usage(self) -> int:
         return sum(os.stat(f.path).st_blocks * 512 for f in self.files)

@@ -300,3 +300,26 @@ def test_bytes_stored_counts_the_records_not_the_blank_filling_a_segment(store_p
     record_size = HEADER_SIZE + len("orders") + len(payloads[0])
     assert store.stats.bytes_put == 6 * record_size
     store.close()
+
+
+def test_a_consume_queue_whose_fsync_failed_is_flushed_again_next_time(
+    store_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = open_store(store_path, flush_interval_ms=600_000)  # flushed by hand below
+    put(store, "orders", 0, b"x")
+    cq = store.queues[("orders", 0)]
+    real_fsync = os.fsync
+    failing = True
+
+    def fsync(fd: int) -> None:
+        if failing:
+            raise OSError("I/O error")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with pytest.raises(OSError):
+        cq.flush()
+    failing = False
+    cq.flush()
+    assert all(f.flushed == f.wrote for f in cq.files)
+    store.close()
