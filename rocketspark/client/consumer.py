@@ -64,7 +64,7 @@ class Consumer(ClientBase):
 
     def queues(self, topic: str) -> list[LogicalQueue]:
         """The topic's logical queues; ``queue_id`` indexes this list."""
-        return logical_view(self.routes.get(topic))
+        return self.routes.derive(topic, logical_view)  # built once per route, not per pull
 
     def queue(self, topic: str, queue_id: int, broker_name: str | None = None) -> LogicalQueue:
         if broker_name is not None:

@@ -82,6 +82,28 @@ class PublishInfo:
     template: str | None  # "TBW102" when sending through the auto-create template
 
 
+def publish_info_of(route: TopicRouteData) -> PublishInfo:
+    """Where sends to the route's topic can go. A normal topic: its write queues in view
+    order. A static topic: one target per logical queue, at its leader segment (``hash % N``
+    over logical ids, so a key keeps its queue across remaps)."""
+    stable: list[Target | None]
+    if route.mapping is not None:
+        stable = [
+            Target(leader.broker_name, leader.queue_id, queue.queue_id, queue.epoch)
+            if (leader := queue.leader)
+            else None
+            for queue in logical_view(route)
+        ]
+    else:
+        stable = [Target(r.broker_name, r.queue_id) for r in write_queues(route, writable_only=False)]
+        if not stable:
+            raise NoRouteInfoError(
+                f'No route info of this topic "{route.topic}": its route lists no queues', topic=route.topic
+            )
+    writable = {q.broker_name for q in route.queues if q.perm & Perm.WRITE}
+    return PublishInfo(route, [t for t in stable if t and t.broker_name in writable], stable, None)
+
+
 class Producer(ClientBase):
     """Synchronous-first producer; ``send_async`` and ``send_oneway`` for the other two modes."""
 
@@ -122,17 +144,15 @@ class Producer(ClientBase):
         self.batch_max_bytes = batch_max_bytes
         self.create_topic_key = create_topic_key
         self._round_robin = itertools.count()
-        self._publish_cache: dict[str, tuple[TopicRouteData, PublishInfo]] = {}
-        self._valid_topics: set[str] = set()
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
 
     # -- routes ---------------------------------------------------------------------------------
 
     def publish_info(self, topic: str) -> PublishInfo:
         """Writable queues of a topic, or of the auto-create template when the topic is new.
-        Computed once per route: the same cached route gives the same answer."""
+        Computed once per cached route (``RouteCache.derive``)."""
         try:
-            route = self.routes.get(topic)
+            self.routes.get(topic)
         except NoRouteInfoError as missing:
             template = self._template_route()
             if template is None:
@@ -143,33 +163,7 @@ class Producer(ClientBase):
                 ) from None
             queues = [Target(r.broker_name, r.queue_id) for r in write_queues(template)]
             return PublishInfo(template, queues, list(queues), self.create_topic_key)
-        cached = self._publish_cache.get(topic)
-        if cached is not None and cached[0] is route:
-            return cached[1]
-        info = self._static_info(route) if route.mapping is not None else self._normal_info(topic, route)
-        self._publish_cache[topic] = (route, info)
-        return info
-
-    @staticmethod
-    def _normal_info(topic: str, route: TopicRouteData) -> PublishInfo:
-        writable = {q.broker_name for q in route.queues if q.perm & Perm.WRITE}
-        stable: list[Target | None] = [
-            Target(r.broker_name, r.queue_id) for r in write_queues(route, writable_only=False)
-        ]
-        if not stable:
-            raise NoRouteInfoError(f'No route info of this topic "{topic}": its route lists no queues', topic=topic)
-        return PublishInfo(route, [t for t in stable if t and t.broker_name in writable], stable, None)
-
-    @staticmethod
-    def _static_info(route: TopicRouteData) -> PublishInfo:
-        """A static topic: one target per logical queue, at its leader segment (``hash % N``
-        over logical ids, so a key keeps its queue across remaps)."""
-        writable = {q.broker_name for q in route.queues if q.perm & Perm.WRITE}
-        stable: list[Target | None] = []
-        for queue in logical_view(route):
-            leader = queue.leader
-            stable.append(Target(leader.broker_name, leader.queue_id, queue.queue_id, queue.epoch) if leader else None)
-        return PublishInfo(route, [t for t in stable if t and t.broker_name in writable], stable, None)
+        return self.routes.derive(topic, publish_info_of)
 
     def _template_route(self) -> TopicRouteData | None:
         try:
@@ -232,9 +226,8 @@ class Producer(ClientBase):
     # -- validation -----------------------------------------------------------------------------
 
     def _check(self, message: Message) -> None:
-        if message.topic not in self._valid_topics:
+        if not self.routes.has_route(message.topic):  # a cached route's name was accepted by the cluster
             validate_topic_name(message.topic)
-            self._valid_topics.add(message.topic)
         if len(message.body) > self.max_message_bytes:
             raise MessageTooLargeError(
                 f"message body is {len(message.body)} bytes, over the producer's limit of {self.max_message_bytes} "

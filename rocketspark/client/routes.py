@@ -14,7 +14,9 @@ import os
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar, cast
 
 from rocketspark.client.route_push import RouteSubscriber
 from rocketspark.errors import (
@@ -33,6 +35,7 @@ from rocketspark.remoting.client import RemotingClient, check, parse_address
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
 ENV_NAMESRV = "ROCKETSPARK_NAMESRV"
 AUTO_CREATE_TOPIC = "TBW102"
 
@@ -146,6 +149,8 @@ class RouteCache:
         self._missing: dict[str, float] = {}  # topic -> monotonic time the negative entry ends
         self._used: dict[str, float] = {}  # topic -> monotonic time of last use
         self._flights: dict[str, _Flight] = {}  # topic -> the nameserver lookup in progress
+        # topic -> build function -> (the route it was built from, the value): see derive()
+        self._derived: dict[str, dict[Callable[[TopicRouteData], object], tuple[TopicRouteData, object]]] = {}
         self._lock = threading.Lock()
         self._current = random.randrange(len(self.nameservers))
         self._stop = threading.Event()
@@ -253,18 +258,41 @@ class RouteCache:
             raise NoRouteInfoError(
                 f'No route info of this topic "{topic}": {exc.message}. Is the nameserver running?', topic=topic
             ) from None
-        self.put(topic, route)
-        return route
+        return self.put(topic, route)
 
-    def put(self, topic: str, route: TopicRouteData) -> None:
+    def put(self, topic: str, route: TopicRouteData) -> TopicRouteData:
+        """Cache a route; returns the cached object. A route equal to the cached one (the
+        usual answer of a refresh) keeps the cached object, so what ``derive`` computed from
+        it stays valid."""
         with self._lock:
-            new = topic not in self._routes
-            self._routes[topic] = route
+            old = self._routes.get(topic)
+            if old is not None and old == route:
+                route = old
+            else:
+                self._routes[topic] = route
+                self._derived.pop(topic, None)
             self._missing.pop(topic, None)
             self._used.setdefault(topic, time.monotonic())
-        if new:
+        if old is None:
             self._watch(topic)
         self._ensure_refresher()
+        return route
+
+    def derive(self, topic: str, build: Callable[[TopicRouteData], T]) -> T:
+        """``build(route)`` for the topic's route, computed once per cached route object (the
+        logical view, the producer's writable queues): hot paths ask for it on every call.
+        ``build`` must depend on the route only; it is the key, so pass the same function."""
+        route = self.get(topic)
+        known = self._derived.get(topic)
+        if known is not None:
+            hit = known.get(build)
+            if hit is not None and hit[0] is route:
+                return cast(T, hit[1])
+        value = build(route)
+        with self._lock:
+            if self._routes.get(topic) is route:  # a dropped or replaced route leaves nothing behind
+                self._derived.setdefault(topic, {})[build] = (route, value)
+        return value
 
     def _watch(self, topic: str) -> None:
         if self.subscriber is not None:
@@ -276,6 +304,7 @@ class RouteCache:
         with self._lock:
             self._routes.pop(topic, None)
             self._missing.pop(topic, None)
+            self._derived.pop(topic, None)
 
     def refresh(self, topic: str) -> TopicRouteData | None:
         """Re-fetch one route; keep the old one if the nameserver cannot be reached."""
@@ -287,8 +316,7 @@ class RouteCache:
         except RocketSparkError as exc:
             log.debug("route refresh of %s failed: %s", topic, exc)
             return self._routes.get(topic)
-        self.put(topic, route)
-        return route
+        return self.put(topic, route)
 
     def notified(self, topics: list[str]) -> None:
         """A nameserver says these routes changed: forget "missing", re-read the cached ones."""
@@ -298,6 +326,9 @@ class RouteCache:
                 self._missing.pop(topic, None)
             if topic in self._routes:
                 self.refresh(topic)
+
+    def has_route(self, topic: str) -> bool:
+        return topic in self._routes
 
     def cached_topics(self) -> list[str]:
         with self._lock:
@@ -349,6 +380,7 @@ class RouteCache:
                 self._routes.pop(topic, None)
                 self._missing.pop(topic, None)
                 self._used.pop(topic, None)
+                self._derived.pop(topic, None)
             for topic in [t for t, until in self._missing.items() if until < now and t not in self._used]:
                 self._missing.pop(topic, None)
         if gone:

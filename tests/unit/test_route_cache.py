@@ -159,3 +159,39 @@ def test_callers_waiting_on_a_failed_lookup_get_the_error_too() -> None:
         assert len({id(e) for e in errors}) == 4 and fake.queries == 1
     finally:
         routes.close()
+
+
+def test_derived_values_are_built_once_per_route_and_survive_a_refresh_that_changed_nothing() -> None:
+    fake = FakeNameserver({"t": route("t", queues=2)})
+    routes = cache(fake)
+    builds: list[TopicRouteData] = []
+
+    def count_queues(r: TopicRouteData) -> int:
+        builds.append(r)
+        return r.queues[0].write_queue_nums
+
+    try:
+        assert [routes.derive("t", count_queues) for _ in range(3)] == [2, 2, 2]
+        first = routes.get("t")
+        routes.refresh("t")  # an equal route: the cached object stays
+        assert routes.get("t") is first and routes.derive("t", count_queues) == 2
+        assert len(builds) == 1
+        fake.routes["t"] = route("t", queues=4)
+        routes.refresh("t")
+        assert routes.derive("t", count_queues) == 4 and len(builds) == 2
+        routes.invalidate("t")
+        assert routes._derived == {}
+    finally:
+        routes.close()
+
+
+def test_expiry_drops_what_was_derived_from_a_topic() -> None:
+    fake = FakeNameserver({"t": route("t")})
+    routes = cache(fake, topic_expiry_ms=50)
+    try:
+        routes.derive("t", lambda r: r.topic)
+        assert routes._derived
+        eventually(lambda: routes.cached_topics() == [], timeout_s=3)  # the refresh thread expires it
+        assert routes._derived == {} and routes.counters.expired == 1
+    finally:
+        routes.close()
