@@ -21,7 +21,6 @@ from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.mapping import SegmentState
 from rocketspark.protocol.types import Perm, TopicRouteData
 from rocketspark.protocol.validation import validate_topic_name
-from rocketspark.remoting.client import check
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +123,7 @@ class Admin(ClientBase):
     def topics(self) -> list[str]:
         """Every topic the nameserver has a route for."""
         response = self.routes.call_nameserver(RemotingCommand.request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
-        names: list[str] = unpack(check(response).body)
+        names: list[str] = unpack(response.body)
         return names
 
     def brokers(self, cluster: str | None = None) -> dict[str, str]:
@@ -148,11 +147,7 @@ class Admin(ClientBase):
 
     def _each_nameserver(self, request_code: int, ext: dict[str, Any]) -> None:
         for address in self.nameservers:
-            request = RemotingCommand.request(request_code, ext)
-            self.call_nameserver_at(address, request)
-
-    def call_nameserver_at(self, address: str, request: RemotingCommand, *ok: int) -> RemotingCommand:
-        return check(self.remoting.invoke(address, request, None, peer="nameserver"), *ok)
+            self.routes.call_nameserver_at(address, RemotingCommand.request(request_code, ext))
 
     # -- topics -------------------------------------------------------------------------------
 
@@ -294,6 +289,6 @@ class Admin(ClientBase):
         target = address or self.nameservers[0]
         if target not in self.nameservers:
             raise InvalidParameterError(f"{target} is not one of this client's nameservers: {self.nameservers}")
-        response = self.call_nameserver_at(target, RemotingCommand.request(RequestCode.GET_COUNTERS))
+        response = self.routes.call_nameserver_at(target, RemotingCommand.request(RequestCode.GET_COUNTERS))
         counters: dict[str, Any] = unpack(response.body)
         return counters

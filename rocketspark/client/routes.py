@@ -177,8 +177,9 @@ class RouteCache:
         if self.subscriber is not None:
             self.subscriber.nameserver_changed()
 
-    def call_nameserver(self, request: RemotingCommand, timeout_ms: int | None = None) -> RemotingCommand:
-        """Send to the sticky nameserver, moving to the next one when it cannot be reached."""
+    def call_nameserver(self, request: RemotingCommand, *ok: int, timeout_ms: int | None = None) -> RemotingCommand:
+        """Send to the sticky nameserver, moving to the next one when it cannot be reached;
+        raise for an answer whose code is not SUCCESS or one of ``ok``."""
         errors: list[str] = []
         for attempt in range(len(self.nameservers)):
             index = (self._current + attempt) % len(self.nameservers)
@@ -191,15 +192,20 @@ class RouteCache:
                 self._current = index
                 if self.subscriber is not None:
                     self.subscriber.nameserver_changed()
-            return response
+            return check(response, *ok)
         raise ConnectError("no nameserver answered: " + "; ".join(errors), nameservers=self.nameservers)
+
+    def call_nameserver_at(
+        self, address: str, request: RemotingCommand, *ok: int, timeout_ms: int | None = None
+    ) -> RemotingCommand:
+        """Send to one given nameserver (changes go to every one of them); checked like
+        ``call_nameserver``."""
+        return check(self.remoting.invoke(address, request, timeout_ms, peer="nameserver"), *ok)
 
     def fetch(self, topic: str) -> TopicRouteData:
         """Ask a nameserver for a route now; TopicNotExistError when it has none."""
         self.counters.queries += 1
-        response = check(
-            self.call_nameserver(RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}))
-        )
+        response = self.call_nameserver(RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}))
         return TopicRouteData.from_wire(unpack(response.body))
 
     # -- cache -----------------------------------------------------------------------------------

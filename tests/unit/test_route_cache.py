@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from rocketspark.client.routes import RouteCache
-from rocketspark.errors import NoRouteInfoError
+from rocketspark.errors import NoRouteInfoError, SystemError_
 from rocketspark.protocol.codec import pack
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
@@ -43,7 +43,8 @@ class FakeNameserver:
         if broken is not None:
             raise broken
         time.sleep(self.delay_s)
-        assert request.code == RequestCode.GET_ROUTEINFO_BY_TOPIC
+        if request.code != RequestCode.GET_ROUTEINFO_BY_TOPIC:
+            return request.response(ResponseCode.SYSTEM_ERROR, remark=f"cannot serve request {request.code}")
         found = self.routes.get(request.ext["topic"])
         if found is None:
             return request.response(ResponseCode.TOPIC_NOT_EXIST, remark="no such topic")
@@ -193,5 +194,16 @@ def test_expiry_drops_what_was_derived_from_a_topic() -> None:
         assert routes._derived
         eventually(lambda: routes.cached_topics() == [], timeout_s=3)  # the refresh thread expires it
         assert routes._derived == {} and routes.counters.expired == 1
+    finally:
+        routes.close()
+
+
+def test_an_error_answer_from_a_nameserver_is_raised_not_returned() -> None:
+    routes = cache(FakeNameserver())
+    try:
+        with pytest.raises(SystemError_, match="cannot serve"):
+            routes.call_nameserver(RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO))
+        with pytest.raises(SystemError_, match="cannot serve"):
+            routes.call_nameserver_at("127.0.0.1:9876", RemotingCommand.request(RequestCode.GET_COUNTERS))
     finally:
         routes.close()
