@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import struct
+import threading
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -140,6 +141,36 @@ class MessageExt(tuple):  # type: ignore[type-arg]
         )
 
 
+class _GcPause:
+    """Garbage collection off while any thread is inside, back on when the last one leaves.
+
+    ``gc.disable()`` is process-wide: decoders running in several threads (a group consumer
+    runs one per queue) must not turn it back on under each other, nor leave it off. It is
+    turned back on only if it was on when the first thread came in.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._inside = 0
+        self._was_on = False
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self._inside == 0:
+                self._was_on = gc.isenabled()
+                gc.disable()
+            self._inside += 1
+
+    def __exit__(self, *_: object) -> None:
+        with self._lock:
+            self._inside -= 1
+            if self._inside == 0 and self._was_on:
+                gc.enable()
+
+
+GC_PAUSE = _GcPause()
+
+
 def decode_records(
     buf: bytes, topic: str, broker_name: str, *, queue_id: int | None = None, offset_delta: int = 0, verify: bool = True
 ) -> list[MessageExt]:
@@ -163,42 +194,36 @@ def decode_records(
     new, cls = _tuple_new, MessageExt
     view = memoryview(buf)
     pos, end = 0, len(buf)
-    gc_was_on = gc.isenabled()
-    gc.disable()  # thousands of fresh objects: collecting mid-loop only rescans survivors
     try:
-        while pos < end:
-            total, magic, crc, qid, qoff, phys, born, store, _flag, tlen, blen, taglen, extlen = unpack(buf, pos)
-            stop = pos + total
-            if magic != magic_ok or tlen != tlen0 or stop > end:
-                raise record.RecordCorrupted(f"bad record header at byte {pos} of the response", pos)
-            if verify and crc32(view[pos + 12 : stop]) != crc:
-                raise record.RecordCorrupted(f"CRC mismatch in the record at queue offset {qoff}", pos)
-            b0 = pos + body_at
-            b1 = b0 + blen
-            if taglen == no_tag:
-                tag, t1 = None, b1
-            else:
-                t1 = b1 + taglen
-                tag = buf[b1:t1].decode()
-            if t1 + extlen != stop:
-                raise record.RecordCorrupted(f"payload lengths of the record at queue offset {qoff} are wrong", pos)
-            keys = props = None
-            if extlen:
-                keys, props = unpackb(buf[t1:stop])
-            qid_out = qid if queue_id is None else queue_id
-            append(
-                new(
-                    cls,
-                    (topic, qid_out, qoff + offset_delta, buf[b0:b1], tag, keys, props, born, store, phys, broker_name),
-                )
-            )
-            pos = stop
+        with GC_PAUSE:  # thousands of fresh objects: collecting mid-loop only rescans survivors
+            while pos < end:
+                total, magic, crc, qid, qoff, phys, born, store, _flag, tlen, blen, taglen, extlen = unpack(buf, pos)
+                stop = pos + total
+                if magic != magic_ok or tlen != tlen0 or stop > end:
+                    raise record.RecordCorrupted(f"bad record header at byte {pos} of the response", pos)
+                if verify and crc32(view[pos + 12 : stop]) != crc:
+                    raise record.RecordCorrupted(f"CRC mismatch in the record at queue offset {qoff}", pos)
+                b0 = pos + body_at
+                b1 = b0 + blen
+                if taglen == no_tag:
+                    tag, t1 = None, b1
+                else:
+                    t1 = b1 + taglen
+                    tag = buf[b1:t1].decode()
+                if t1 + extlen != stop:
+                    raise record.RecordCorrupted(f"payload lengths of the record at queue offset {qoff} are wrong", pos)
+                keys = props = None
+                if extlen:
+                    keys, props = unpackb(buf[t1:stop])
+                qid_out = qid if queue_id is None else queue_id
+                logical = qoff + offset_delta
+                row = (topic, qid_out, logical, buf[b0:b1], tag, keys, props, born, store, phys, broker_name)
+                append(new(cls, row))
+                pos = stop
     except (struct.error, ValueError) as exc:
         raise record.RecordCorrupted(f"bad record at byte {pos} of the response: {exc}", pos) from exc
     finally:
         view.release()
-        if gc_was_on:
-            gc.enable()
     return out
 
 

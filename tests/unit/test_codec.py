@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+import threading
+
 import msgpack
 import pytest
 
@@ -9,7 +12,7 @@ from rocketspark.protocol.codec import MalformedBody, decode_send_batch, encode_
 from rocketspark.protocol.codes import Flag, RequestCode, ResponseCode
 from rocketspark.protocol.command import MalformedCommand, RemotingCommand
 from rocketspark.protocol.record import RecordCorrupted, encode_payload, encode_record, msg_id
-from rocketspark.protocol.types import Message, decode_records
+from rocketspark.protocol.types import GC_PAUSE, Message, decode_records
 
 
 def test_a_command_survives_a_round_trip_through_bytes() -> None:
@@ -134,3 +137,40 @@ def test_empty_keys_and_properties_read_as_empty_containers() -> None:
     )
     (message,) = decode_records(record, "t", "b")
     assert message.keys == [] and message.properties == {} and message.tags is None
+
+
+def test_the_gc_pause_of_concurrent_decoders_ends_with_the_last_one() -> None:
+    assert gc.isenabled()
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+    seen: list[bool] = []
+
+    def first() -> None:
+        with GC_PAUSE:
+            first_in.set()
+            second_in.wait(5)
+        first_out.set()
+
+    def second() -> None:
+        first_in.wait(5)
+        with GC_PAUSE:
+            second_in.set()
+            first_out.wait(5)
+            seen.append(gc.isenabled())  # the first decoder left; this one still runs
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert seen == [False] and gc.isenabled()
+
+
+def test_decoding_leaves_a_disabled_gc_disabled() -> None:
+    gc.disable()
+    try:
+        decode_records(b"", "t", "b")
+        with GC_PAUSE:
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
