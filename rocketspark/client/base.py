@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Self
+from typing import Self, Unpack
 
-from rocketspark.client.routes import RouteCache, resolve_nameservers
+from rocketspark.client.routes import RouteCache, RouteKwargs, RouteOptions
 from rocketspark.errors import NoRouteInfoError
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.types import TopicRouteData
@@ -20,28 +20,24 @@ class ClientBase:
         nameserver: str | list[str] | None = None,
         *,
         timeout_ms: int = DEFAULT_TIMEOUT_MS,
-        poll_interval_ms: int = 30_000,
-        topic_expiry_ms: int = 300_000,
-        not_found_ttl_ms: int = 5_000,
-        route_push: bool = True,
+        **route: Unpack[RouteKwargs],
     ) -> None:
-        self.nameservers = resolve_nameservers(nameserver)
+        """``route``: ``poll_interval_ms``, ``topic_expiry_ms``, ``not_found_ttl_ms``,
+        ``route_push`` (see :class:`~rocketspark.client.routes.RouteOptions`)."""
+        options = RouteOptions.of(type(self).__name__, route)  # checked before anything starts
         self.timeout_ms = timeout_ms
         self.remoting = RemotingClient(peer_kind="broker", default_timeout_ms=timeout_ms)
-        self.routes = RouteCache(
-            self.nameservers,
-            self.remoting,
-            poll_interval_ms=poll_interval_ms,
-            topic_expiry_ms=topic_expiry_ms,
-            not_found_ttl_ms=not_found_ttl_ms,
-            route_push=route_push,
-        )
+        self.routes = RouteCache(nameserver, self.remoting, options)
         self.closed = False
+
+    @property
+    def nameservers(self) -> list[str]:
+        """The nameserver addresses in use (the route cache's list)."""
+        return self.routes.nameservers
 
     def update_nameservers(self, nameserver: str | list[str]) -> None:
         """Switch to another nameserver list (route subscriptions move with it)."""
-        self.routes.set_nameservers(resolve_nameservers(nameserver))
-        self.nameservers = self.routes.nameservers
+        self.routes.set_nameservers(nameserver)
 
     def broker_address(self, route: TopicRouteData, broker_name: str) -> str:
         address = route.address_of(broker_name)

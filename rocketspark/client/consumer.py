@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from typing import TypeVar
+from typing import TypeVar, Unpack
 
 from rocketspark.client.base import ClientBase
 from rocketspark.client.logical import LogicalQueue, Segment, logical_view, physical_queue
 from rocketspark.client.pulling import PullPlan, finish_pull, next_logical, parse_tags, plan_pull, segment_request_ext
+from rocketspark.client.routes import RouteKwargs
 from rocketspark.errors import (
     ConnectError,
     InvalidParameterError,
@@ -45,19 +46,9 @@ class Consumer(ClientBase):
         *,
         timeout_ms: int = DEFAULT_TIMEOUT_MS,
         verify_crc: bool = True,
-        poll_interval_ms: int = 30_000,
-        topic_expiry_ms: int = 300_000,
-        not_found_ttl_ms: int = 5_000,
-        route_push: bool = True,
+        **route: Unpack[RouteKwargs],
     ) -> None:
-        super().__init__(
-            nameserver,
-            timeout_ms=timeout_ms,
-            poll_interval_ms=poll_interval_ms,
-            topic_expiry_ms=topic_expiry_ms,
-            not_found_ttl_ms=not_found_ttl_ms,
-            route_push=route_push,
-        )
+        super().__init__(nameserver, timeout_ms=timeout_ms, **route)
         self.verify_crc = verify_crc
 
     # -- queues -------------------------------------------------------------------------------

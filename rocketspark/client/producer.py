@@ -22,11 +22,12 @@ import time
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Unpack
 
 from rocketspark.client.base import ClientBase
 from rocketspark.client.fault import LATENCY_MAX_MS, NOT_AVAILABLE_MS, LatencyFaultTolerance
 from rocketspark.client.logical import logical_view
-from rocketspark.client.routes import AUTO_CREATE_TOPIC, write_queues
+from rocketspark.client.routes import AUTO_CREATE_TOPIC, RouteKwargs, write_queues
 from rocketspark.errors import (
     ConnectError,
     InvalidParameterError,
@@ -117,22 +118,12 @@ class Producer(ClientBase):
         max_message_bytes: int = 4 * MiB,
         batch_max_bytes: int = 4 * MiB,
         create_topic_key: str = AUTO_CREATE_TOPIC,
-        poll_interval_ms: int = 30_000,
-        topic_expiry_ms: int = 300_000,
-        not_found_ttl_ms: int = 5_000,
-        route_push: bool = True,
         send_latency_fault_enable: bool = False,
         latency_max_ms: Sequence[int] = LATENCY_MAX_MS,
         not_available_duration_ms: Sequence[int] = NOT_AVAILABLE_MS,
+        **route: Unpack[RouteKwargs],
     ) -> None:
-        super().__init__(
-            nameserver,
-            timeout_ms=send_timeout_ms,
-            poll_interval_ms=poll_interval_ms,
-            topic_expiry_ms=topic_expiry_ms,
-            not_found_ttl_ms=not_found_ttl_ms,
-            route_push=route_push,
-        )
+        super().__init__(nameserver, timeout_ms=send_timeout_ms, **route)
         # RocketMQ's sendLatencyFaultEnable (off by default there too): slow or failed brokers
         # are avoided for a while, by the latency table of rocketspark.client.fault.
         self.fault = (
@@ -336,7 +327,7 @@ class Producer(ClientBase):
     def send(self, message: Message, *, timeout_ms: int | None = None) -> SendResult:
         """Send one message and wait for the broker's acknowledgement."""
         self._check(message)
-        body = encode_send_batch([message])
+        body = encode_send_batch([message_payload(message)])
         pinned = message if message.queue_id is not None or message.sharding_key is not None else None
         return self._send_body(message.topic, body, pinned, False, timeout_ms)
 
@@ -351,7 +342,7 @@ class Producer(ClientBase):
         results: list[SendResult] = []
         for topic, pinned, group in self._groups(messages):
             for chunk in self._chunks(group):
-                body = encode_send_batch([], payloads=chunk)
+                body = encode_send_batch(chunk)
                 results.append(self._send_body(topic, body, pinned, True, timeout_ms))
         return results
 
@@ -402,7 +393,7 @@ class Producer(ClientBase):
         producer and queue, and the broker drops the ones it stored before: resending the same
         numbered messages (a replayed Spark micro-batch) appends nothing twice.
         """
-        body = encode_send_batch([], payloads=payloads)
+        body = encode_send_batch(payloads)
         pin = Message(topic, b"", queue_id=queue_id)
         extra: dict[str, object] | None = {"producerId": producer_id, "seq": sequence} if producer_id else None
         return self._send_body(topic, body, pin, True, timeout_ms, extra)
@@ -422,7 +413,7 @@ class Producer(ClientBase):
         self._check(message)
         info = self.publish_info(message.topic)
         ref = self._pinned(message, info.stable) or self._next(info.queues, None)
-        request = self._request(info, message.topic, ref, encode_send_batch([message]), False)
+        request = self._request(info, message.topic, ref, encode_send_batch([message_payload(message)]), False)
         self.remoting.invoke_oneway(self.broker_address(info.route, ref.broker_name), request)
 
     def close(self) -> None:

@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from rocketspark.client.daemon import DaemonThread
 from rocketspark.errors import RocketSparkError
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
@@ -42,7 +43,7 @@ class RouteSubscriber:
         self._stream: ResponseStream | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread = DaemonThread(self._run, "route-push")
         self.connected = threading.Event()
 
     # -- what to watch ---------------------------------------------------------------------------
@@ -53,7 +54,7 @@ class RouteSubscriber:
             return
         with self._lock:
             self.topics |= new
-        self._ensure_thread()
+        self._thread.ensure()
         if self.nameserver is not None:
             self._send(self.nameserver, RequestCode.SUBSCRIBE_TOPIC_ROUTE, sorted(new))
 
@@ -81,13 +82,6 @@ class RouteSubscriber:
         stream = self._stream
         if stream is not None and self.nameserver != self.cache.current_nameserver:
             stream.cancel()  # the loop reconnects to the new one and moves the topics
-
-    def _ensure_thread(self) -> None:
-        if self._thread is None or not self._thread.is_alive():
-            with self._lock:
-                if self._thread is None or not self._thread.is_alive():
-                    self._thread = threading.Thread(target=self._run, name="route-push", daemon=True)
-                    self._thread.start()
 
     def _run(self) -> None:
         backoff = 0.1

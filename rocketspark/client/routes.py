@@ -16,11 +16,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar, cast
+from typing import TypedDict, TypeVar, cast
 
+from rocketspark.client.daemon import DaemonThread
 from rocketspark.client.route_push import RouteSubscriber
 from rocketspark.errors import (
     ConnectError,
+    InvalidParameterError,
     NoNameServerError,
     NoRouteInfoError,
     RequestTimeoutError,
@@ -86,6 +88,47 @@ def write_queues(route: TopicRouteData, *, writable_only: bool = True) -> list[Q
     ]
 
 
+class RouteKwargs(TypedDict, total=False):
+    """The route-cache keywords ``Producer``, ``Consumer`` and ``Admin`` take (see RouteOptions)."""
+
+    poll_interval_ms: int
+    topic_expiry_ms: int
+    not_found_ttl_ms: int
+    route_push: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RouteOptions:
+    """How a client keeps its routes fresh (the RouteCache docstring explains each)."""
+
+    poll_interval_ms: int = 30_000  # RocketMQ's pollNameServerInterval
+    topic_expiry_ms: int = 300_000
+    not_found_ttl_ms: int = 5_000
+    route_push: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("poll_interval_ms", "topic_expiry_ms"):
+            if getattr(self, name) <= 0:
+                raise InvalidParameterError(
+                    f"{name} must be a positive number of milliseconds, not {getattr(self, name)}"
+                )
+        if self.not_found_ttl_ms < 0:
+            raise InvalidParameterError(
+                f"not_found_ttl_ms must be 0 (no negative cache) or more milliseconds, not {self.not_found_ttl_ms}"
+            )
+
+    @classmethod
+    def of(cls, client: str, options: RouteKwargs) -> RouteOptions:
+        """From a client's keyword arguments; an unknown one is named, with the known ones."""
+        unknown = sorted(set(options) - set(RouteKwargs.__annotations__))
+        if unknown:
+            raise TypeError(
+                f"{client}() got unexpected keyword argument(s) {', '.join(unknown)}; the route options are "
+                f"{', '.join(RouteKwargs.__annotations__)}"
+            )
+        return cls(**options)
+
+
 @dataclass
 class RouteCounters:
     """What the cache did; tests and operators read it."""
@@ -131,19 +174,13 @@ class RouteCache:
 
     def __init__(
         self,
-        nameservers: list[str],
+        nameservers: str | list[str] | tuple[str, ...] | None,
         remoting: RemotingClient,
-        *,
-        poll_interval_ms: int = 30_000,
-        topic_expiry_ms: int = 300_000,
-        not_found_ttl_ms: int = 5_000,
-        route_push: bool = True,
+        options: RouteOptions | None = None,
     ) -> None:
-        self.nameservers = list(nameservers)
+        self.nameservers = resolve_nameservers(nameservers)
         self.remoting = remoting
-        self.poll_interval_ms = poll_interval_ms
-        self.topic_expiry_ms = topic_expiry_ms
-        self.not_found_ttl_ms = not_found_ttl_ms
+        self.options = options = options or RouteOptions()
         self.counters = RouteCounters()
         self._routes: dict[str, TopicRouteData] = {}
         self._missing: dict[str, float] = {}  # topic -> monotonic time the negative entry ends
@@ -154,8 +191,8 @@ class RouteCache:
         self._lock = threading.Lock()
         self._current = random.randrange(len(self.nameservers))
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self.subscriber: RouteSubscriber | None = RouteSubscriber(self) if route_push else None
+        self._refresher = DaemonThread(self._refresh_loop, "route-refresh")
+        self.subscriber: RouteSubscriber | None = RouteSubscriber(self) if options.route_push else None
 
     @property
     def queries(self) -> int:
@@ -167,7 +204,7 @@ class RouteCache:
     def current_nameserver(self) -> str:
         return self.nameservers[self._current % len(self.nameservers)]
 
-    def set_nameservers(self, nameservers: list[str]) -> None:
+    def set_nameservers(self, nameservers: str | list[str]) -> None:
         """A new nameserver list: pick a new sticky one at random; subscriptions move to it."""
         addresses = resolve_nameservers(nameservers)
         if addresses == self.nameservers:
@@ -256,9 +293,9 @@ class RouteCache:
             route = self.fetch(topic)
         except TopicNotExistError:
             with self._lock:
-                self._missing[topic] = time.monotonic() + self.not_found_ttl_ms / 1000
+                self._missing[topic] = time.monotonic() + self.options.not_found_ttl_ms / 1000
             self._watch(topic)  # hear at once when it is created
-            self._ensure_refresher()
+            self._refresher.ensure()
             raise self._not_found(topic) from None
         except ConnectError as exc:
             raise NoRouteInfoError(
@@ -281,7 +318,7 @@ class RouteCache:
             self._used.setdefault(topic, time.monotonic())
         if old is None:
             self._watch(topic)
-        self._ensure_refresher()
+        self._refresher.ensure()
         return route
 
     def derive(self, topic: str, build: Callable[[TopicRouteData], T]) -> T:
@@ -349,24 +386,17 @@ class RouteCache:
 
     # -- background refresh and expiry ----------------------------------------------------------------
 
-    def _ensure_refresher(self) -> None:
-        if self._thread is None or not self._thread.is_alive():
-            with self._lock:
-                if self._thread is None or not self._thread.is_alive():
-                    self._thread = threading.Thread(target=self._refresh_loop, name="route-refresh", daemon=True)
-                    self._thread.start()
-
     def _refresh_loop(self) -> None:
         """Expire every tick, refresh every poll interval. A round that fails is logged and the
         next one runs: if this thread died, routes would silently stop refreshing and expiring."""
-        tick = min(self.poll_interval_ms, max(self.topic_expiry_ms // 4, 50), 1000) / 1000
-        next_poll = time.monotonic() + self.poll_interval_ms / 1000
+        tick = min(self.options.poll_interval_ms, max(self.options.topic_expiry_ms // 4, 50), 1000) / 1000
+        next_poll = time.monotonic() + self.options.poll_interval_ms / 1000
         while not self._stop.wait(tick):
             try:
                 self.expire()
                 if time.monotonic() < next_poll:
                     continue
-                next_poll = time.monotonic() + self.poll_interval_ms / 1000
+                next_poll = time.monotonic() + self.options.poll_interval_ms / 1000
                 for topic in self.cached_topics():
                     if self._stop.is_set():
                         return
@@ -378,7 +408,7 @@ class RouteCache:
 
     def expire(self) -> list[str]:
         """Drop topics unused for ``topic_expiry_ms`` and stop watching them."""
-        cutoff = time.monotonic() - self.topic_expiry_ms / 1000
+        cutoff = time.monotonic() - self.options.topic_expiry_ms / 1000
         now = time.monotonic()
         with self._lock:
             gone = [t for t, used in self._used.items() if used < cutoff]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from rocketspark.client.routes import RouteCache
+from rocketspark.client.routes import RouteCache, RouteOptions
 from rocketspark.errors import NoRouteInfoError, SystemError_
 from rocketspark.protocol.codec import pack
 from rocketspark.protocol.codes import RequestCode, ResponseCode
@@ -55,7 +55,7 @@ class FakeNameserver:
 
 
 def cache(fake: FakeNameserver, **options: Any) -> RouteCache:
-    return RouteCache(["127.0.0.1:9876"], fake, route_push=False, **options)  # type: ignore[arg-type]
+    return RouteCache(["127.0.0.1:9876"], fake, RouteOptions(route_push=False, **options))  # type: ignore[arg-type]
 
 
 def test_lookups_of_new_topics_while_expiry_scans_do_not_break_the_scan() -> None:
