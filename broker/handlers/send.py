@@ -14,10 +14,9 @@ import random
 from functools import partial
 from typing import TYPE_CHECKING
 
-from broker.store.recovery import tag_hash as compute_tag_hash
 from rocketspark.errors import InvalidParameterError, MessageTooLargeError, NoPermissionError, TopicNotExistError
 from rocketspark.protocol import record
-from rocketspark.protocol.codec import decode_send_batch, payload_tags
+from rocketspark.protocol.codec import check_payload, decode_send_batch
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.headers import get_int, get_str
@@ -26,8 +25,6 @@ from rocketspark.protocol.validation import validate_topic_name
 
 if TYPE_CHECKING:
     from broker.server import Broker
-
-_TAG_HASHES: dict[str | None, int] = {None: 0}  # tags repeat; hash each distinct one once
 
 
 def register(broker: Broker) -> None:
@@ -80,16 +77,10 @@ def validate_entries(broker: Broker, body: bytes) -> tuple[int, list[bytes], lis
     limit = broker.config.max_message_bytes
     hashes: list[int] = []
     append = hashes.append
-    cache = _TAG_HASHES
     for index, payload in enumerate(payloads):
-        tags, body_len = payload_tags(payload)
+        tag_hash, body_len = check_payload(payload)
         if body_len > limit:
             raise MessageTooLargeError(_too_large(broker, index, body_len, limit))
-        tag_hash = cache.get(tags)
-        if tag_hash is None:
-            tag_hash = compute_tag_hash(tags)
-            if len(cache) < 4096:
-                cache[tags] = tag_hash
         append(tag_hash)
     return born, payloads, hashes
 

@@ -58,7 +58,8 @@ def _parse(mm: memoryview, pos: int, segment: MappedFile, with_tags: bool) -> Sc
     topic = bytes(mm[pos + record.HEADER_SIZE : pos + record.HEADER_SIZE + tlen]).decode()
     tags = None
     if with_tags:
-        tags = record.decode_payload(mm, pos + record.HEADER_SIZE + tlen, pos + total)[1]
+        tag = record.payload_tag(mm, pos + record.HEADER_SIZE + tlen, pos + total)[0]
+        tags = None if tag is None else tag.decode()
     return ScannedRecord(segment.base + pos, total, topic, qid, qoff, store, tags)
 
 

@@ -327,7 +327,7 @@ class Producer(ClientBase):
     def send(self, message: Message, *, timeout_ms: int | None = None) -> SendResult:
         """Send one message and wait for the broker's acknowledgement."""
         self._check(message)
-        body = encode_send_batch([message])
+        body = encode_send_batch([message_payload(message)])
         pinned = message if message.queue_id is not None or message.sharding_key is not None else None
         return self._send_body(message.topic, body, pinned, False, timeout_ms)
 
@@ -342,7 +342,7 @@ class Producer(ClientBase):
         results: list[SendResult] = []
         for topic, pinned, group in self._groups(messages):
             for chunk in self._chunks(group):
-                body = encode_send_batch([], payloads=chunk)
+                body = encode_send_batch(chunk)
                 results.append(self._send_body(topic, body, pinned, True, timeout_ms))
         return results
 
@@ -393,7 +393,7 @@ class Producer(ClientBase):
         producer and queue, and the broker drops the ones it stored before: resending the same
         numbered messages (a replayed Spark micro-batch) appends nothing twice.
         """
-        body = encode_send_batch([], payloads=payloads)
+        body = encode_send_batch(payloads)
         pin = Message(topic, b"", queue_id=queue_id)
         extra: dict[str, object] | None = {"producerId": producer_id, "seq": sequence} if producer_id else None
         return self._send_body(topic, body, pin, True, timeout_ms, extra)
@@ -413,7 +413,7 @@ class Producer(ClientBase):
         self._check(message)
         info = self.publish_info(message.topic)
         ref = self._pinned(message, info.stable) or self._next(info.queues, None)
-        request = self._request(info, message.topic, ref, encode_send_batch([message]), False)
+        request = self._request(info, message.topic, ref, encode_send_batch([message_payload(message)]), False)
         self.remoting.invoke_oneway(self.broker_address(info.route, ref.broker_name), request)
 
     def close(self) -> None:

@@ -5,20 +5,19 @@ A send body is a msgpack array: the batch's born time, then one payload per mess
     [born_ms: int, [payload: bin, ...]]
 
 where ``payload`` is already the record payload (see :mod:`rocketspark.protocol.record`):
-msgpack ``[body, tags, keys, properties]``. The broker validates each payload's shape and
-stores it unchanged, so a message is encoded once, by its producer.
+a fixed header, then body, tag and msgpack keys/properties. The broker validates each
+payload's layout and stores it unchanged, so a message is encoded once, by its producer.
 """
 
 from __future__ import annotations
 
-import struct
 import time
 from collections.abc import Sequence
 from typing import Any
 
 import msgpack
 
-from rocketspark.protocol.record import NO_TAG, PAYLOAD_HEAD, PAYLOAD_HEAD_SIZE, encode_payload
+from rocketspark.protocol.record import PAYLOAD_HEAD_SIZE, encode_payload, payload_tag, tag_hash
 from rocketspark.protocol.types import Message
 
 
@@ -42,10 +41,9 @@ def message_payload(message: Message) -> bytes:
     return encode_payload(message.body, message.tags, message.keys, message.properties)
 
 
-def encode_send_batch(messages: Sequence[Message], payloads: Sequence[bytes] | None = None) -> bytes:
-    """Body of a SEND_MESSAGE / SEND_BATCH_MESSAGE request."""
-    if payloads is None:
-        payloads = [message_payload(m) for m in messages]
+def encode_send_batch(payloads: Sequence[bytes]) -> bytes:
+    """Body of a SEND_MESSAGE / SEND_BATCH_MESSAGE request, from payloads made by
+    ``message_payload`` (the producer encodes each message once, before batching)."""
     packed: bytes = msgpack.packb([int(time.time() * 1000), payloads], use_bin_type=True)
     return packed
 
@@ -64,31 +62,29 @@ def decode_send_batch(body: bytes) -> tuple[int, list[bytes]]:
     return born, payloads
 
 
-def payload_tags(payload: bytes) -> tuple[str | None, int]:
-    """Validate a payload's layout; return its tag (for the tag hash) and body size.
+def check_payload(payload: bytes) -> tuple[int, int]:
+    """Validate a payload's layout; return its tag hash (for the consume queue) and body size.
 
     A payload that would not decode for a consumer is refused here, so a broken producer
     cannot poison a queue.
     """
     try:
-        body_len, tag_len, ext_len = PAYLOAD_HEAD.unpack_from(payload, 0)
-    except struct.error:
-        raise MalformedBody("message payload is shorter than its 10-byte header") from None
-    tag_bytes = 0 if tag_len == NO_TAG else tag_len
-    if PAYLOAD_HEAD_SIZE + body_len + tag_bytes + ext_len != len(payload):
-        raise MalformedBody("message payload lengths do not add up to its size")
-    tag = None
-    start = PAYLOAD_HEAD_SIZE + body_len
-    if tag_len != NO_TAG:
+        tag, body_len = payload_tag(payload, 0, len(payload))
+    except ValueError as exc:
+        raise MalformedBody(f"message {exc}") from None
+    tag_len = 0
+    if tag is not None:
         try:
-            tag = payload[start : start + tag_len].decode()
+            tag.decode()
         except UnicodeDecodeError:
             raise MalformedBody("message tag is not valid UTF-8") from None
-    if ext_len:
+        tag_len = len(tag)
+    ext_start = PAYLOAD_HEAD_SIZE + body_len + tag_len
+    if ext_start < len(payload):
         try:
-            ext = msgpack.unpackb(payload[start + tag_bytes :], raw=False)
+            ext = msgpack.unpackb(payload[ext_start:], raw=False)
         except Exception as exc:
             raise MalformedBody(f"message keys/properties are not valid msgpack ({type(exc).__name__})") from exc
         if type(ext) is not list or len(ext) != 2 or type(ext[0]) is not list or type(ext[1]) is not dict:
             raise MalformedBody("message keys/properties must be [keys: array, properties: map]")
-    return tag, body_len
+    return tag_hash(tag), body_len

@@ -73,22 +73,26 @@ def encode_payload(body: bytes, tags: str | None, keys: list[str], properties: d
     return _pack_head(len(body), NO_TAG if tags is None else len(tag), len(ext)) + body + tag + ext
 
 
-def decode_payload(
-    buf: bytes | memoryview, pos: int, end: int
-) -> tuple[bytes, str | None, list[str] | None, dict[str, str] | None]:
-    """Split a payload into body, tag, keys and properties (None when absent)."""
+def payload_tag(buf: bytes | memoryview, pos: int, end: int) -> tuple[bytes | None, int]:
+    """The tag (its UTF-8 bytes; None when untagged) and body length of the payload in
+    ``buf[pos:end]``, read from the payload's header: the body is never copied.
+
+    Raises ValueError if the payload is shorter than its header or its lengths do not add up.
+    """
+    if end - pos < PAYLOAD_HEAD_SIZE:
+        raise ValueError(f"payload of {end - pos} bytes is shorter than its {PAYLOAD_HEAD_SIZE}-byte header")
     body_len, tag_len, ext_len = PAYLOAD_HEAD.unpack_from(buf, pos)
-    start = pos + PAYLOAD_HEAD_SIZE
-    stop = start + body_len
-    tag_stop = stop + (0 if tag_len == NO_TAG else tag_len)
+    tag_start = pos + PAYLOAD_HEAD_SIZE + body_len
+    tag_stop = tag_start + (0 if tag_len == NO_TAG else tag_len)
     if tag_stop + ext_len != end:
         raise ValueError(f"payload lengths ({body_len}, {tag_len}, {ext_len}) do not add up to its size")
-    body = bytes(buf[start:stop])
-    tag = None if tag_len == NO_TAG else bytes(buf[stop:tag_stop]).decode()
-    if not ext_len:
-        return body, tag, None, None
-    keys, props = msgpack.unpackb(buf[tag_stop:end])
-    return body, tag, keys, props
+    return (None if tag_len == NO_TAG else bytes(buf[tag_start:tag_stop])), body_len
+
+
+def tag_hash(tag: bytes | None) -> int:
+    """The consume-queue tag code: CRC32 of the tag's UTF-8 bytes, 0 when untagged or empty
+    (the same value as ``broker.store.recovery.tag_hash`` of the tag as a string)."""
+    return zlib.crc32(tag) if tag else 0
 
 
 def encode_record(
@@ -110,10 +114,6 @@ def encode_record(
     )
     total = 12 + len(rest)
     return PREFIX.pack(total, RECORD_MAGIC, zlib.crc32(rest)) + rest
-
-
-def record_size(topic_bytes_len: int, payload_len: int) -> int:
-    return HEADER_SIZE + topic_bytes_len + payload_len
 
 
 def encode_blank(size: int) -> bytes:

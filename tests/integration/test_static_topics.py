@@ -275,7 +275,7 @@ def test_bad_static_topic_requests_get_clear_errors(static_cluster: Callable[...
         NotLeaderForQueueError,
         TopicExistAlreadyError,
     )
-    from rocketspark.protocol.codec import encode_send_batch
+    from rocketspark.protocol.codec import encode_send_batch, message_payload
     from rocketspark.protocol.codes import RequestCode
     from rocketspark.protocol.command import RemotingCommand
     from rocketspark.remoting.client import RemotingClient, check
@@ -306,7 +306,7 @@ def test_bad_static_topic_requests_get_clear_errors(static_cluster: Callable[...
     stale = RemotingCommand.request(
         RequestCode.SEND_MESSAGE,
         {"topic": topic, "logicQueueId": 0, "epoch": old_epoch},
-        encode_send_batch([Message(topic, b"stale")]),
+        encode_send_batch([message_payload(Message(topic, b"stale"))]),
     )
     client = RemotingClient()
     try:

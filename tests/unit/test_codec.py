@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import gc
 import threading
+import zlib
 
 import msgpack
 import pytest
 
-from rocketspark.protocol.codec import MalformedBody, decode_send_batch, encode_send_batch, payload_tags
+from broker.store.recovery import tag_hash
+from rocketspark.protocol.codec import (
+    MalformedBody,
+    check_payload,
+    decode_send_batch,
+    encode_send_batch,
+    message_payload,
+)
 from rocketspark.protocol.codes import Flag, RequestCode, ResponseCode
 from rocketspark.protocol.command import MalformedCommand, RemotingCommand
 from rocketspark.protocol.record import RecordCorrupted, encode_payload, encode_record, msg_id
@@ -47,11 +55,12 @@ def test_oneway_flag_is_a_bit_of_flag() -> None:
 
 
 def test_a_send_batch_decodes_to_its_born_time_and_payloads() -> None:
-    body = encode_send_batch([Message("t", b"a", tags="x", keys=["k"]), Message("t", b"bb")])
-    born, payloads = decode_send_batch(body)
-    assert born > 0 and len(payloads) == 2
-    assert payload_tags(payloads[0]) == ("x", 1)
-    assert payload_tags(payloads[1]) == (None, 2)
+    messages = [Message("t", b"a", tags="x", keys=["k"]), Message("t", b"bb"), Message("t", b"ccc", tags="")]
+    born, payloads = decode_send_batch(encode_send_batch([message_payload(m) for m in messages]))
+    assert born > 0 and len(payloads) == 3
+    # the consume queue's tag hashes must never change: stored queues hold them
+    assert [check_payload(p) for p in payloads] == [(tag_hash("x"), 1), (0, 2), (0, 3)]
+    assert tag_hash("x") == zlib.crc32(b"x") == 0x8CDC1683
 
 
 @pytest.mark.parametrize(
@@ -75,7 +84,7 @@ def test_a_malformed_send_batch_is_rejected(body: bytes) -> None:
 )
 def test_a_malformed_message_payload_is_rejected(payload: bytes) -> None:
     with pytest.raises(MalformedBody):
-        payload_tags(payload)
+        check_payload(payload)
 
 
 def _records(n: int) -> bytes:
