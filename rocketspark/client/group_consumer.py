@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rocketspark.client.allocate import STRATEGIES, consistent_hash
+from rocketspark.client.allocate import STRATEGIES
 from rocketspark.client.consumer import Consumer
 from rocketspark.client.route_push import new_client_id
 from rocketspark.errors import InvalidParameterError, RocketSparkError
@@ -86,7 +86,6 @@ class GroupConsumer:
         self.consumer = Consumer(nameserver)
         self.members: list[str] = []
         self.workers: dict[QueueKey, _Worker] = {}
-        self.rebalances = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -105,8 +104,8 @@ class GroupConsumer:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(10)
-        for key in list(self.workers):
-            self._release(key)
+        with self._lock:
+            self._release(list(self.workers))
         self._each_broker(RequestCode.UNREGISTER_CLIENT, {"consumerGroup": self.group, "clientId": self.client_id})
         self.consumer.close()
 
@@ -161,7 +160,6 @@ class GroupConsumer:
         while not self._stop.wait(self.heartbeat_interval_s):
             try:
                 changed = self._heartbeat()
-                self.consumer.routes.expire()
                 if changed or time.monotonic() >= next_rebalance:
                     self._rebalance()
                     next_rebalance = time.monotonic() + self.rebalance_interval_s
@@ -171,14 +169,13 @@ class GroupConsumer:
     # -- rebalance -----------------------------------------------------------------------------
 
     def _share(self, topic: str) -> list[int]:
-        queues = list(range(len(self.consumer.queues(topic))))
+        """This member's queues of ``topic``. The strategies allocate the queues' names (what
+        RocketMQ's MessageQueue prints, and what consistent hashing hashes), in id order."""
         if not self.members:
             return []
-        if self.strategy == "consistent_hash":
-            return consistent_hash(self.client_id, queues, self.members, key=lambda q: queue_name(topic, q))
-        strategy = STRATEGIES[self.strategy]
-        result: list[int] = strategy(self.client_id, queues, self.members)
-        return result
+        queues = {queue_name(topic, q): q for q in range(len(self.consumer.queues(topic)))}
+        chosen: list[str] = STRATEGIES[self.strategy](self.client_id, list(queues), self.members)
+        return [queues[name] for name in chosen]
 
     def _rebalance(self) -> None:
         with self._lock:
@@ -189,11 +186,9 @@ class GroupConsumer:
                 except RocketSparkError as exc:
                     log.warning("group %s: cannot rebalance %s: %s", self.group, topic, exc)
                     wanted |= {k for k in self.workers if k[0] == topic}  # keep what we have
-            for key in sorted(set(self.workers) - wanted):
-                self._release(key)
+            self._release(sorted(set(self.workers) - wanted))
             for key in sorted(wanted - set(self.workers)):
                 self._acquire(key)
-            self.rebalances += 1
 
     def _start_offset(self, key: QueueKey) -> int:
         committed = self.consumer.committed_offset(self.group, *key)
@@ -216,14 +211,16 @@ class GroupConsumer:
         self.workers[key] = worker
         worker.thread.start()
 
-    def _release(self, key: QueueKey) -> None:
-        worker = self.workers.pop(key, None)
-        if worker is None:
-            return
-        worker.stop.set()
-        if worker.thread is not None:
-            worker.thread.join(10)
-        self._commit(worker)
+    def _release(self, keys: list[QueueKey]) -> None:
+        """Stop the queues' workers and commit where each got to. Every worker is told to stop
+        before any is waited for, so releasing many costs one long poll, not one each."""
+        workers = [w for w in (self.workers.pop(key, None) for key in keys) if w is not None]
+        for worker in workers:
+            worker.stop.set()
+        for worker in workers:
+            if worker.thread is not None:
+                worker.thread.join(10)
+            self._commit(worker)
 
     def _commit(self, worker: _Worker) -> None:
         if worker.offset == worker.committed:
@@ -243,14 +240,32 @@ class GroupConsumer:
                 result = self.consumer.pull(
                     topic, queue_id, worker.offset, self.max_messages, tags=self.tags, long_poll_ms=500
                 )
-            except RocketSparkError as exc:
-                log.debug("group %s: pull %s/%s failed: %s", self.group, topic, queue_id, exc)
+            except Exception as exc:  # a thread that ended here would leave its queue unread
+                if isinstance(exc, RocketSparkError):
+                    log.debug("group %s: pull %s/%s failed: %s", self.group, topic, queue_id, exc)
+                else:
+                    log.exception("group %s: pull %s/%s failed; retrying", self.group, topic, queue_id)
                 worker.stop.wait(backoff)
                 backoff = min(backoff * 2, 2.0)
                 continue
-            backoff = 0.05
             if result.messages:
-                self.handler(result.messages)
+                try:
+                    self.handler(result.messages)
+                except Exception:
+                    # At-least-once: the offset stays, so the same messages are handed over
+                    # again after the backoff (as RocketMQ suspends an orderly queue).
+                    log.exception(
+                        "group %s: the handler failed on %s/%s at offset %d; retrying in %.2f s",
+                        self.group,
+                        topic,
+                        queue_id,
+                        worker.offset,
+                        backoff,
+                    )
+                    worker.stop.wait(backoff)
+                    backoff = min(backoff * 2, 2.0)
+                    continue
+            backoff = 0.05
             if result.status is not PullStatus.NO_NEW_MSG or result.next_offset != worker.offset:
                 worker.offset = result.next_offset
             if time.monotonic() - last_commit >= self.commit_interval_s:
