@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import queue
 import shutil
 import signal
 import string
@@ -24,11 +25,14 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
+
+from rocketspark.configfile import from_mapping
 
 READY_TIMEOUT_S = 60.0
 
@@ -64,30 +68,50 @@ class ServerProcess:
     log_path: Path
     process: subprocess.Popen[str] | None = None
     address: str = ""
+    ready_timeout_s: float = READY_TIMEOUT_S
 
     def start(self, env: dict[str, str] | None = None) -> str:
+        """Start the child and wait, at most ``ready_timeout_s``, for its readiness line."""
         log = open(self.log_path, "a")  # noqa: SIM115 - lives as long as the child
         self.process = subprocess.Popen(
             self.args, stdout=subprocess.PIPE, stderr=log, text=True, env=env, start_new_session=True
         )
         log.close()
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        assert self.process.stdout is not None
-        while time.monotonic() < deadline:
-            line = self.process.stdout.readline()
-            if not line:
+        lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        threading.Thread(target=self._read_stdout, args=(self.process, lines), daemon=True).start()
+        deadline = time.monotonic() + self.ready_timeout_s
+        why = f"did not print its readiness line within {self.ready_timeout_s:g} s"
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = lines.get(timeout=left)  # a child hanging before its first line cannot hang us
+            except queue.Empty:
+                break
+            if line is None:
+                try:
+                    why = f"exited with status {self.process.wait(5)} before it was ready"
+                except subprocess.TimeoutExpired:
+                    why = "closed its output before it was ready"
                 break
             if " ready on " in line:
                 self.address = line.rsplit(" ready on ", 1)[1].strip()
-                threading.Thread(target=self._drain, daemon=True).start()
                 return self.address
         self.kill()
-        raise ClusterError(f"{self.name} did not start; its log {self.log_path} ends with:\n{self.tail()}")
+        raise ClusterError(f"{self.name} {why}; its log {self.log_path} ends with:\n{self.tail()}")
 
-    def _drain(self) -> None:
-        if self.process is not None and self.process.stdout is not None:
-            for _ in self.process.stdout:
-                pass
+    @staticmethod
+    def _read_stdout(process: subprocess.Popen[str], lines: queue.SimpleQueue[str | None]) -> None:
+        """Hand stdout lines over until the readiness line (None: the child closed stdout),
+        then keep draining the pipe so that the child never blocks writing to it."""
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.put(line)
+            if " ready on " in line:
+                break
+        else:
+            lines.put(None)
+            return
+        for _ in process.stdout:
+            pass
 
     def tail(self, lines: int = 30) -> str:
         try:
@@ -120,13 +144,16 @@ class ServerProcess:
             self.process.wait(10)
 
 
+StopServer = Callable[[Any, Any, list[Any]], Awaitable[None]]  # broker.server.stop, nameserver.server.stop
+
+
 @dataclass
 class _InProcess:
     """All servers on one event loop in a daemon thread."""
 
     loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.new_event_loop)
     thread: threading.Thread | None = None
-    servers: dict[str, tuple[Any, Any, list[Any]]] = field(default_factory=dict)
+    servers: dict[str, tuple[Any, Any, list[Any], StopServer]] = field(default_factory=dict)
 
     def start(self) -> None:
         self.thread = threading.Thread(target=self.loop.run_forever, name="local-cluster", daemon=True)
@@ -172,8 +199,7 @@ class LocalCluster:
         self.brokers: dict[str, str] = {}  # name -> address
         self._procs: dict[str, ServerProcess] = {}
         self._inproc: _InProcess | None = None
-        self._ports: dict[str, int] = {}
-        self.started = False
+        self._ports: dict[str, int] = {}  # every broker ever started: a restart reuses its port
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -189,25 +215,15 @@ class LocalCluster:
         except BaseException:
             self.stop()
             raise
-        self.started = True
         return self
 
     def stop(self) -> None:
         for name in list(self.brokers):
             self.stop_broker(name)
-        if self.processes:
-            proc = self._procs.pop("nameserver", None)
-            if proc is not None:
-                proc.stop()
-        elif self._inproc is not None:
-            entry = self._inproc.servers.pop("nameserver", None)
-            if entry is not None:
-                from nameserver.server import stop as stop_nameserver
-
-                self._inproc.run(stop_nameserver(*entry))
+        self._stop_server("nameserver")
+        if self._inproc is not None:
             self._inproc.close()
             self._inproc = None
-        self.started = False
         if self._own_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
@@ -224,29 +240,15 @@ class LocalCluster:
     def _start_nameserver(self) -> None:
         values = {"listen_host": "127.0.0.1", "listen_port": 0, **self.nameserver_config}
         if self.processes:
-            conf = self.data_dir / "nameserver.toml"
-            write_toml(conf, values)
-            proc = ServerProcess(
-                "nameserver",
-                [sys.executable, "-m", "nameserver", "--conf", str(conf)],
-                self.data_dir / "nameserver.log",
-            )
-            self.nameserver = proc.start(self._child_env())
-            self._procs["nameserver"] = proc
+            self.nameserver = self._start_process("nameserver", "nameserver", values)
             return
+        from nameserver import server
         from nameserver.config import NameServerConfig
-        from nameserver.server import create_server, start
 
-        assert self._inproc is not None
-        config = NameServerConfig(**values)
-
-        async def boot() -> str:
-            server, _port, ns = create_server(config)
-            tasks = await start(server, ns)
-            self._inproc.servers["nameserver"] = (server, ns, tasks)  # type: ignore[union-attr]
-            return ns.address
-
-        self.nameserver = self._inproc.run(boot())
+        config = from_mapping(NameServerConfig, values, "nameserver config")
+        self.nameserver = self._start_inproc(
+            "nameserver", lambda: server.create_server(config), server.start, server.stop
+        )
 
     # -- brokers ------------------------------------------------------------------------------
 
@@ -263,51 +265,24 @@ class LocalCluster:
 
     def start_broker(self, name: str | None = None) -> str:
         """Start a broker (a new one, or one that was stopped or killed, on its old port)."""
-        name = name or broker_names(len(self.brokers) + len(set(self._ports) - set(self.brokers)) + 1)[-1]
+        name = name or broker_names(len(self._ports) + 1)[-1]
         values = self.broker_values(name)
         if self.processes:
-            conf = self.data_dir / f"{name}.toml"
-            write_toml(conf, values)
-            proc = ServerProcess(
-                name, [sys.executable, "-m", "broker", "--conf", str(conf)], self.data_dir / f"{name}.log"
-            )
-            address = proc.start(self._child_env())
-            self._procs[name] = proc
+            address = self._start_process(name, "broker", values)
         else:
-            address = self._start_broker_inproc(values)
+            from broker import server
+            from broker.config import BrokerConfig
+
+            config = from_mapping(BrokerConfig, values, f"broker {name} config")
+            address = self._start_inproc(name, lambda: server.create_server(config), server.start, server.stop)
         self.brokers[name] = address
         self._ports[name] = int(address.rsplit(":", 1)[1])
-        return address
-
-    def _start_broker_inproc(self, values: dict[str, Any]) -> str:
-        from broker.config import BrokerConfig
-        from broker.server import create_server, start
-
-        assert self._inproc is not None
-        config = BrokerConfig(**values)
-
-        async def boot() -> str:
-            server, _port, broker = create_server(config)
-            tasks = await start(server, broker)
-            self._inproc.servers[config.broker_name] = (server, broker, tasks)  # type: ignore[union-attr]
-            return broker.address
-
-        address: str = self._inproc.run(boot())
         return address
 
     def stop_broker(self, name: str) -> None:
         """Stop a broker cleanly (it unregisters and flushes)."""
         self.brokers.pop(name, None)
-        if self.processes:
-            proc = self._procs.pop(name, None)
-            if proc is not None:
-                proc.stop()
-        elif self._inproc is not None:
-            entry = self._inproc.servers.pop(name, None)
-            if entry is not None:
-                from broker.server import stop as stop_broker
-
-                self._inproc.run(stop_broker(*entry))
+        self._stop_server(name)
 
     def kill_broker(self, name: str) -> None:
         """SIGKILL a broker process, as a crash would (``processes=True`` only)."""
@@ -319,14 +294,51 @@ class LocalCluster:
             proc.kill()
 
     def broker_pid(self, name: str) -> int | None:
+        """A broker's process id (``processes=True``), e.g. to SIGSTOP it in a test."""
         proc = self._procs.get(name)
         return proc.pid if proc else None
 
-    def broker_object(self, name: str) -> Any:
-        """The in-process Broker object (for white-box checks in tests and notebooks)."""
-        if self._inproc is None or name not in self._inproc.servers:
-            raise ClusterError(f"no in-process broker named {name}")
-        return self._inproc.servers[name][1]
+    # -- one server, either way ---------------------------------------------------------------
+
+    def _start_process(self, name: str, module: str, values: dict[str, Any]) -> str:
+        """``python -m <module>`` with ``values`` as its TOML config; return its address."""
+        conf = self.data_dir / f"{name}.toml"
+        write_toml(conf, values)
+        proc = ServerProcess(name, [sys.executable, "-m", module, "--conf", str(conf)], self.data_dir / f"{name}.log")
+        address = proc.start(self._child_env())
+        self._procs[name] = proc
+        return address
+
+    def _start_inproc(
+        self,
+        name: str,
+        create: Callable[[], tuple[Any, int, Any]],
+        start: Callable[[Any, Any], Awaitable[list[Any]]],
+        stop: StopServer,
+    ) -> str:
+        """Create and start a server on the shared event loop; return its address."""
+        inproc = self._inproc
+        assert inproc is not None
+
+        async def boot() -> str:
+            server, _port, owner = create()
+            tasks = await start(server, owner)
+            inproc.servers[name] = (server, owner, tasks, stop)
+            return str(owner.address)
+
+        address: str = inproc.run(boot())
+        return address
+
+    def _stop_server(self, name: str) -> None:
+        if self.processes:
+            proc = self._procs.pop(name, None)
+            if proc is not None:
+                proc.stop()
+        elif self._inproc is not None:
+            running = self._inproc.servers.pop(name, None)
+            if running is not None:
+                server, owner, tasks, stop = running
+                self._inproc.run(stop(server, owner, tasks))
 
     def _child_env(self) -> dict[str, str]:
         env = dict(os.environ)
