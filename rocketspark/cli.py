@@ -22,6 +22,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from rocketspark.cluster import ClusterError
+from rocketspark.configfile import ConfigError
 from rocketspark.errors import RocketSparkError
 from rocketspark.protocol.types import Perm
 
@@ -306,6 +308,9 @@ def main(argv: list[str] | None = None) -> int:
         result = args.func(args)
     except RocketSparkError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
+        return 1
+    except (ConfigError, ClusterError, OSError) as exc:  # a bad setting; a port or directory unusable
+        print(f"error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

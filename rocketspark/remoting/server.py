@@ -214,7 +214,10 @@ def create_server(dispatcher: Dispatcher, host: str, port: int) -> tuple[aio.Ser
     """Build (not start) a grpc.aio server bound to ``host:port``; port 0 picks a free one."""
     server = aio.server(options=list(service.SERVER_OPTIONS))
     server.add_generic_rpc_handlers((dispatcher.generic_handler(),))
-    bound = server.add_insecure_port(f"{host}:{port}")
+    try:
+        bound = server.add_insecure_port(f"{host}:{port}")
+    except RuntimeError:  # how grpc.aio reports a failed bind (older versions returned 0)
+        bound = 0
     if bound == 0:
         raise OSError(f"{dispatcher.server_name} cannot listen on {host}:{port}: address in use or not available")
     return server, bound

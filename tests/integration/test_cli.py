@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -72,3 +74,26 @@ def test_cluster_up_serves_until_ctrl_c_and_stops_cleanly(tmp_path: object) -> N
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0
     assert "stopped cleanly" in out
+
+
+def test_cluster_up_with_a_bad_setting_prints_one_line(tmp_path: Path) -> None:
+    def up(*args: str) -> str:
+        done = subprocess.run(
+            [*CLI, "cluster", "up", "--brokers", "1", *args], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+        return done.stderr.strip().splitlines()[-1]  # gRPC's own log lines may come first
+
+    assert up("--port", "70000") == "error: nameserver config: listen_port 70000 is not a port number (0-65535)"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert (
+            up("--port", str(port))
+            == f"error: nameserver cannot listen on 127.0.0.1:{port}: address in use or not available"
+        )
+    (tmp_path / "file").write_text("")
+    assert up("--port", "0", "--data-dir", str(tmp_path / "file" / "store")).startswith(
+        "error: [Errno 20] Not a directory"
+    )
