@@ -193,7 +193,3 @@ def error_for_response(code: int, remark: str, error_name: str | None = None) ->
     if base is ServerError:
         err.details["code"] = code
     return err
-
-
-def code_of(exc: BaseException) -> int:
-    return exc.code if isinstance(exc, RocketSparkError) else int(ResponseCode.SYSTEM_ERROR)

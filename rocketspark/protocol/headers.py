@@ -44,7 +44,3 @@ def get_bool(cmd: RemotingCommand, key: str, default: Any = _MISSING) -> bool:
 
 def get_list(cmd: RemotingCommand, key: str, default: Any = _MISSING) -> list[Any]:
     return _get(cmd, key, list, default)
-
-
-def get_dict(cmd: RemotingCommand, key: str, default: Any = _MISSING) -> dict[str, Any]:
-    return _get(cmd, key, dict, default)
