@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import pytest
@@ -50,7 +50,7 @@ def test_a_client_cancelling_a_stream_is_not_an_error(caplog: pytest.LogCaptureF
 
     async def cancel_after_one() -> None:
         stream = dispatcher.stream(RemotingCommand.request(RequestCode.PULL_MESSAGE).encode(), CONTEXT)
-        assert isinstance(stream, AsyncIterator)
+        assert isinstance(stream, AsyncGenerator)
         await anext(stream)
         await stream.aclose()  # what grpc.aio does when the client cancels
 
@@ -87,7 +87,7 @@ def test_a_push_stream_needs_a_client_id_and_reports_its_close() -> None:
     async def open_push_close() -> RemotingCommand:
         raw = RemotingCommand.request(RequestCode.OPEN_PUSH_STREAM, {"clientId": "c1"}).encode()
         stream = dispatcher.stream(raw, CONTEXT)
-        assert isinstance(stream, AsyncIterator)
+        assert isinstance(stream, AsyncGenerator)
         first = asyncio.ensure_future(anext(stream))
         await asyncio.sleep(0.01)
         assert hub.is_open("c1") and hub.open_count == 1
