@@ -8,46 +8,75 @@ Readers (the consumer, the Spark connector) therefore handle both kinds with one
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rocketspark.client.routes import read_queues
-from rocketspark.protocol.mapping import LogicQueueMappingItem
+from rocketspark.errors import ConnectError
+from rocketspark.protocol.mapping import LogicQueueMappingItem, find_item, next_item
 from rocketspark.protocol.types import TopicRouteData
 
 
 @dataclass(frozen=True, slots=True)
 class Segment:
-    """One physical queue of a logical queue, with RocketMQ's offset formulas."""
+    """One physical queue of a logical queue: its mapping item, which carries RocketMQ's
+    offset formulas, and the address of its broker."""
 
-    broker_name: str
+    item: LogicQueueMappingItem
     address: str | None  # None when the broker is not in the route right now
-    queue_id: int  # physical queue id on the broker
-    gen: int
-    logic_offset: int
-    start_offset: int = 0
-    end_offset: int = -1  # physical end, exclusive; -1 while open
 
-    @classmethod
-    def of(cls, item: LogicQueueMappingItem, address: str | None) -> Segment:
-        return cls(item.bname, address, item.queue_id, item.gen, item.logic_offset, item.start_offset, item.end_offset)
+    @property
+    def broker_name(self) -> str:
+        return self.item.bname
+
+    @property
+    def queue_id(self) -> int:
+        """Physical queue id on the broker."""
+        return self.item.queue_id
+
+    @property
+    def gen(self) -> int:
+        return self.item.gen
+
+    @property
+    def logic_offset(self) -> int:
+        return self.item.logic_offset
+
+    @property
+    def start_offset(self) -> int:
+        return self.item.start_offset
+
+    @property
+    def end_offset(self) -> int:
+        """Physical end, exclusive; -1 while open."""
+        return self.item.end_offset
 
     @property
     def sealed(self) -> bool:
-        return self.end_offset >= 0
+        return self.item.sealed
 
     @property
     def offset_delta(self) -> int:
-        return self.logic_offset - self.start_offset
-
-    def physical(self, logical: int) -> int:
-        return logical - self.logic_offset + self.start_offset
-
-    def logical(self, physical: int) -> int:
-        return self.logic_offset + (physical - self.start_offset)
+        return self.item.offset_delta
 
     @property
     def logical_end(self) -> int | None:
-        return self.logical(self.end_offset) if self.sealed else None
+        return self.item.logical_end
+
+    def physical(self, logical: int) -> int:
+        return self.item.physical(logical)
+
+    def logical(self, physical: int) -> int:
+        return self.item.logical(physical)
+
+    def require_address(self, topic: str) -> str:
+        """The broker's address; a broker missing from the route is reported the same way
+        wherever it is needed (ConnectError: it may be down, a fresh route may have it back)."""
+        if self.address is None:
+            raise ConnectError(
+                f"broker {self.broker_name}, which holds {topic} from logical offset {self.logic_offset}, is not "
+                "registered with the nameserver; is it down?"
+            )
+        return self.address
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +86,10 @@ class LogicalQueue:
     segments: tuple[Segment, ...]  # oldest first; the last one is open unless a remap is under way
     epoch: int
     static: bool
+    items: list[LogicQueueMappingItem] = field(init=False, repr=False, compare=False)  # the segments' items
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "items", [s.item for s in self.segments])
 
     @property
     def leader(self) -> Segment | None:
@@ -64,21 +97,16 @@ class LogicalQueue:
             return self.segments[-1]
         return None
 
+    def _segment_of(self, item: LogicQueueMappingItem) -> Segment:
+        return next(s for s in self.segments if s.item is item)
+
     def segment_for(self, logical: int) -> Segment:
         """The last segment starting at or before ``logical``, else the first one."""
-        chosen = self.segments[0]
-        for segment in self.segments:
-            if segment.logic_offset <= logical:
-                chosen = segment
-            else:
-                break
-        return chosen
+        return self._segment_of(find_item(self.items, logical))
 
     def next_after(self, segment: Segment) -> Segment | None:
-        for index, candidate in enumerate(self.segments):
-            if candidate.gen == segment.gen and candidate.broker_name == segment.broker_name:
-                return self.segments[index + 1] if index + 1 < len(self.segments) else None
-        return None
+        following = next_item(self.items, segment.item)
+        return self._segment_of(following) if following is not None else None
 
     def after_end(self, segment: Segment) -> int:
         """Where reading continues once a sealed segment is exhausted."""
@@ -97,7 +125,7 @@ def logical_view(route: TopicRouteData) -> list[LogicalQueue]:
             LogicalQueue(
                 route.topic,
                 logical_id,
-                tuple(Segment.of(item, route.address_of(item.bname)) for item in mapping.items(logical_id)),
+                tuple(Segment(item, route.address_of(item.bname)) for item in mapping.items(logical_id)),
                 mapping.epoch,
                 True,
             )
@@ -107,7 +135,7 @@ def logical_view(route: TopicRouteData) -> list[LogicalQueue]:
         LogicalQueue(
             route.topic,
             index,
-            (Segment(ref.broker_name, route.address_of(ref.broker_name), ref.queue_id, 0, 0),),
+            (_whole_queue(route, ref.broker_name, ref.queue_id),),
             0,
             False,
         )
@@ -117,6 +145,10 @@ def logical_view(route: TopicRouteData) -> list[LogicalQueue]:
 
 def physical_queue(route: TopicRouteData, broker_name: str, queue_id: int) -> LogicalQueue:
     """One broker's physical queue seen as a queue of its own (explicit addressing)."""
-    return LogicalQueue(
-        route.topic, queue_id, (Segment(broker_name, route.address_of(broker_name), queue_id, 0, 0),), 0, False
-    )
+    return LogicalQueue(route.topic, queue_id, (_whole_queue(route, broker_name, queue_id),), 0, False)
+
+
+def _whole_queue(route: TopicRouteData, broker_name: str, queue_id: int) -> Segment:
+    """A normal topic's queue as the one open segment of a logical queue, from offset 0."""
+    item = LogicQueueMappingItem(gen=0, queue_id=queue_id, bname=broker_name, logic_offset=0)
+    return Segment(item, route.address_of(broker_name))

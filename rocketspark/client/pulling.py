@@ -90,11 +90,7 @@ def plan_pull(
     end = segment.logical_end
     if end is not None and offset >= end:
         return PullResult(PullStatus.NO_MATCHED_MSG, [], queue.after_end(segment), UNKNOWN, UNKNOWN)
-    if segment.address is None:
-        raise NoRouteInfoError(
-            f"broker {segment.broker_name}, which holds logical queue {queue.queue_id} of {queue.topic} from offset "
-            f"{segment.logic_offset}, is not registered with the nameserver; is it down?"
-        )
+    address = segment.require_address(queue.topic)
     physical = segment.physical(offset)
     count = max_messages if not segment.sealed else max(1, min(max_messages, segment.end_offset - physical))
     ext = segment_request_ext(queue, segment)
@@ -104,7 +100,7 @@ def plan_pull(
     if wanted:
         ext["tags"] = wanted
     request = RemotingCommand.request(RequestCode.PULL_MESSAGE, ext)
-    return PullPlan(queue, segment, offset, segment.address, request, wanted, timeout_ms + long_poll_ms)
+    return PullPlan(queue, segment, offset, address, request, wanted, timeout_ms + long_poll_ms)
 
 
 def next_logical(plan: PullPlan, next_physical: int) -> int:

@@ -89,8 +89,8 @@ def test_draining_spreads_queues_over_the_least_loaded_brokers() -> None:
 
 def _queue() -> LogicalQueue:
     segments = (
-        Segment("a", "127.0.0.1:1", 0, 0, 0, 0, 20),
-        Segment("b", "127.0.0.1:2", 0, 1, 10_000),
+        Segment(item(0, "a", 0, 0, end=20), "127.0.0.1:1"),
+        Segment(item(1, "b", 0, 10_000), "127.0.0.1:2"),
     )
     return LogicalQueue("t", 0, segments, 7, True)
 
