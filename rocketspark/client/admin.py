@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from rocketspark.client import static_admin
-from rocketspark.client.base import ClientBase
 from rocketspark.client.logical import LogicalQueue, logical_view
+from rocketspark.client.offsets import QueueClient
 from rocketspark.client.static_admin import RemapResult
-from rocketspark.errors import BrokerNotExistError, InvalidParameterError, RocketSparkError, TopicNotExistError
+from rocketspark.client.topic_stats import TopicStats, fetch_topic_stats, queue_bounds, segment_state, segment_stats
+from rocketspark.errors import BrokerNotExistError, InvalidParameterError, TopicNotExistError
 from rocketspark.protocol.codec import unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
@@ -54,10 +55,6 @@ class QueueStatus:
         return self.segments[-1].broker_name if self.segments else ""
 
     @property
-    def physical_queue_id(self) -> int:
-        return self.segments[-1].queue_id if self.segments else -1
-
-    @property
     def messages(self) -> int:
         return self.max_offset - self.min_offset
 
@@ -74,19 +71,10 @@ class ConsumerProgress:
         return self.broker_offset - max(self.consumer_offset, 0)
 
 
-def _queue_status(queue: LogicalQueue, stats: dict[str, dict[int, dict[str, int]]]) -> QueueStatus:
+def _queue_status(queue: LogicalQueue, stats: TopicStats) -> QueueStatus:
     segments = []
-    last_store = 0
-    empty = {"min": 0, "max": 0, "lastStoreMs": 0}
     for segment in queue.segments:
-        row = stats.get(segment.broker_name, {}).get(segment.queue_id, empty)
-        low, high = row["min"], row["max"]
-        if not segment.sealed:
-            state = SegmentState.NORMAL
-        elif low >= segment.end_offset:
-            state = SegmentState.EXPIRED
-        else:
-            state = SegmentState.READ_ONLY
+        row = segment_stats(segment, stats)
         segments.append(
             SegmentStatus(
                 segment.broker_name,
@@ -94,24 +82,17 @@ def _queue_status(queue: LogicalQueue, stats: dict[str, dict[int, dict[str, int]
                 segment.gen,
                 segment.logic_offset,
                 segment.logical_end,
-                state,
-                low,
-                high,
+                segment_state(segment, row),
+                row.min_offset,
+                row.max_offset,
             )
         )
-        last_store = max(last_store, row["lastStoreMs"])
-    live = [s for s in segments if s.state is not SegmentState.EXPIRED]
-    first = live[0] if live else None
-    low_logical = first.logical_start + first.min_offset if first else 0
-    last = segments[-1] if segments else None
-    if last is not None and last.state is SegmentState.NORMAL:
-        high_logical = last.logical_start + last.max_offset
-    else:
-        high_logical = last.logical_end or 0 if last else 0
-    return QueueStatus(queue.queue_id, low_logical, high_logical, last_store, tuple(segments))
+    low, high = queue_bounds(queue, stats)
+    last_store = max((segment_stats(s, stats).last_store_ms for s in queue.segments), default=0)
+    return QueueStatus(queue.queue_id, low, high, last_store, tuple(segments))
 
 
-class Admin(ClientBase):
+class Admin(QueueClient):
     # -- cluster ------------------------------------------------------------------------------
 
     def cluster_list(self) -> dict[str, Any]:
@@ -205,14 +186,7 @@ class Admin(ClientBase):
         """Per logical queue: min/max offset, newest store time, and each segment's broker,
         physical queue, logical range and state (Normal, ReadOnly, Expired)."""
         route = self.topic_route(topic)
-        stats: dict[str, dict[int, dict[str, int]]] = {}
-        for broker in route.brokers:
-            request = RemotingCommand.request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic})
-            try:
-                rows = unpack(self.call(broker.address, request).body)
-            except RocketSparkError:
-                rows = []  # a broker that lost the topic: its segments show as empty
-            stats[broker.broker_name] = {r["queueId"]: r for r in rows}
+        stats = fetch_topic_stats(self, route)
         return [_queue_status(queue, stats) for queue in logical_view(route)]
 
     def create_static_topic(self, topic: str, queues: int = 8, *, brokers: list[str] | None = None) -> RemapResult:
@@ -243,17 +217,17 @@ class Admin(ClientBase):
         return results
 
     def consumer_progress(self, group: str, topic: str) -> list[ConsumerProgress]:
-        """The group's committed offset and lag per (logical) queue."""
-        from rocketspark.client.consumer import Consumer
-
-        with Consumer(self.nameservers, timeout_ms=self.timeout_ms) as consumer:
-            out = []
-            for queue in consumer.queues(topic):
-                high = consumer.max_offset(topic, queue.queue_id)
-                committed = consumer.committed_offset(group, topic, queue.queue_id)
-                broker = queue.segments[-1].broker_name if queue.segments else ""
-                out.append(ConsumerProgress(queue.queue_id, broker, high, -1 if committed is None else committed))
-            return out
+        """The group's committed offset and lag per (logical) queue: the max offsets come from
+        one stats request per broker, the committed ones from each queue's broker."""
+        out = []
+        for status in self.topic_status(topic):
+            committed = self.committed_offset(group, topic, status.queue_id)
+            out.append(
+                ConsumerProgress(
+                    status.queue_id, status.broker_name, status.max_offset, -1 if committed is None else committed
+                )
+            )
+        return out
 
     # -- brokers ------------------------------------------------------------------------------
 

@@ -15,31 +15,21 @@ topic is out of date is told so by the broker and re-reads the route before retr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import Future
-from typing import TypeVar, Unpack
+from typing import Unpack
 
-from rocketspark.client.base import ClientBase
-from rocketspark.client.logical import LogicalQueue, Segment, logical_view, physical_queue
-from rocketspark.client.pulling import PullPlan, finish_pull, next_logical, parse_tags, plan_pull, segment_request_ext
+from rocketspark.client.offsets import STALE, QueueClient
+from rocketspark.client.pulling import PullPlan, finish_pull, next_logical, parse_tags, plan_pull
 from rocketspark.client.routes import RouteKwargs
-from rocketspark.errors import (
-    ConnectError,
-    InvalidParameterError,
-    MappingStaleError,
-    NotLeaderForQueueError,
-    TopicNotExistError,
-)
-from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.errors import ConnectError, TopicNotExistError
+from rocketspark.protocol.codes import ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.types import PullResult, PullStatus
 from rocketspark.remoting.client import DEFAULT_TIMEOUT_MS
 
-T = TypeVar("T")
-_STALE = (MappingStaleError, NotLeaderForQueueError)
 
-
-class Consumer(ClientBase):
+class Consumer(QueueClient):
     def __init__(
         self,
         nameserver: str | list[str] | None = None,
@@ -50,30 +40,6 @@ class Consumer(ClientBase):
     ) -> None:
         super().__init__(nameserver, timeout_ms=timeout_ms, **route)
         self.verify_crc = verify_crc
-
-    # -- queues -------------------------------------------------------------------------------
-
-    def queues(self, topic: str) -> list[LogicalQueue]:
-        """The topic's logical queues; ``queue_id`` indexes this list."""
-        return self.routes.derive(topic, logical_view)  # built once per route, not per pull
-
-    def queue(self, topic: str, queue_id: int, broker_name: str | None = None) -> LogicalQueue:
-        if broker_name is not None:
-            return physical_queue(self.routes.get(topic), broker_name, queue_id)
-        view = self.queues(topic)
-        if not 0 <= queue_id < len(view):
-            raise InvalidParameterError(
-                f'queue {queue_id} does not exist: topic "{topic}" has {len(view)} queues (0-{len(view) - 1})'
-            )
-        return view[queue_id]
-
-    def _retrying(self, topic: str, action: Callable[[], T]) -> T:
-        """Run ``action``; on a stale mapping or a moved broker, re-read the route and retry once."""
-        try:
-            return action()
-        except (*_STALE, ConnectError, TopicNotExistError):
-            self.routes.invalidate(topic)
-        return action()
 
     def _send(self, plan: PullPlan) -> PullResult:
         response = self.remoting.invoke(plan.address, plan.request, plan.budget_ms)
@@ -135,12 +101,9 @@ class Consumer(ClientBase):
         budget = timeout_ms or self.timeout_ms
 
         def plan_at(offset: int) -> PullPlan | PullResult:
-            def make() -> PullPlan | PullResult:
-                queue = self.queue(topic, queue_id, broker_name)
-                span = batch if end is None else max(1, min(batch, end - offset))
-                return plan_pull(queue, offset, span, max_bytes=max_bytes, wanted=wanted, timeout_ms=budget)
-
-            return self._retrying(topic, make)
+            queue = self.queue(topic, queue_id, broker_name)
+            span = batch if end is None else max(1, min(batch, end - offset))
+            return plan_pull(queue, offset, span, max_bytes=max_bytes, wanted=wanted, timeout_ms=budget)
 
         offset = start
         plan = plan_at(offset)
@@ -163,7 +126,7 @@ class Consumer(ClientBase):
                         following = (ahead, self._dispatch(ahead))
                 try:
                     result = finish_pull(plan, response, verify=self.verify_crc)
-                except _STALE:
+                except STALE:
                     self.routes.invalidate(topic)
                     plan = plan_at(offset)
                     pending = self._dispatch(plan)
@@ -219,19 +182,15 @@ class Consumer(ClientBase):
                             yield result
                 offset = queue.after_end(segment)
                 continue
-
-            def make(at: int = offset) -> PullPlan | PullResult:
-                return plan_pull(
-                    self.queue(topic, queue_id),
-                    at,
-                    max_messages,
-                    max_bytes=max_bytes,
-                    wanted=wanted,
-                    long_poll_ms=window_ms,
-                    timeout_ms=self.timeout_ms,
-                )
-
-            plan = self._retrying(topic, make)
+            plan = plan_pull(
+                queue,
+                offset,
+                max_messages,
+                max_bytes=max_bytes,
+                wanted=wanted,
+                long_poll_ms=window_ms,
+                timeout_ms=self.timeout_ms,
+            )
             if isinstance(plan, PullResult):
                 if plan.status is PullStatus.OFFSET_ILLEGAL:
                     yield plan
@@ -248,115 +207,13 @@ class Consumer(ClientBase):
                     offset = result.next_offset
                     if result.messages:
                         yield result
-            except _STALE:
+            except STALE:
                 self.routes.invalidate(topic)  # the segment was sealed under us: re-read the mapping
             except (ConnectError, TopicNotExistError):
                 self.routes.invalidate(topic)
                 raise
             finally:
                 responses.cancel()
-
-    # -- offsets ------------------------------------------------------------------------------
-
-    def _segment_offset(self, queue: LogicalQueue, segment: Segment, code: int, **extra: object) -> int:
-        if segment.address is None:
-            raise ConnectError(f"broker {segment.broker_name} is not registered; cannot read {queue.topic}")
-        ext = {"topic": queue.topic, "queueId": segment.queue_id, **extra}
-        response = self.call(segment.address, RemotingCommand.request(code, ext))
-        return int(response.ext["offset"])
-
-    def min_offset(self, topic: str, queue_id: int, *, broker_name: str | None = None) -> int:
-        """The earliest logical offset still stored (expired segments are skipped)."""
-
-        def find() -> int:
-            queue = self.queue(topic, queue_id, broker_name)
-            for segment in queue.segments:
-                low = self._segment_offset(queue, segment, RequestCode.GET_MIN_OFFSET)
-                if not segment.sealed or low < segment.end_offset:
-                    return segment.logical(low)
-            return self.max_offset(topic, queue_id, broker_name=broker_name)
-
-        return self._retrying(topic, find)
-
-    def max_offset(self, topic: str, queue_id: int, *, broker_name: str | None = None) -> int:
-        """One past the newest message: the logical offset the next message gets (or a later one,
-        after a remap)."""
-
-        def find() -> int:
-            queue = self.queue(topic, queue_id, broker_name)
-            leader = queue.leader
-            if leader is not None:
-                return leader.logical(self._segment_offset(queue, leader, RequestCode.GET_MAX_OFFSET))
-            last = queue.segments[-1] if queue.segments else None
-            return last.logical_end or 0 if last else 0
-
-        return self._retrying(topic, find)
-
-    def offset_for_timestamp(
-        self, topic: str, queue_id: int, timestamp_ms: int, *, broker_name: str | None = None
-    ) -> int:
-        """The first logical offset stored at or after ``timestamp_ms`` (the max offset if none)."""
-
-        def find() -> int:
-            queue = self.queue(topic, queue_id, broker_name)
-            for segment in queue.segments:
-                found = self._segment_offset(
-                    queue, segment, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, timestamp=timestamp_ms
-                )
-                if not segment.sealed or found < segment.end_offset:
-                    low = self._segment_offset(queue, segment, RequestCode.GET_MIN_OFFSET)
-                    return segment.logical(max(found, low))
-            return self.max_offset(topic, queue_id, broker_name=broker_name)
-
-        return self._retrying(topic, find)
-
-    def commit_offset(
-        self, group: str, topic: str, queue_id: int, offset: int, *, broker_name: str | None = None
-    ) -> None:
-        """Store the group's progress. A static topic's is logical, kept by the queue's leader."""
-
-        def commit() -> None:
-            queue = self.queue(topic, queue_id, broker_name)
-            segment = queue.leader or queue.segments[-1]
-            ext = segment_request_ext(queue, segment)
-            ext.update(consumerGroup=group, commitOffset=offset)
-            if queue.static:
-                ext.update(queueId=queue.queue_id, logical=True)
-            self.call(_address(segment), RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, ext))
-
-        self._retrying(topic, commit)
-
-    def committed_offset(self, group: str, topic: str, queue_id: int, *, broker_name: str | None = None) -> int | None:
-        """The group's committed offset, or None if it never committed one.
-
-        For a static topic the newest segment's broker is asked first, then the brokers of
-        older segments, so progress committed before a remap is still found after it.
-        """
-
-        def query() -> int | None:
-            queue = self.queue(topic, queue_id, broker_name)
-            seen: set[str] = set()
-            for segment in reversed(queue.segments):
-                if segment.broker_name in seen:
-                    continue
-                seen.add(segment.broker_name)
-                ext = segment_request_ext(queue, segment)
-                ext["consumerGroup"] = group
-                if queue.static:
-                    ext.update(queueId=queue.queue_id, logical=True)
-                request = RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, ext)
-                response = self.call(_address(segment), request, None, ResponseCode.QUERY_NOT_FOUND)
-                if response.code != ResponseCode.QUERY_NOT_FOUND:
-                    return int(response.ext["offset"])
-            return None
-
-        return self._retrying(topic, query)
-
-
-def _address(segment: Segment) -> str:
-    if segment.address is None:
-        raise ConnectError(f"broker {segment.broker_name} is not registered with the nameserver; is it down?")
-    return segment.address
 
 
 def _trim(result: PullResult, end: int | None) -> PullResult:
