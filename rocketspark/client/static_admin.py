@@ -59,16 +59,25 @@ class _State:
         return max((d.total_queues for d in self.details.values() if d.epoch == self.epoch), default=0)
 
 
-def read_state(admin: Admin, topic: str) -> _State:
-    brokers = admin.brokers()
+def _topic_config(admin: Admin, address: str, topic: str) -> dict[str, Any] | None:
+    """A broker's config of the topic, with its mapping detail if static; None if it has none."""
+    try:
+        response = admin.call(address, RemotingCommand.request(RequestCode.GET_TOPIC_CONFIG, {"topic": topic}))
+    except TopicNotExistError:
+        return None
+    body: dict[str, Any] = unpack(response.body)
+    return body
+
+
+def read_state(admin: Admin, topic: str, brokers: dict[str, str] | None = None) -> _State:
+    """The topic as every registered broker (``brokers``, else asked for now) has it."""
+    brokers = admin.brokers() if brokers is None else brokers
     details: dict[str, TopicQueueMappingDetail] = {}
     normal: list[str] = []
     for name, address in sorted(brokers.items()):
-        try:
-            response = admin.call(address, RemotingCommand.request(RequestCode.GET_TOPIC_CONFIG, {"topic": topic}))
-        except TopicNotExistError:
+        body = _topic_config(admin, address, topic)
+        if body is None:
             continue
-        body: dict[str, Any] = unpack(response.body)
         if body.get("mapping"):
             details[name] = TopicQueueMappingDetail.from_wire(body["mapping"])
         else:
@@ -152,7 +161,7 @@ def remap_static_topic(
     if queues and to_broker is None:
         raise InvalidParameterError("remapping queues needs to_broker, the broker that takes them over")
     moves = {q: to_broker for q in queues or [] if to_broker and current.get(q) and current[q][-1].bname != to_broker}
-    return _apply(admin, state, current, {q: b for q, b in moves.items() if b}, total_queues or total, to_broker)
+    return _apply(admin, state, current, moves, total_queues or total, to_broker)
 
 
 def _apply(
@@ -212,7 +221,10 @@ def drain_broker(admin: Admin, broker: str, topics: list[str] | None) -> list[Re
         topics = sorted(c["name"] for c in unpack(response.body))
     results = []
     for topic in topics:
-        state = read_state(admin, topic)
+        here = _topic_config(admin, brokers[broker], topic)
+        if here is None or not here.get("mapping"):
+            continue  # not a static topic on this broker: it leads none of its queues
+        state = read_state(admin, topic, brokers)
         if not state.exists:
             continue
         current = state.queues()
