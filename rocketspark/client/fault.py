@@ -26,7 +26,6 @@ ROCKETMQ_5X_NOT_AVAILABLE_MS = (0, 0, 2000, 5000, 6000, 10_000, 30_000)
 
 @dataclass
 class FaultItem:
-    broker_name: str
     latency_ms: float
     available_at: float  # monotonic seconds
 
@@ -53,7 +52,7 @@ class LatencyFaultTolerance:
             latency_ms = max(latency_ms, self.latency_max_ms[-1])  # a failure is the worst latency
         duration = self.unavailable_ms(latency_ms)
         with self._lock:
-            self._items[broker_name] = FaultItem(broker_name, latency_ms, time.monotonic() + duration / 1000)
+            self._items[broker_name] = FaultItem(latency_ms, time.monotonic() + duration / 1000)
 
     def available(self, broker_name: str) -> bool:
         item = self._items.get(broker_name)
@@ -67,7 +66,3 @@ class LatencyFaultTolerance:
             brokers,
             key=lambda b: (self._items[b].available_at, self._items[b].latency_ms) if b in self._items else (0.0, 0.0),
         )
-
-    def remove(self, broker_name: str) -> None:
-        with self._lock:
-            self._items.pop(broker_name, None)

@@ -194,10 +194,6 @@ class RouteCache:
         self._refresher = DaemonThread(self._refresh_loop, "route-refresh")
         self.subscriber: RouteSubscriber | None = RouteSubscriber(self) if options.route_push else None
 
-    @property
-    def queries(self) -> int:
-        return self.counters.queries
-
     # -- nameserver calls ------------------------------------------------------------------------
 
     @property
@@ -380,9 +376,6 @@ class RouteCache:
     def missing_topics(self) -> list[str]:
         with self._lock:
             return list(self._missing)
-
-    def watched_topics(self) -> list[str]:
-        return sorted(set(self._routes) | set(self._missing))
 
     # -- background refresh and expiry ----------------------------------------------------------------
 
