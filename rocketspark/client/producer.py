@@ -18,6 +18,7 @@ from __future__ import annotations
 import concurrent.futures
 import itertools
 import logging
+import threading
 import time
 import zlib
 from collections.abc import Sequence
@@ -29,6 +30,7 @@ from rocketspark.client.fault import LATENCY_MAX_MS, NOT_AVAILABLE_MS, LatencyFa
 from rocketspark.client.logical import logical_view
 from rocketspark.client.routes import AUTO_CREATE_TOPIC, RouteKwargs, write_queues
 from rocketspark.errors import (
+    ClientError,
     ConnectError,
     InvalidParameterError,
     MappingStaleError,
@@ -135,7 +137,9 @@ class Producer(ClientBase):
         self.batch_max_bytes = batch_max_bytes
         self.create_topic_key = create_topic_key
         self._round_robin = itertools.count()
-        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None  # send_async's, made on first use
+        self._executor_lock = threading.Lock()
+        self._accepting = True  # False once close() began: send_async refuses instead of making a new pool
 
     # -- routes ---------------------------------------------------------------------------------
 
@@ -404,9 +408,13 @@ class Producer(ClientBase):
 
     def send_async(self, message: Message, *, timeout_ms: int | None = None) -> concurrent.futures.Future[SendResult]:
         """Send without blocking; the future resolves to the SendResult or the error."""
-        if self._executor is None:
-            self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="producer")
-        return self._executor.submit(self.send, message, timeout_ms=timeout_ms)
+        with self._executor_lock:
+            if not self._accepting:
+                raise ClientError("this producer is closed; send_async needs an open Producer (create a new one)")
+            if self._executor is None:
+                self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="producer")
+            executor = self._executor
+        return executor.submit(self.send, message, timeout_ms=timeout_ms)
 
     def send_oneway(self, message: Message) -> None:
         """Send without waiting for any answer: fastest, and a failure goes unnoticed."""
@@ -417,6 +425,10 @@ class Producer(ClientBase):
         self.remoting.invoke_oneway(self.broker_address(info.route, ref.broker_name), request)
 
     def close(self) -> None:
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
+        """Wait for the sends already handed to ``send_async``, then close the connections."""
+        with self._executor_lock:
+            self._accepting = False
+            executor = self._executor
+        if executor is not None:
+            executor.shutdown(wait=True)
         super().close()
