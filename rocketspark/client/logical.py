@@ -98,7 +98,7 @@ class LogicalQueue:
         return None
 
     def _segment_of(self, item: LogicQueueMappingItem) -> Segment:
-        return next(s for s in self.segments if s.item is item)
+        return self.segments[self.items.index(item)]
 
     def segment_for(self, logical: int) -> Segment:
         """The last segment starting at or before ``logical``, else the first one."""
