@@ -107,6 +107,21 @@ def publish_info_of(route: TopicRouteData) -> PublishInfo:
     return PublishInfo(route, [t for t in stable if t and t.broker_name in writable], stable, None)
 
 
+def chunk_payloads(payloads: list[bytes], max_bytes: int) -> list[list[bytes]]:
+    """Encoded payloads, in order, in runs whose send request stays within ``max_bytes`` (a
+    payload larger than that goes alone). The same payloads and limit always give the same
+    runs, which the Spark sink relies on to number a replayed micro-batch's messages alike."""
+    chunks: list[list[bytes]] = [[]]
+    size = 0
+    for payload in payloads:
+        if chunks[-1] and size + len(payload) > max_bytes:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(payload)
+        size += len(payload) + 16  # with its share of the request's framing
+    return chunks
+
+
 class Producer(ClientBase):
     """Synchronous-first producer; ``send_async`` and ``send_oneway`` for the other two modes."""
 
@@ -345,7 +360,7 @@ class Producer(ClientBase):
         """
         results: list[SendResult] = []
         for topic, pinned, group in self._groups(messages):
-            for chunk in self._chunks(group):
+            for chunk in chunk_payloads(group, self.batch_max_bytes):
                 body = encode_send_batch(chunk)
                 results.append(self._send_body(topic, body, pinned, True, timeout_ms))
         return results
@@ -369,17 +384,6 @@ class Producer(ClientBase):
             pinned = message if key[1] is not None else None
             groups.setdefault(key, (pinned, []))[1].append(message_payload(message))
         return [(topic, pinned, payloads) for (topic, _), (pinned, payloads) in groups.items()]
-
-    def _chunks(self, payloads: list[bytes]) -> list[list[bytes]]:
-        chunks: list[list[bytes]] = [[]]
-        size = 0
-        for payload in payloads:
-            if chunks[-1] and size + len(payload) > self.batch_max_bytes:
-                chunks.append([])
-                size = 0
-            chunks[-1].append(payload)
-            size += len(payload) + 16
-        return chunks
 
     def send_to_queue(
         self,
