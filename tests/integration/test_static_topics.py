@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+import zlib
+from collections.abc import Callable
+from typing import NamedTuple
 
 import pytest
 
@@ -75,24 +77,30 @@ def layout(status: list[QueueStatus], q: int) -> list[tuple[str, str]]:
     return [(s.broker_name, s.state.value) for s in status[q].segments]
 
 
+class Scenario(NamedTuple):
+    cluster: LocalCluster
+    ns: str
+    topic: str
+    ledger: Ledger
+
+
 @pytest.fixture
-def static_cluster(make_cluster: Callable[..., LocalCluster]) -> Iterator[Callable[..., LocalCluster]]:
-    def make(brokers: int, **config: object) -> LocalCluster:
-        return make_cluster(brokers=brokers, broker_config=dict(config))
+def static_topic(make_cluster: Callable[..., LocalCluster]) -> Callable[..., Scenario]:
+    """Start the scenario every test here begins with: two brokers with the given broker
+    config, a static topic of QUEUES logical queues spread over them (queues 0, 2 on
+    broker-a; 1, 3 on broker-b) and an empty ledger."""
 
-    yield make
+    def make(topic: str, **config: object) -> Scenario:
+        cluster = make_cluster(brokers=2, broker_config=dict(config))
+        with Admin(cluster.nameserver) as admin:
+            admin.create_static_topic(topic, QUEUES, brokers=["broker-a", "broker-b"])
+        return Scenario(cluster, cluster.nameserver, topic, Ledger(topic))
+
+    return make
 
 
-def create(ns: str, topic: str, brokers: list[str]) -> None:
-    with Admin(ns) as admin:
-        admin.create_static_topic(topic, QUEUES, brokers=brokers)
-
-
-def test_migrate_a_queue_while_messages_are_produced(static_cluster: Callable[..., LocalCluster]) -> None:
-    cluster = static_cluster(2)
-    ns, topic = cluster.nameserver, "migrate-live"
-    create(ns, topic, ["broker-a", "broker-b"])  # queues 0, 2 on broker-a; 1, 3 on broker-b
-    ledger = Ledger(topic)
+def test_migrate_a_queue_while_messages_are_produced(static_topic: Callable[..., Scenario]) -> None:
+    _, ns, topic, ledger = static_topic("migrate-live")  # queues 0, 2 on broker-a; 1, 3 on broker-b
     stop = threading.Event()
     errors: list[BaseException] = []
 
@@ -115,23 +123,20 @@ def test_migrate_a_queue_while_messages_are_produced(static_cluster: Callable[..
     worker.join(30)
     assert not errors, errors
 
-    assert result.moved == [(0, "broker-a", "broker-b", result.moved[0][3])]
-    new_start = result.moved[0][3]
-    assert new_start % 10_000 == 0 and new_start > 0
-    before = [o for o, _ in ledger.sent[0] if o < new_start]
-    after = [o for o, _ in ledger.sent[0] if o >= new_start]
-    assert before and after and after[0] == new_start  # offsets continue after the gap, never reused
+    before = [o for o, _ in ledger.sent[0] if o < 10_000]
+    after = [o for o, _ in ledger.sent[0] if o >= 10_000]
+    assert 0 < len(before) < 5_000 and before == list(range(len(before)))
+    # The new segment opens at the next 10,000 block at least half a block past the old end.
+    assert result.moved == [(0, "broker-a", "broker-b", 10_000)]
+    assert after == list(range(10_000, 10_000 + len(after))) and after  # dense after the gap, never reused
     status = check(ns, ledger)
     assert layout(status, 0) == [("broker-a", "ReadOnly"), ("broker-b", "Normal")]
     assert status[0].segments[0].logical_end == before[-1] + 1
     assert layout(status, 1) == [("broker-b", "Normal")]
 
 
-def test_let_the_old_segment_expire(static_cluster: Callable[..., LocalCluster]) -> None:
-    cluster = static_cluster(2, **EXPIRING)
-    ns, topic = cluster.nameserver, "expire"
-    create(ns, topic, ["broker-a", "broker-b"])
-    ledger = Ledger(topic)
+def test_let_the_old_segment_expire(static_topic: Callable[..., Scenario]) -> None:
+    cluster, ns, topic, ledger = static_topic("expire", **EXPIRING)
     with Producer(ns) as producer:
         ledger.produce(producer, 20)
         with Admin(ns) as admin:
@@ -162,12 +167,9 @@ def _roll_and_age(producer: Producer, cluster: LocalCluster) -> None:
 
 
 def test_migrate_back_to_the_first_broker_before_the_old_segment_expired(
-    static_cluster: Callable[..., LocalCluster],
+    static_topic: Callable[..., Scenario],
 ) -> None:
-    cluster = static_cluster(2)
-    ns, topic = cluster.nameserver, "back-early"
-    create(ns, topic, ["broker-a", "broker-b"])
-    ledger = Ledger(topic)
+    _, ns, topic, ledger = static_topic("back-early")
     with Producer(ns) as producer, Admin(ns) as admin:
         ledger.produce(producer, 10)
         admin.remap_static_topic(topic, [0], "broker-b")
@@ -182,12 +184,9 @@ def test_migrate_back_to_the_first_broker_before_the_old_segment_expired(
 
 
 def test_migrate_back_to_the_first_broker_after_the_old_segment_expired(
-    static_cluster: Callable[..., LocalCluster],
+    static_topic: Callable[..., Scenario],
 ) -> None:
-    cluster = static_cluster(2, **EXPIRING)
-    ns, topic = cluster.nameserver, "back-late"
-    create(ns, topic, ["broker-a", "broker-b"])
-    ledger = Ledger(topic)
+    cluster, ns, topic, ledger = static_topic("back-late", **EXPIRING)
     with Producer(ns) as producer, Admin(ns) as admin:
         ledger.produce(producer, 10)
         admin.remap_static_topic(topic, [0], "broker-b")
@@ -203,11 +202,8 @@ def test_migrate_back_to_the_first_broker_after_the_old_segment_expired(
     assert status[0].segments[-1].queue_id >= 2  # a new physical queue, not the expired one
 
 
-def test_take_a_broker_offline_by_draining_it(static_cluster: Callable[..., LocalCluster]) -> None:
-    cluster = static_cluster(2)
-    ns, topic = cluster.nameserver, "drain"
-    create(ns, topic, ["broker-a", "broker-b"])
-    ledger = Ledger(topic)
+def test_take_a_broker_offline_by_draining_it(static_topic: Callable[..., Scenario]) -> None:
+    _, ns, _, ledger = static_topic("drain")
     with Producer(ns) as producer, Admin(ns) as admin:
         ledger.produce(producer, 10)
         results = admin.drain_broker("broker-b")
@@ -220,11 +216,8 @@ def test_take_a_broker_offline_by_draining_it(static_cluster: Callable[..., Loca
     assert all(s.segments[-1].broker_name == "broker-a" for s in status)
 
 
-def test_add_a_new_broker_and_move_some_queues_to_it(static_cluster: Callable[..., LocalCluster]) -> None:
-    cluster = static_cluster(2)
-    ns, topic = cluster.nameserver, "scale-out"
-    create(ns, topic, ["broker-a", "broker-b"])
-    ledger = Ledger(topic)
+def test_add_a_new_broker_and_move_some_queues_to_it(static_topic: Callable[..., Scenario]) -> None:
+    cluster, ns, topic, ledger = static_topic("scale-out")
     with Producer(ns) as producer:
         ledger.produce(producer, 10)
         cluster.start_broker("broker-c")
@@ -238,12 +231,9 @@ def test_add_a_new_broker_and_move_some_queues_to_it(static_cluster: Callable[..
 
 
 def test_a_killed_broker_holding_a_sealed_segment_serves_it_after_restart(
-    static_cluster: Callable[..., LocalCluster],
+    static_topic: Callable[..., Scenario],
 ) -> None:
-    cluster = static_cluster(2)
-    ns, topic = cluster.nameserver, "crash"
-    create(ns, topic, ["broker-a", "broker-b"])
-    ledger = Ledger(topic)
+    cluster, ns, topic, ledger = static_topic("crash")
     with Producer(ns) as producer, Admin(ns) as admin:
         ledger.produce(producer, 10)
         admin.remap_static_topic(topic, [0, 2], "broker-b")  # broker-a now holds only sealed segments
@@ -254,21 +244,41 @@ def test_a_killed_broker_holding_a_sealed_segment_serves_it_after_restart(
     assert layout(status, 0) == [("broker-a", "ReadOnly"), ("broker-b", "Normal")]
 
 
-def test_raising_the_queue_count_keeps_every_existing_queue(static_cluster: Callable[..., LocalCluster]) -> None:
-    cluster = static_cluster(2)
-    ns, topic = cluster.nameserver, "raise"
-    create(ns, topic, ["broker-a", "broker-b"])
+def test_keys_keep_their_queue_across_a_move_and_follow_hash_mod_n_after_raising_it(
+    static_topic: Callable[..., Scenario],
+) -> None:
+    _, ns, topic, _ = static_topic("raise")
+    keys = [f"user-{i}" for i in range(16)]
+    expected: dict[int, list[bytes]] = {q: [] for q in range(6)}
+
+    def send_keyed(producer: Producer, label: str, queues: int) -> None:
+        for key in keys:
+            body = f"{label}:{key}".encode()
+            logical = zlib.crc32(key.encode()) % queues  # what the README promises: hash(key) % N
+            assert producer.send(Message(topic, body, sharding_key=key)).queue_id == logical, key
+            expected[logical].append(body)
+
     with Producer(ns) as producer, Admin(ns) as admin:
-        keyed = {f"user-{i}": producer.send(Message(topic, b"x", sharding_key=f"user-{i}")).queue_id for i in range(8)}
+        send_keyed(producer, "before", QUEUES)
+        admin.remap_static_topic(topic, [0, 2], "broker-b")  # the producer's cached mapping is now stale
+        send_keyed(producer, "moved", QUEUES)  # same key, same logical queue, on its new broker
         result = admin.remap_static_topic(topic, total_queues=6)
         assert [q for q, _ in result.added] == [4, 5]
         assert len(admin.topic_status(topic)) == 6
+        # N itself changed, so keys spread over 6 queues once the producer has the new route
+        # (pushed to it within about a second).
+        eventually(lambda: producer.queue_count(topic) == 6, timeout_s=5)
+        send_keyed(producer, "raised", 6)
         for q in range(6):
             assert producer.send(Message(topic, b"y", queue_id=q)).queue_id == q
-    assert set(keyed.values()) <= set(range(QUEUES))
+    with Consumer(ns) as consumer:
+        for q in range(6):
+            stored = [body for _, body in read_all(consumer, topic, q) if body != b"y"]
+            assert stored == expected[q], f"logical queue {q} holds other keyed messages than were routed to it"
+    assert {q for q in range(QUEUES) if expected[q]} == set(range(QUEUES))  # the keys did cover every queue
 
 
-def test_bad_static_topic_requests_get_clear_errors(static_cluster: Callable[..., LocalCluster]) -> None:
+def test_bad_static_topic_requests_get_clear_errors(static_topic: Callable[..., Scenario]) -> None:
     from rocketspark.errors import (
         BrokerNotExistError,
         InvalidParameterError,
@@ -280,9 +290,7 @@ def test_bad_static_topic_requests_get_clear_errors(static_cluster: Callable[...
     from rocketspark.protocol.command import RemotingCommand
     from rocketspark.remoting.client import RemotingClient, check
 
-    cluster = static_cluster(2)
-    ns, topic = cluster.nameserver, "strict"
-    create(ns, topic, ["broker-a", "broker-b"])
+    cluster, ns, topic, _ = static_topic("strict")
     with Admin(ns) as admin:
         with pytest.raises(BrokerNotExistError, match=r"unknown broker.*broker-z"):
             admin.remap_static_topic(topic, [0], "broker-z")
@@ -320,11 +328,26 @@ def test_bad_static_topic_requests_get_clear_errors(static_cluster: Callable[...
         assert producer.send(Message(topic, b"fresh", queue_id=0)).broker_name == "broker-b"
 
 
-def test_a_consumer_with_a_stale_mapping_is_corrected_not_misled(static_cluster: Callable[..., LocalCluster]) -> None:
-    cluster = static_cluster(2)
-    ns, topic = cluster.nameserver, "stale-reader"
-    create(ns, topic, ["broker-a", "broker-b"])
-    with Producer(ns) as producer, Consumer(ns) as consumer:
+def test_a_consumer_with_a_stale_mapping_is_corrected_not_misled(
+    static_topic: Callable[..., Scenario], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rocketspark.protocol.codes import RequestCode, ResponseCode
+    from rocketspark.protocol.command import RemotingCommand
+
+    cluster, ns, topic, _ = static_topic("stale-reader")
+    # No push and no refresh: the consumer's mapping stays the old one until a broker says so.
+    stale_consumer = Consumer(ns, route_push=False, poll_interval_ms=3_600_000)
+    answers: list[tuple[str, int]] = []  # (broker address, response code) of every pull
+    invoke = stale_consumer.remoting.invoke
+
+    def recording(address: str, request: RemotingCommand, *args: object, **kwargs: object) -> RemotingCommand:
+        response = invoke(address, request, *args, **kwargs)  # type: ignore[arg-type]
+        if request.code == RequestCode.PULL_MESSAGE:
+            answers.append((address, response.code))
+        return response
+
+    monkeypatch.setattr(stale_consumer.remoting, "invoke", recording)
+    with Producer(ns) as producer, stale_consumer as consumer:
         for i in range(5):
             producer.send(Message(topic, f"old-{i}".encode(), queue_id=0))
         assert [m.queue_offset for m in consumer.pull(topic, 0, 0, 100).messages] == [0, 1, 2, 3, 4]
@@ -336,8 +359,12 @@ def test_a_consumer_with_a_stale_mapping_is_corrected_not_misled(static_cluster:
             producer.send(Message(topic, f"new-{i}".encode(), queue_id=0))
         # The consumer still holds the old mapping; broker-a refuses to read past the seal,
         # the consumer re-reads the route and continues in the new segment.
+        answers.clear()
         gap = consumer.pull(topic, 0, 5, 100)
         assert gap.messages == [] and gap.next_offset == 10_000
+        # broker-a answered MAPPING_STALE (not NOT_LEADER, not an empty read); the retry after
+        # re-reading the route planned the gap without asking anyone
+        assert answers == [(cluster.brokers["broker-a"], ResponseCode.MAPPING_STALE)]
         tail = consumer.pull(topic, 0, gap.next_offset, 100)
         assert [(m.queue_offset, m.body) for m in tail.messages] == [
             (10_000 + i, f"new-{i}".encode()) for i in range(3)
