@@ -74,11 +74,15 @@ def test_async_and_oneway_sends_arrive(shared_cluster: LocalCluster, topic_name:
     with Admin(ns) as admin:
         admin.create_topic(topic_name, queues=1, brokers=["broker-a"])
     with Producer(ns) as producer:
-        futures = [producer.send_async(Message(topic_name, b"async")) for _ in range(10)]
-        assert all(f.result(10).queue_offset >= 0 for f in futures)
+        futures = [producer.send_async(Message(topic_name, f"async-{i}".encode())) for i in range(10)]
+        results = [f.result(10) for f in futures]
+        assert sorted(r.queue_offset for r in results) == list(range(10))  # each stored once, one queue
         producer.send_oneway(Message(topic_name, b"oneway"))
     with Consumer(ns) as consumer:
         eventually(lambda: consumer.max_offset(topic_name, 0) == 11)
+        stored = {m.queue_offset: m.body for m in consumer.pull(topic_name, 0, 0, max_messages=20).messages}
+    assert [stored[r.queue_offset] for r in results] == [f"async-{i}".encode() for i in range(10)]  # each its own
+    assert stored[10] == b"oneway"
 
 
 def test_the_tag_filter_returns_only_matching_messages(shared_cluster: LocalCluster, topic_name: str) -> None:
