@@ -23,34 +23,52 @@ def test_every_acknowledged_message_survives_sigkill_with_the_same_offsets(
     with Admin(ns) as admin:
         admin.create_topic(topic_name, queues=2)
     acked: list[tuple[int, int, bytes]] = []  # (queue, offset, body) in acknowledgement order
+    per_worker = [0, 0, 0]  # messages acknowledged to each worker
+    unexpected: list[str] = []  # a worker that stopped for any reason but the kill
     stop = threading.Event()
+    killed = threading.Event()
 
     def produce(worker: int) -> None:
-        with Producer(ns, retry_times_when_send_failed=0, send_timeout_ms=2000) as producer:
-            i = 0
-            while not stop.is_set():
-                body = f"w{worker}-{i:06d}".encode() * 8
-                try:
-                    if i % 10 == 0:
-                        results = producer.send_batch([Message(topic_name, body + bytes([k])) for k in range(5)])
-                        for r in results:
+        try:
+            with Producer(ns, retry_times_when_send_failed=0, send_timeout_ms=2000) as producer:
+                i = 0
+                while not stop.is_set():
+                    body = f"w{worker}-{i:06d}".encode() * 8
+                    try:
+                        if i % 10 == 0:
+                            results = producer.send_batch([Message(topic_name, body + bytes([k])) for k in range(5)])
+                            assert len(results) == 1  # five small messages: one request, numbered from its offset
+                            r = results[0]
                             acked.extend((r.queue_id, r.queue_offset + k, body + bytes([k])) for k in range(r.count))
-                    else:
-                        r = producer.send(Message(topic_name, body))
-                        acked.append((r.queue_id, r.queue_offset, body))
-                except RocketSparkError:
-                    return  # the broker is gone: whatever was not acknowledged may be lost
-                i += 1
+                            per_worker[worker] += r.count
+                        else:
+                            r = producer.send(Message(topic_name, body))
+                            acked.append((r.queue_id, r.queue_offset, body))
+                            per_worker[worker] += 1
+                    except RocketSparkError as exc:
+                        if not killed.is_set():
+                            unexpected.append(f"worker {worker} failed before the kill: {exc!r}")
+                        return  # the broker is gone: whatever was not acknowledged may be lost
+                    i += 1
+        except BaseException as exc:
+            unexpected.append(f"worker {worker} died: {exc!r}")
+
+    def every_worker_is_busy() -> bool:
+        if unexpected:
+            pytest.fail("; ".join(unexpected))  # at once, not after the timeout
+        return min(per_worker) >= 500
 
     workers = [threading.Thread(target=produce, args=(w,)) for w in range(3)]
     for w in workers:
         w.start()
-    eventually(lambda: len(acked) >= 1500, timeout_s=60)
+    eventually(every_worker_is_busy, timeout_s=60)  # all three are sending when the broker dies
+    killed.set()
     cluster.kill_broker("broker-a")  # SIGKILL while sends are in flight
     stop.set()
     for w in workers:
         w.join(30)
-    assert len(acked) >= 1500
+    assert not any(w.is_alive() for w in workers)
+    assert not unexpected, unexpected
 
     cluster.start_broker("broker-a")  # same data directory, same port
     with Consumer(ns) as consumer:
