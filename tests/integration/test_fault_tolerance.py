@@ -7,6 +7,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -27,8 +28,11 @@ def test_producers_stop_choosing_a_dead_broker_within_one_send_timeout(
     ns = cluster.nameserver
     with Admin(ns) as admin:
         admin.create_topic("resilient", queues=2)
-    with Producer(ns, send_latency_fault_enable=True, send_timeout_ms=1000) as producer:
+    with Producer(ns, send_latency_fault_enable=True, send_timeout_ms=1000) as producer, Admin(ns) as admin:
         assert {producer.send(Message("resilient", b"x")).broker_name for _ in range(8)} == {"broker-a", "broker-b"}
+        assert producer.routes.subscriber is not None and producer.routes.subscriber.connected.wait(10)
+        time.sleep(1.2)  # a notify round: the creation of the topic is announced before we count
+        counters_before, notified_before = admin.nameserver_counters(), producer.routes.counters.notifications
         cluster.kill_broker("broker-b")
         started = time.monotonic()
         for _ in range(4):  # round robin reaches broker-b among these; that send retries on broker-a
@@ -41,8 +45,14 @@ def test_producers_stop_choosing_a_dead_broker_within_one_send_timeout(
             assert producer.send(Message("resilient", b"y")).broker_name == "broker-a"
             timings.append(time.monotonic() - t)
         assert max(timings) < 0.5  # no send waits on the dead broker any more
-    with Admin(ns) as admin:
         eventually(lambda: list(admin.cluster_list()["brokers"]) == ["broker-a"], timeout_s=5)
+        # A whole broker dying notifies nobody (the hotspot rule), though the producer
+        # subscribes the topic whose route just lost half its queues: the change is suppressed.
+        time.sleep(1.2)  # a notify round after the drop
+        counters = admin.nameserver_counters()
+        assert counters["notificationsSent"] == counters_before["notificationsSent"]
+        assert counters["notificationsSuppressed"] > counters_before["notificationsSuppressed"]
+        assert producer.routes.counters.notifications == notified_before
 
 
 def test_a_hung_broker_costs_one_send_timeout_and_is_then_avoided(
@@ -164,14 +174,28 @@ def test_no_acknowledged_message_is_lost_while_a_broker_dies_and_comes_back(
             m.stop()
 
 
+def member(ns: str, client_id: str) -> GroupConsumer:
+    """A started member of group "takeover" on "shared-queues": heartbeat 200 ms, rebalance 1 s."""
+    return GroupConsumer(
+        ns,
+        "takeover",
+        "shared-queues",
+        lambda messages: None,
+        rebalance_interval_ms=1000,
+        heartbeat_interval_ms=200,
+        client_id=client_id,
+    ).start()
+
+
+# The same member in a process of its own, to be killed without leaving.
 MEMBER = """
 import sys, time
-from rocketspark import GroupConsumer
-member = GroupConsumer(sys.argv[1], "takeover", "shared-queues", lambda messages: None,
-                       rebalance_interval_ms=1000, heartbeat_interval_ms=200, client_id="doomed").start()
+from tests.integration.test_fault_tolerance import member
+member(sys.argv[1], "doomed")
 print("member started", flush=True)
 time.sleep(600)
 """
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_member_that_leaves_or_dies_has_its_queues_taken_over(
@@ -184,24 +208,9 @@ def test_a_member_that_leaves_or_dies_has_its_queues_taken_over(
     ns = cluster.nameserver
     with Admin(ns) as admin:
         admin.create_topic("shared-queues", queues=6)
-    keep = GroupConsumer(
-        ns,
-        "takeover",
-        "shared-queues",
-        lambda m: None,
-        rebalance_interval_ms=1000,
-        heartbeat_interval_ms=200,
-        client_id="survivor",
-    ).start()
-    leaving = GroupConsumer(
-        ns,
-        "takeover",
-        "shared-queues",
-        lambda m: None,
-        rebalance_interval_ms=1000,
-        heartbeat_interval_ms=200,
-        client_id="leaver",
-    ).start()
+    keep = member(ns, "survivor")
+    leaving = member(ns, "leaver")
+    doomed: subprocess.Popen[str] | None = None
     try:
         eventually(lambda: len(keep.assignment) == 3 and len(leaving.assignment) == 3, timeout_s=10)
         started = time.monotonic()
@@ -209,7 +218,7 @@ def test_a_member_that_leaves_or_dies_has_its_queues_taken_over(
         eventually(lambda: len(keep.assignment) == 6, timeout_s=10)
         assert time.monotonic() - started < 2.5  # one heartbeat round, not the timeout
 
-        doomed = subprocess.Popen([sys.executable, "-c", MEMBER, ns], stdout=subprocess.PIPE, text=True)
+        doomed = subprocess.Popen([sys.executable, "-c", MEMBER, ns], stdout=subprocess.PIPE, text=True, cwd=ROOT)
         assert doomed.stdout is not None and "member started" in doomed.stdout.readline()
         eventually(lambda: len(keep.assignment) == 3, timeout_s=10)
         started = time.monotonic()
@@ -220,3 +229,6 @@ def test_a_member_that_leaves_or_dies_has_its_queues_taken_over(
         assert time.monotonic() - started < 2.0 + 1.0 + 1.5
     finally:
         keep.stop()
+        if doomed is not None and doomed.poll() is None:
+            doomed.kill()
+            doomed.wait(10)
