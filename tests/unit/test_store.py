@@ -55,14 +55,16 @@ def store_path(tmp_path: Path) -> Path:
     return tmp_path / "store"
 
 
-def reopen(path: Path, *, full_verify: bool = False, **overrides: object) -> tuple[MessageStore, RecoveryReport]:
-    """Open the store at ``path`` (again, as a restarted broker does), with what recovery found."""
-    store = MessageStore(config(path, **overrides))
-    return store, store.open(full_verify=full_verify)
-
-
 def open_store(path: Path, **overrides: object) -> MessageStore:
-    return reopen(path, **overrides)[0]
+    store = MessageStore(config(path, **overrides))
+    store.open()
+    return store
+
+
+def reopen(path: Path, *, full_verify: bool = False) -> tuple[MessageStore, RecoveryReport]:
+    """Open the store at ``path`` again, as a restarted broker does, with what recovery found."""
+    store = MessageStore(config(path))
+    return store, store.open(full_verify=full_verify)
 
 
 def assert_reads(store: MessageStore, expected: dict[int, list[tuple[int, bytes]]]) -> None:
