@@ -3,18 +3,26 @@
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from rocketspark import LocalCluster, Message, Producer
+from rocketspark import Admin, Consumer, LocalCluster, Message, Producer
+from rocketspark.cluster import ServerProcess
+from rocketspark.errors import TopicNotExistError
 
 pytestmark = pytest.mark.integration
 CLI = [sys.executable, "-m", "rocketspark.cli"]
+ROOT = Path(__file__).resolve().parents[2]
+# The README runs the installed console script; without one (a source checkout), the module.
+CONSOLE_SCRIPT = Path(sys.executable).parent / "rocketspark"
+ROCKETSPARK = [str(CONSOLE_SCRIPT)] if CONSOLE_SCRIPT.exists() else CLI
 
 
 def admin(nameserver: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -53,13 +61,16 @@ def test_admin_errors_are_one_line_and_exit_1(shared_cluster: LocalCluster) -> N
     ]
 
 
-def test_cluster_up_serves_until_ctrl_c_and_stops_cleanly(tmp_path: object) -> None:
+def test_cluster_up_serves_until_ctrl_c_and_stops_cleanly(tmp_path: Path) -> None:
+    [line] = readme_lines(".venv/bin/rocketspark cluster up ")
+    assert line == "--brokers 2 --port 9876 --data-dir data"  # run below with a free port and a temporary dir
+    data = tmp_path / "data"
     proc = subprocess.Popen(
-        [*CLI, "cluster", "up", "--brokers", "2", "--port", "0"],
+        [*ROCKETSPARK, "cluster", "up", "--brokers", "2", "--port", "0", "--data-dir", str(data)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env={**os.environ, "COLUMNS": "200"},
+        env=source_env(COLUMNS="200"),
     )
     assert proc.stdout is not None
     lines = []
@@ -74,6 +85,7 @@ def test_cluster_up_serves_until_ctrl_c_and_stops_cleanly(tmp_path: object) -> N
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0
     assert "stopped cleanly" in out
+    assert {"broker-a", "broker-b"} <= {p.name for p in data.iterdir()}  # the stores stay in --data-dir
 
 
 def test_cluster_up_with_a_bad_setting_prints_one_line(tmp_path: Path) -> None:
@@ -97,3 +109,180 @@ def test_cluster_up_with_a_bad_setting_prints_one_line(tmp_path: Path) -> None:
     assert up("--port", "0", "--data-dir", str(tmp_path / "file" / "store")).startswith(
         "error: [Errno 20] Not a directory"
     )
+
+
+def readme_lines(prefix: str) -> list[str]:
+    """The README's shell lines starting with ``prefix``: the rest of each, comment removed."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    return [line.removeprefix(prefix).split("#", 1)[0].strip() for line in lines if line.startswith(prefix)]
+
+
+def source_env(**extra: str) -> dict[str, str]:
+    """The environment of a command run by a user, importing the source tree under test (the
+    console script would otherwise import the installed copy, which may be older)."""
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{path}" if path else str(ROOT), **extra}
+
+
+def flat(stdout: str) -> str:
+    """The output with its line breaks and runs of spaces as single spaces (titles wrap)."""
+    return " ".join(stdout.split())
+
+
+def table_rows(stdout: str) -> list[list[str]]:
+    return [[cell.strip() for cell in line.split("│")[1:-1]] for line in stdout.splitlines() if line.startswith("│")]
+
+
+def test_every_admin_command_of_the_readme_runs_as_written(make_cluster: Callable[..., LocalCluster]) -> None:
+    cluster = make_cluster(brokers=2)
+    ns = cluster.nameserver
+    env = source_env(ROCKETSPARK_NAMESRV=ns, COLUMNS="200")  # as the README: exported, no -n
+
+    def run(line: str) -> str:
+        done = subprocess.run(
+            [*ROCKETSPARK, "admin", *shlex.split(line)], capture_output=True, text=True, timeout=60, env=env
+        )
+        assert done.returncode == 0, f"rocketspark admin {line}: {done.stderr}"
+        return done.stdout
+
+    readme = readme_lines(".venv/bin/rocketspark admin ")
+    assert "counters [--broker broker-a]" in readme  # one line, two forms
+    readme = [
+        form for line in readme for form in (["counters", "counters --broker broker-a"] if "[" in line else [line])
+    ]
+
+    def clusters(out: str) -> None:
+        assert "DefaultCluster" in out and cluster.brokers["broker-a"] in out and cluster.brokers["broker-b"] in out
+
+    def create_topic(out: str) -> None:
+        assert 'topic "orders" with 8 queues on: broker-a, broker-b' in flat(out)
+        assert [(q.broker_name, q.write_queue_nums) for q in api.topic_route("orders").queues] == [
+            ("broker-a", 8),
+            ("broker-b", 8),
+        ]
+        # the other two forms the README's comment names
+        assert "on: broker-a\n" in run("create-topic solo --queues 2 --brokers broker-a")
+        assert [q.broker_name for q in api.topic_route("solo").queues] == ["broker-a"]
+        assert "on: broker-a, broker-b" in run("create-topic clustered --queues 2 --cluster DefaultCluster")
+
+    def route(out: str) -> None:
+        assert [row[:5] for row in table_rows(out)] == [
+            ["broker-a", cluster.brokers["broker-a"], "8", "8", "RW-"],
+            ["broker-b", cluster.brokers["broker-b"], "8", "8", "RW-"],
+        ]
+
+    def status(out: str) -> None:
+        assert [row[0] for row in table_rows(out)] == [str(q) for q in range(16)]
+
+    def create_static_topic(out: str) -> None:
+        assert "static topic events (epoch" in flat(out) and len(table_rows(out)) == 8
+        leaders = [q.segments[-1].broker_name for q in api.topic_status("events")]
+        assert sorted(leaders) == ["broker-a"] * 4 + ["broker-b"] * 4
+
+    def remap_queues(out: str) -> None:
+        assert ["0", "broker-a", "broker-b", "10000"] in table_rows(out)  # queue 1 was on broker-b already
+        status = api.topic_status("events")
+        assert [(s.broker_name, s.state.value) for s in status[0].segments] == [
+            ("broker-a", "Expired"),  # sealed with nothing in it
+            ("broker-b", "Normal"),
+        ]
+        assert status[1].segments[-1].broker_name == "broker-b"
+
+    def remap_total(out: str) -> None:
+        assert "remap of events: 12 logical queues" in flat(out)
+        assert [q.queue_id for q in api.topic_status("events")] == list(range(12))
+
+    def drain(out: str) -> None:
+        assert "broker broker-b leads no logical queue now; its write permission is wiped" in flat(out)
+        assert {q.segments[-1].broker_name for q in api.topic_status("events")} == {"broker-a"}
+        assert api.broker_runtime("broker-b")["perm"] == "R--"
+
+    def progress(out: str) -> None:
+        assert table_rows(out)[0] == ["0", "broker-a", "5", "2", "3"]
+        assert "total lag: 5" in flat(out)  # 3 on queue 0, 2 on queue 1 (never committed)
+
+    def wipe(out: str) -> None:
+        assert "broker broker-b: write permission wiped" in flat(out)
+        assert api.broker_runtime("broker-b")["perm"] == "R--"
+        assert "broker broker-b: write permission added" in run("add-write-perm broker-b")  # what undoes it
+        assert api.broker_runtime("broker-b")["perm"] == "RW-"
+
+    def nameserver_counters(out: str) -> None:
+        assert "requests served by the nameserver" in flat(out) and "GET_ROUTEINFO_BY_TOPIC" in out
+        assert "notificationsSent" in out
+
+    def broker_counters(out: str) -> None:
+        assert "requests served by broker-a" in flat(out)
+        rows = table_rows(out)
+        assert ["320", "SEND_BATCH_MESSAGE", "2"] in rows  # the two queues' batches sent before `progress`
+        assert ["messagesStored", "7"] in rows
+
+    def delete_topic(out: str) -> None:
+        assert 'topic "orders" deleted from broker-a, broker-b and every nameserver' in flat(out)
+        with pytest.raises(TopicNotExistError):
+            api.topic_route("orders")
+
+    def before_progress() -> None:
+        with Producer(ns) as producer, Consumer(ns) as consumer:
+            producer.send_batch([Message("orders", b"x", queue_id=0)] * 5 + [Message("orders", b"y", queue_id=1)] * 2)
+            consumer.commit_offset("my-group", "orders", 0, 2)
+
+    checks: dict[str, Callable[[str], None]] = {
+        "clusters": clusters,
+        "create-topic orders --queues 8": create_topic,
+        "route orders": route,
+        "status orders": status,
+        "create-static-topic events --queues 8": create_static_topic,
+        "remap events --queues 0,1 --to-broker broker-b": remap_queues,
+        "remap events --total-queues 12": remap_total,
+        "drain-broker broker-b": drain,
+        "progress my-group orders": progress,
+        "wipe-write-perm broker-b": wipe,
+        "counters": nameserver_counters,
+        "counters --broker broker-a": broker_counters,
+        "delete-topic orders": delete_topic,
+    }
+    assert readme == list(checks)  # the README's commands, in its order: a new one needs a check here
+    with Admin(ns) as api:  # what the checks above look at
+        for line, check in checks.items():
+            if line.startswith("progress"):
+                before_progress()
+            check(run(line))
+
+
+def test_the_servers_start_from_the_shipped_config_files(tmp_path: Path) -> None:
+    """``python -m nameserver --conf conf/nameserver.toml`` and ``python -m broker --conf
+    conf/broker-X.toml``, as the README runs them, with ``--port 0`` (and the broker's
+    nameserver and data directory) given on the command line."""
+    commands = readme_lines(".venv/bin/python -m ")
+    assert commands == [
+        "nameserver --conf conf/nameserver.toml",
+        "broker --conf conf/broker-a.toml",
+        "broker --conf conf/broker-b.toml",
+    ]
+    env = source_env()
+    started: list[ServerProcess] = []
+
+    def split(line: str) -> tuple[str, list[str]]:  # the README's paths are relative to the project
+        module, *args = shlex.split(line)
+        return module, [str(ROOT / a) if a.endswith(".toml") else a for a in args]
+
+    try:
+        first, *brokers = commands
+        module, args = split(first)
+        ns_proc = ServerProcess(module, [sys.executable, "-m", module, *args, "--port", "0"], tmp_path / "ns.log")
+        started.append(ns_proc)
+        ns = ns_proc.start(env)
+        for line in brokers:
+            module, args = split(line)
+            name = Path(args[-1]).stem
+            extra = ["--port", "0", "-n", ns, "--data-dir", str(tmp_path / name)]
+            proc = ServerProcess(name, [sys.executable, "-m", module, *args, *extra], tmp_path / f"{name}.log")
+            started.append(proc)
+            proc.start(env)
+        with Admin(ns) as admin:
+            assert sorted(admin.cluster_list()["brokers"]) == ["broker-a", "broker-b"]
+            assert admin.create_topic("from-conf", queues=1) == ["broker-a", "broker-b"]
+    finally:
+        for proc in reversed(started):
+            proc.stop()
