@@ -32,7 +32,7 @@ def register(broker: Broker) -> None:
     broker.dispatcher.register(RequestCode.SEND_BATCH_MESSAGE, partial(handle_send, broker))
 
 
-def resolve_topic(broker: Broker, cmd: RemotingCommand, topic: str) -> TopicConfig:
+async def resolve_topic(broker: Broker, cmd: RemotingCommand, topic: str) -> TopicConfig:
     """The topic's config, auto-creating it from the template when the broker allows it."""
     config = broker.topics.get(topic)
     if config is None:
@@ -41,11 +41,15 @@ def resolve_topic(broker: Broker, cmd: RemotingCommand, topic: str) -> TopicConf
             queue_nums = get_int(cmd, "defaultTopicQueueNums", 4)
             config = broker.topics.auto_create(topic, template, queue_nums, broker.store.commitlog.max_offset)
             if config is not None:
-                # Register at once, like RocketMQ's registerBrokerAll, naming the new topic so
-                # that clients waiting for it (negative cache) hear of it.
+                # Register before answering, as RocketMQ's registerIncrementBrokerData does
+                # (bounded by register_timeout_ms per nameserver), naming the new topic so that
+                # clients waiting for it (negative cache) hear of it. The producer looks the new
+                # route up on its next send; were it not registered yet, that send would go
+                # through the template again and could create the topic on another broker.
                 task = asyncio.get_running_loop().create_task(broker.registry.register_now([topic]))
                 broker.background.add(task)
                 task.add_done_callback(broker.background.discard)
+                await asyncio.shield(task)  # a cancelled send does not cancel the registration
     if config is None:
         why = (
             "auto-create is off on this broker (auto_create_topic_enable = false)"
@@ -123,7 +127,7 @@ async def handle_send(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
     topic = get_str(cmd, "topic")
     validate_topic_name(topic)
     born, payloads, hashes = validate_entries(broker, cmd.body)  # a malformed body is reported first
-    config = resolve_topic(broker, cmd, topic)
+    config = await resolve_topic(broker, cmd, topic)
     check_writable(broker, config)
     queue_id, delta, logical_id = target_queue(broker, cmd, config)
     producer_id = get_str(cmd, "producerId", "")

@@ -1,0 +1,52 @@
+"""A send that auto-creates a topic is answered only once the nameservers know the topic."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from broker.config import BrokerConfig
+from broker.handlers.send import handle_send
+from broker.server import Broker
+from rocketspark.client.routes import AUTO_CREATE_TOPIC
+from rocketspark.protocol.codec import encode_send_batch, message_payload
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.types import Message
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Broker]:
+    b = Broker(BrokerConfig(data_dir=str(tmp_path / "broker"), auto_create_topic_enable=True))
+    b.open()
+    yield b
+    b.close()
+
+
+def test_the_first_send_to_a_new_topic_is_answered_after_its_registration(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registered: list[list[str] | None] = []
+
+    async def slow_register_now(changed: list[str] | None = None) -> None:
+        await asyncio.sleep(0.1)  # a nameserver round trip
+        registered.append(changed)
+
+    monkeypatch.setattr(broker.registry, "register_now", slow_register_now)
+    ext = {"topic": "fresh", "defaultTopic": AUTO_CREATE_TOPIC, "defaultTopicQueueNums": 4}
+    body = encode_send_batch([message_payload(Message("fresh", b"first"))])
+
+    async def send() -> tuple[RemotingCommand, list[list[str] | None]]:
+        response = await handle_send(broker, RemotingCommand.request(RequestCode.SEND_MESSAGE, ext, body))
+        return response, list(registered)  # what the nameservers had been told when the answer left
+
+    response, registered_by_then = asyncio.run(send())
+    assert response.code == ResponseCode.SUCCESS
+    # The producer looks the route up on its next send: without it, that send would go through
+    # the template again and could create the topic on another broker as well.
+    assert registered_by_then == [["fresh"]]
+    again, _ = asyncio.run(send())  # the topic exists now: no second registration
+    assert again.code == ResponseCode.SUCCESS and registered == [["fresh"]]
