@@ -66,8 +66,24 @@ def test_auto_create_through_tbw102_uses_the_smaller_queue_count(
         result = producer.send(Message(topic_name, b"first"))
     assert result.broker_name == "broker-a"
     with Admin(cluster.nameserver) as admin:
-        route = admin.topic_route(topic_name)  # registered at once, not after the 30 s heartbeat
+        route = admin.topic_route(topic_name)  # registered before the send was answered, not at the heartbeat
     assert [(q.broker_name, q.write_queue_nums) for q in route.queues] == [("broker-a", 4)]
+
+
+def test_an_auto_created_topic_stays_on_the_broker_that_took_the_first_send(
+    make_cluster: Callable[..., LocalCluster], topic_name: str
+) -> None:
+    """The README's second auto-create pitfall: with two brokers offering TBW102, the topic is
+    created on one of them, and the sends after the first all go there."""
+    cluster = make_cluster(brokers=2, broker_config={"auto_create_topic_enable": True})
+    with Producer(cluster.nameserver) as producer:
+        first = producer.send(Message(topic_name, b"first")).broker_name
+        rest = [producer.send(Message(topic_name, b"more")).broker_name for _ in range(20)]
+    assert set(rest) == {first}  # the load is not spread
+    with Admin(cluster.nameserver) as admin:
+        assert [q.broker_name for q in admin.topic_route(topic_name).queues] == [first]
+        template = admin.topic_route("TBW102")
+        assert sorted(q.broker_name for q in template.queues) == ["broker-a", "broker-b"]  # either could have
 
 
 def test_brokers_register_with_every_nameserver_and_clients_fail_over(
