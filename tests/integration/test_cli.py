@@ -20,9 +20,13 @@ from rocketspark.errors import TopicNotExistError
 pytestmark = pytest.mark.integration
 CLI = [sys.executable, "-m", "rocketspark.cli"]
 ROOT = Path(__file__).resolve().parents[2]
-# The README runs the installed console script; without one (a source checkout), the module.
 CONSOLE_SCRIPT = Path(sys.executable).parent / "rocketspark"
-ROCKETSPARK = [str(CONSOLE_SCRIPT)] if CONSOLE_SCRIPT.exists() else CLI
+
+
+def rocketspark() -> list[str]:
+    """The README runs the installed console script; without one (a source checkout, or while
+    the project is being reinstalled), the module it runs."""
+    return [str(CONSOLE_SCRIPT)] if CONSOLE_SCRIPT.exists() else CLI
 
 
 def admin(nameserver: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -66,7 +70,7 @@ def test_cluster_up_serves_until_ctrl_c_and_stops_cleanly(tmp_path: Path) -> Non
     assert line == "--brokers 2 --port 9876 --data-dir data"  # run below with a free port and a temporary dir
     data = tmp_path / "data"
     proc = subprocess.Popen(
-        [*ROCKETSPARK, "cluster", "up", "--brokers", "2", "--port", "0", "--data-dir", str(data)],
+        [*rocketspark(), "cluster", "up", "--brokers", "2", "--port", "0", "--data-dir", str(data)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -140,7 +144,7 @@ def test_every_admin_command_of_the_readme_runs_as_written(make_cluster: Callabl
 
     def run(line: str) -> str:
         done = subprocess.run(
-            [*ROCKETSPARK, "admin", *shlex.split(line)], capture_output=True, text=True, timeout=60, env=env
+            [*rocketspark(), "admin", *shlex.split(line)], capture_output=True, text=True, timeout=60, env=env
         )
         assert done.returncode == 0, f"rocketspark admin {line}: {done.stderr}"
         return done.stdout
