@@ -68,10 +68,10 @@ class RocketMQDataSource(DataSource):
         return "rocketmq"
 
     def schema(self) -> StructType:
-        # Options are checked here, at load(): a bad one fails before the query starts.
-        streaming_only = any(k.lower() in ("maxoffsetspertrigger", "minoffsetspertrigger") for k in self.options)
-        options = parse_reader(self.options, streaming=streaming_only or "endingoffsets" not in self.options)
-        return source_schema(options.include_properties)
+        # Options are checked here, at load(): a bad one fails before the query starts. Spark
+        # has not said yet whether this is spark.read or readStream, so the checks that depend
+        # on it wait for reader() / streamReader().
+        return source_schema(parse_reader(self.options, streaming=None).include_properties)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from rocketspark.spark.source import RocketMQStreamReader

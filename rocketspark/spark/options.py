@@ -13,12 +13,13 @@ import difflib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from rocketspark.client.pulling import parse_tags
 from rocketspark.client.routes import resolve_nameservers
 from rocketspark.errors import ClientError, InvalidAddressError, NoNameServerError
+from rocketspark.protocol.service import MAX_GRPC_MESSAGE_BYTES
 
 EARLIEST = -2  # in JSON offsets, as in Kafka
 LATEST = -1
@@ -30,50 +31,51 @@ class OptionError(ClientError):
     code = 10007
 
 
-READER_OPTIONS = {
-    "nameserver": "nameserver addresses, host:port[,host:port]",
-    "topic": "comma-separated topics",
-    "topicpattern": "a regular expression of topic names",
-    "assign": 'JSON {"topic": [0, 1]}: the logical queues to read',
-    "startingoffsets": 'earliest, latest or JSON {"topic": {"0": 42}}',
-    "startingtimestamp": "start every queue at this time (ms since the epoch)",
-    "startingoffsetsbytimestamp": 'JSON {"topic": {"0": 1700000000000}}',
-    "startingoffsetsbytimestampstrategy": "error or latest: when no message is that recent",
-    "endingoffsets": 'batch reads: latest or JSON {"topic": {"0": 42}}',
-    "endingtimestamp": "batch reads: end every queue at this time (ms since the epoch)",
-    "failondataloss": "true or false",
-    "maxoffsetspertrigger": "the most offsets one micro-batch reads",
-    "minoffsetspertrigger": "wait for this many new offsets before a micro-batch...",
-    "maxtriggerdelay": "...but no longer than this (e.g. 15m, 30s)",
-    "minpartitions": "split queues so that at least this many Spark partitions read",
-    "tags": "server-side tag filter, e.g. TagA || TagB",
-    "includeproperties": "true to add the properties column",
-    "consumergroup": "commit read progress to this group (for lag dashboards only)",
-    "pulltimeoutms": "deadline of one pull from a broker",
-    "pullbatchsize": "messages asked for in one pull",
-    "verifycrc": "check every record's CRC (default true)",
-    "latestoffsetcachems": "how long latest offsets are reused between triggers",
-    "path": "(set by load(path); ignored)",
-}
+# The option names, as users write them (Spark hands them over lower-cased).
+READER_OPTIONS = (
+    "nameserver",
+    "topic",
+    "topicPattern",
+    "assign",
+    "startingOffsets",
+    "startingTimestamp",
+    "startingOffsetsByTimestamp",
+    "startingOffsetsByTimestampStrategy",
+    "endingOffsets",
+    "endingTimestamp",
+    "failOnDataLoss",
+    "maxOffsetsPerTrigger",
+    "minOffsetsPerTrigger",
+    "maxTriggerDelay",
+    "minPartitions",
+    "tags",
+    "includeProperties",
+    "consumerGroup",
+    "pullTimeoutMs",
+    "pullBatchSize",
+    "verifyCrc",
+    "latestOffsetCacheMs",
+    "path",  # set by load(path); ignored
+)
+WRITER_OPTIONS = (
+    "nameserver",
+    "topic",
+    "tag",
+    "sendTimeoutMs",
+    "retryTimes",
+    "batchMaxBytes",
+    "idempotent",
+    "path",  # set by save(path); ignored
+    "checkpointLocation",  # set by Spark
+)
 
-WRITER_OPTIONS = {
-    "nameserver": "nameserver addresses, host:port[,host:port]",
-    "topic": "the topic to write to (else the topic column)",
-    "tag": "the tag of every message that has no tag column",
-    "sendtimeoutms": "deadline of one send",
-    "retrytimes": "retries of a failed send on another broker",
-    "batchmaxbytes": "largest send request",
-    "idempotent": "true (default): a replayed micro-batch does not append twice",
-    "path": "(set by save(path); ignored)",
-    "checkpointlocation": "(set by Spark)",
-}
 
-
-def _check_known(options: Mapping[str, str], known: Mapping[str, str], kind: str) -> None:
+def _check_known(options: Mapping[str, str], known: tuple[str, ...], kind: str) -> None:
+    names = {name.lower(): name for name in known}
     for key in options:
-        if key.lower() not in known:
-            close = difflib.get_close_matches(key.lower(), list(known), n=1)
-            hint = f'; did you mean "{close[0]}"?' if close else f"; known options: {', '.join(sorted(known))}"
+        if key.lower() not in names:
+            close = difflib.get_close_matches(key.lower(), list(names), n=1)
+            hint = f'; did you mean "{names[close[0]]}"?' if close else f"; known options: {', '.join(known)}"
             raise OptionError(f'unknown {kind} option "{key}"{hint}')
 
 
@@ -199,15 +201,15 @@ class ReaderOptions:
     pull_batch_size: int = 4000
     verify_crc: bool = True
     latest_offset_cache_ms: int = 100
-    extra: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def tag_expression(self) -> str | None:
-        return " || ".join(self.tags) if self.tags else None
 
 
-def parse_reader(options: Mapping[str, str], *, streaming: bool) -> ReaderOptions:
-    """Check and parse source options; every problem names the option and the fix."""
+def parse_reader(options: Mapping[str, str], *, streaming: bool | None) -> ReaderOptions:
+    """Check and parse source options; every problem names the option and the fix.
+
+    ``streaming=None``: the mode is not known yet. Spark asks for the schema at ``load()``,
+    before it says whether the read is ``spark.read`` or ``readStream``, so only the checks
+    that hold in both modes run then; the reader parses again with the real mode.
+    """
     options = {str(k).lower(): v for k, v in options.items()}
     _check_known(options, READER_OPTIONS, "source")
     selectors = [name for name in ("topic", "topicPattern", "assign") if _get(options, name) is not None]
@@ -244,18 +246,23 @@ def parse_reader(options: Mapping[str, str], *, streaming: bool) -> ReaderOption
     max_trigger = _int(options, "maxOffsetsPerTrigger", None, 1)
     if max_trigger is not None and min_trigger is not None and min_trigger > max_trigger:
         raise OptionError('option "minOffsetsPerTrigger" cannot be larger than "maxOffsetsPerTrigger"')
-    if not streaming:
+    if streaming is False:
         for name in ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay"):
             if _get(options, name) is not None:
                 raise OptionError(f'option "{name}" only applies to streaming reads (readStream), not batch reads')
-    elif _get(options, "endingOffsets") is not None or _get(options, "endingTimestamp") is not None:
+    elif streaming and (_get(options, "endingOffsets") is not None or _get(options, "endingTimestamp") is not None):
         raise OptionError('options "endingOffsets" and "endingTimestamp" only apply to batch reads (spark.read)')
     return ReaderOptions(
         nameservers=_nameservers(options),
         topics=topics,
         topic_pattern=pattern,
         assign=assign,
-        starting=_offsets(options, "startingOffsets", "latest" if streaming else "earliest", allow_latest=streaming),
+        starting=_offsets(
+            options,
+            "startingOffsets",
+            "earliest" if streaming is False else "latest",
+            allow_latest=streaming is not False,
+        ),
         starting_timestamp=_int(options, "startingTimestamp", None, 0),
         starting_by_timestamp=_queue_map("startingOffsetsByTimestamp", by_time, offsets=False) if by_time else None,
         timestamp_strategy=timestamp_strategy,
@@ -287,15 +294,25 @@ class WriterOptions:
     idempotent: bool = True
 
 
+# A send request must fit in one gRPC message, with room to spare for its framing.
+MAX_BATCH_BYTES = MAX_GRPC_MESSAGE_BYTES // 2
+
+
 def parse_writer(options: Mapping[str, str]) -> WriterOptions:
     options = {str(k).lower(): v for k, v in options.items()}
     _check_known(options, WRITER_OPTIONS, "sink")
+    batch_max_bytes = _int(options, "batchMaxBytes", 4 * 1024 * 1024, 1024) or 4 * 1024 * 1024
+    if batch_max_bytes > MAX_BATCH_BYTES:
+        raise OptionError(
+            f'option "batchMaxBytes" must be at most {MAX_BATCH_BYTES} (a send request travels as one gRPC message), '
+            f"not {batch_max_bytes}"
+        )
     return WriterOptions(
         nameservers=_nameservers(options),
         topic=_get(options, "topic"),
         tag=_get(options, "tag"),
         send_timeout_ms=_int(options, "sendTimeoutMs", 10_000, 1) or 10_000,
         retry_times=_int(options, "retryTimes", 2, 0) or 0,
-        batch_max_bytes=_int(options, "batchMaxBytes", 4 * 1024 * 1024, 1024) or 4 * 1024 * 1024,
+        batch_max_bytes=batch_max_bytes,
         idempotent=_bool(options, "idempotent", True),
     )

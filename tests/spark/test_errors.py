@@ -49,7 +49,7 @@ def test_an_unparsable_starting_offsets_fails_at_load(spark: Any) -> None:
 
 def test_a_misspelt_option_is_caught_with_a_suggestion(spark: Any) -> None:
     text = failure_of(lambda: load(spark, nameserver="127.0.0.1:9876", topic="a", startingOffset="earliest"))
-    assert 'unknown source option "startingoffset"; did you mean "startingoffsets"?' in text
+    assert 'unknown source option "startingoffset"; did you mean "startingOffsets"?' in text
 
 
 def test_an_unreachable_nameserver_fails_when_the_query_starts(spark: Any, tmp_path: Path) -> None:

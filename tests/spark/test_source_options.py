@@ -132,6 +132,28 @@ def test_the_tag_filter_returns_only_matching_rows_and_no_data_loss_alarm(
     assert {r[2] for r in got} == {f"m{i}" for i in range(0, 300, 10)}
 
 
+def batch(spark: Any, ns: str, **options: Any) -> Any:
+    df = spark.read.format("rocketmq").option("nameserver", ns)
+    for key, value in options.items():
+        df = df.option(key, str(value))
+    return df.load()
+
+
+def bodies(df: Any) -> list[str]:
+    return sorted(bytes(r.body).decode() for r in df.select("body").collect())
+
+
+def test_a_batch_read_can_end_at_ending_timestamp_alone(spark: Any, cluster: LocalCluster) -> None:
+    """Spark asks for the schema before it says the read is a batch: that must not reject it."""
+    ns = cluster.nameserver
+    make_topic(ns, "timed", queues=2, messages=10)
+    time.sleep(0.05)
+    cut = int(time.time() * 1000)
+    time.sleep(0.05)
+    send(ns, "timed", range(10, 16), 2)
+    assert bodies(batch(spark, ns, topic="timed", endingTimestamp=cut)) == sorted(f"m{i}" for i in range(10))
+
+
 def test_properties_and_keys_come_through(spark: Any, cluster: LocalCluster) -> None:
     with Admin(cluster.nameserver) as admin:
         admin.create_static_topic("props", 1, brokers=["broker-a"])

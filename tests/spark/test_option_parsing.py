@@ -1,0 +1,51 @@
+"""Option parsing of the rocketmq data source, without Spark: what is checked when, the
+hints for misspelt names, and the sink options that configure its producer."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from rocketspark.spark import sink
+from rocketspark.spark.options import OptionError, parse_reader, parse_writer
+
+NS = "127.0.0.1:9876"
+
+
+def test_options_that_need_the_mode_are_checked_only_once_the_mode_is_known() -> None:
+    batch_only = {"nameserver": NS, "topic": "t", "endingTimestamp": "1700000000000"}
+    stream_only = {"nameserver": NS, "topic": "t", "maxOffsetsPerTrigger": "10"}
+    # schema() parses before Spark says which mode the read is in: both must pass there
+    assert parse_reader(batch_only, streaming=None).ending_timestamp == 1700000000000
+    assert parse_reader(stream_only, streaming=None).max_offsets_per_trigger == 10
+    assert parse_reader(batch_only, streaming=False).ending_timestamp == 1700000000000
+    with pytest.raises(OptionError, match="only apply to batch reads"):
+        parse_reader(batch_only, streaming=True)
+    with pytest.raises(OptionError, match="only applies to streaming reads"):
+        parse_reader(stream_only, streaming=False)
+
+
+def test_batch_max_bytes_must_fit_in_one_grpc_message() -> None:
+    with pytest.raises(OptionError, match='option "batchMaxBytes" must be at most 134217728'):
+        parse_writer({"nameserver": NS, "batchMaxBytes": str(1 << 30)})
+
+
+def test_send_options_configure_the_sink_producer() -> None:
+    """What sendTimeoutMs, retryTimes and batchMaxBytes do is the Producer's (tested with it);
+    here: they reach the producer each worker process keeps per configuration."""
+    options = parse_writer({"nameserver": NS, "sendTimeoutMs": "1234", "retryTimes": "0", "batchMaxBytes": "2048"})
+    producer = sink.producer_for(options)
+    try:
+        assert (producer.timeout_ms, producer.retry_times_when_send_failed, producer.batch_max_bytes) == (1234, 0, 2048)
+        assert sink.producer_for(options) is producer
+    finally:
+        sink._producers.pop((os.getpid(), options), None)
+        producer.close()
+
+
+def test_a_misspelt_option_is_answered_with_the_name_as_written_in_the_docs() -> None:
+    with pytest.raises(OptionError, match='unknown source option "maxoffsetpertrigger"; did you mean '):
+        parse_reader({"nameserver": NS, "topic": "t", "maxoffsetpertrigger": "1"}, streaming=True)
+    with pytest.raises(OptionError, match='did you mean "batchMaxBytes"'):
+        parse_writer({"nameserver": NS, "batchmaxbyte": "1"})
