@@ -64,7 +64,7 @@ def run(stream: Any, checkpoint: str, *, fmt: str = "noop", batches: int | None 
 def ceiling_source(rows: int, per_batch: int) -> Any:
     """A Python source that yields prebuilt Arrow batches with the connector's schema."""
     from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
-    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+    from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows
 
     from rocketspark.spark.arrow import arrow_schema
     from rocketspark.spark.schema import source_schema
@@ -91,22 +91,19 @@ def ceiling_source(rows: int, per_batch: int) -> Any:
         def read(self, partition: Any) -> Any:
             import pyarrow as pa
 
-            schema = arrow_schema(False)
             n = 4000
-            body = pa.array([b"x" * BODY] * n, pa.binary())
-            cols = {
-                "topic": pa.array(["t"] * n),
-                "queueId": pa.array([0] * n, pa.int32()),
-                "queueOffset": pa.array(range(n), pa.int64()),
-                "msgId": pa.array(["0" * 24] * n),
-                "tag": pa.nulls(n, pa.string()),
-                "keys": pa.nulls(n, pa.list_(pa.string())),
-                "body": body,
-                "bornTimestamp": pa.array([0] * n, pa.timestamp("us", tz="UTC")),
-                "storeTimestamp": pa.array([0] * n, pa.timestamp("us", tz="UTC")),
-                "brokerName": pa.array(["b"] * n),
-            }
-            batch = pa.RecordBatch.from_arrays([cols[f.name] for f in schema], schema=schema)
+            values = {
+                "topic": ["t"] * n,
+                "queueId": [0] * n,
+                "queueOffset": list(range(n)),
+                "msgId": ["0" * 24] * n,
+                "body": [b"x" * BODY] * n,
+                "bornTimestamp": [0] * n,
+                "storeTimestamp": [0] * n,
+                "brokerName": ["b"] * n,
+            }  # tag and keys stay null; the types are the connector's own
+            schema = arrow_schema(False)
+            batch = pa.RecordBatch.from_pydict({f.name: values.get(f.name, [None] * n) for f in schema}, schema=schema)
             for _ in range(partition.rows // n):
                 yield batch
 
@@ -121,7 +118,6 @@ def ceiling_source(rows: int, per_batch: int) -> Any:
         def streamReader(self, schema: Any) -> Reader:
             return Reader()
 
-    _ = ReadAllAvailable
     return Ceiling
 
 

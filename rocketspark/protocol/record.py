@@ -39,6 +39,7 @@ import zlib
 from typing import Final
 
 import msgpack
+import numpy as np
 
 HEADER: Final = struct.Struct(">IIIIQQQQIH")
 HEADER_SIZE: Final = HEADER.size  # 54
@@ -55,6 +56,25 @@ NO_TAG: Final = 0xFFFF
 MAX_TAG_BYTES: Final = 0xFFFE
 _pack_ext = msgpack.Packer(use_bin_type=True).pack
 _pack_head = PAYLOAD_HEAD.pack
+
+# The same two layouts as numpy dtypes, for code that reads or writes a field of many records
+# at once (the Spark source gathers headers, the sink builds payload heads): one row per record.
+HEADER_DTYPE: Final = np.dtype(
+    [
+        ("total", ">u4"),
+        ("magic", ">u4"),
+        ("crc", ">u4"),
+        ("queue_id", ">u4"),
+        ("queue_offset", ">u8"),
+        ("commitlog_offset", ">u8"),
+        ("born_ms", ">u8"),
+        ("store_ms", ">u8"),
+        ("sys_flag", ">u4"),
+        ("topic_len", ">u2"),
+    ]
+)
+PAYLOAD_HEAD_DTYPE: Final = np.dtype([("body_len", ">u4"), ("tag_len", ">u2"), ("ext_len", ">u4")])
+assert HEADER_DTYPE.itemsize == HEADER.size and PAYLOAD_HEAD_DTYPE.itemsize == PAYLOAD_HEAD.size
 
 
 class RecordCorrupted(ValueError):

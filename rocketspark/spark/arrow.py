@@ -10,6 +10,7 @@ are decoded one by one, only for the records that have them.
 
 from __future__ import annotations
 
+import functools
 import struct
 import zlib
 from dataclasses import dataclass
@@ -18,31 +19,21 @@ from typing import Any
 import msgpack
 import numpy as np
 import pyarrow as pa
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from rocketspark.protocol import record
+from rocketspark.protocol.record import RecordCorrupted
+from rocketspark.spark.schema import source_schema
 
 UTC = "UTC"
 _HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
-_SIZE = struct.Struct(">III")  # total size, magic, crc
 
 
+@functools.lru_cache(maxsize=2)
 def arrow_schema(include_properties: bool) -> pa.Schema:
-    """Exactly what Spark expects for the source schema (``to_arrow_schema``, UTC timestamps)."""
-    fields = [
-        pa.field("topic", pa.string()),
-        pa.field("queueId", pa.int32()),
-        pa.field("queueOffset", pa.int64()),
-        pa.field("msgId", pa.string()),
-        pa.field("tag", pa.string()),
-        pa.field("keys", pa.list_(pa.field("element", pa.string()))),
-        pa.field("body", pa.binary()),
-        pa.field("bornTimestamp", pa.timestamp("us", tz=UTC)),
-        pa.field("storeTimestamp", pa.timestamp("us", tz=UTC)),
-        pa.field("brokerName", pa.string()),
-    ]
-    if include_properties:
-        fields.append(pa.field("properties", pa.map_(pa.string(), pa.string())))
-    return pa.schema(fields)
+    """The source schema as Spark converts it to Arrow (UTC timestamps): what the batches a
+    reader yields must match exactly."""
+    return to_arrow_schema(source_schema(include_properties), timezone=UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,53 +46,34 @@ class Source:
     broker_name: str
 
 
-class CorruptRecord(ValueError):
-    def __init__(self, message: str, position: int) -> None:
-        super().__init__(message)
-        self.position = position
-
-
 def record_starts(buf: bytes, verify: bool) -> list[int]:
-    """Where each record starts; checks magic, size and (optionally) CRC on the way."""
+    """Where each record starts; checks magic, size and (optionally) CRC on the way.
+
+    The one loop that touches every record in Python, so it checks inline what
+    ``record.check_record`` checks, with the same layout constants."""
     starts: list[int] = []
     append = starts.append
-    unpack = _SIZE.unpack_from
+    unpack = record.PREFIX.unpack_from
+    crc_from = record.PREFIX.size  # the CRC covers the record after its prefix
     crc32 = zlib.crc32
-    magic_ok = record.RECORD_MAGIC
+    magic_ok, min_size = record.RECORD_MAGIC, record.HEADER_SIZE
     view = memoryview(buf)
     pos, end = 0, len(buf)
     try:
         while pos < end:
             total, magic, crc = unpack(buf, pos)
             stop = pos + total
-            if magic != magic_ok or total < record.HEADER_SIZE or stop > end:
-                raise CorruptRecord(f"bad record header at byte {pos} of a pull response", pos)
-            if verify and crc32(view[pos + 12 : stop]) != crc:
-                raise CorruptRecord(f"CRC mismatch in the record at byte {pos} of a pull response", pos)
+            if magic != magic_ok or total < min_size or stop > end:
+                raise RecordCorrupted(f"bad record header at byte {pos} of a pull response", pos)
+            if verify and crc32(view[pos + crc_from : stop]) != crc:
+                raise RecordCorrupted(f"CRC mismatch in the record at byte {pos} of a pull response", pos)
             append(pos)
             pos = stop
     except struct.error:
-        raise CorruptRecord(f"truncated record at byte {pos} of a pull response", pos) from None
+        raise RecordCorrupted(f"truncated record at byte {pos} of a pull response", pos) from None
     finally:
         view.release()
     return starts
-
-
-HEADER_DTYPE = np.dtype(
-    [
-        ("total", ">u4"),
-        ("magic", ">u4"),
-        ("crc", ">u4"),
-        ("queue_id", ">u4"),
-        ("queue_offset", ">u8"),
-        ("commitlog_offset", ">u8"),
-        ("born_ms", ">u8"),
-        ("store_ms", ">u8"),
-        ("sys_flag", ">u4"),
-        ("topic_len", ">u2"),
-    ]
-)
-PAYLOAD_DTYPE = np.dtype([("body_len", ">u4"), ("tag_len", ">u2"), ("ext_len", ">u4")])
 
 
 def _gather(data: np.ndarray, starts: np.ndarray, dtype: np.dtype[Any]) -> np.ndarray:
@@ -168,9 +140,9 @@ def to_record_batch(buf: bytes, source: Source, schema: pa.Schema, *, verify: bo
         return pa.RecordBatch.from_pylist([], schema=schema)
     data = np.frombuffer(buf, dtype=np.uint8)
     starts = np.asarray(starts_list, dtype=np.int64)
-    head = _gather(data, starts, HEADER_DTYPE)
+    head = _gather(data, starts, record.HEADER_DTYPE)
     payload = starts + record.HEADER_SIZE + head["topic_len"].astype(np.int64)
-    lens = _gather(data, payload, PAYLOAD_DTYPE)
+    lens = _gather(data, payload, record.PAYLOAD_HEAD_DTYPE)
     body_len = lens["body_len"].astype(np.int64)
     tag_len = lens["tag_len"].astype(np.int64)
     ext_len = lens["ext_len"].astype(np.int64)
@@ -182,7 +154,7 @@ def to_record_batch(buf: bytes, source: Source, schema: pa.Schema, *, verify: bo
     ends = starts + head["total"].astype(np.int64)
     if not np.array_equal(ext_at + ext_len, ends):
         bad = int(np.flatnonzero(ext_at + ext_len != ends)[0])
-        raise CorruptRecord(f"payload lengths of the record at byte {starts_list[bad]} are wrong", starts_list[bad])
+        raise RecordCorrupted(f"payload lengths of the record at byte {starts_list[bad]} are wrong", starts_list[bad])
     qoff = head["queue_offset"].astype(np.int64)
     columns: dict[str, pa.Array] = {
         "topic": pa.repeat(pa.scalar(source.topic, pa.string()), n),

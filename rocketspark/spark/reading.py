@@ -23,8 +23,9 @@ from rocketspark.errors import ConnectError, DataCorruptedError, RocketSparkErro
 from rocketspark.protocol.codec import unpack
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.record import RecordCorrupted
 from rocketspark.remoting.client import RemotingClient, check
-from rocketspark.spark.arrow import CorruptRecord, Source, arrow_schema, to_record_batch
+from rocketspark.spark.arrow import Source, arrow_schema, to_record_batch
 from rocketspark.spark.planning import SegmentRange
 
 log = logging.getLogger(__name__)
@@ -134,7 +135,7 @@ def read_range(spec: ReadSpec, r: SegmentRange) -> Iterator[pa.RecordBatch]:
         if code == ResponseCode.SUCCESS:
             try:
                 batch = to_record_batch(response.body, source, schema, verify=spec.verify_crc)
-            except CorruptRecord as exc:
+            except RecordCorrupted as exc:
                 raise DataCorruptedError(
                     f"a record of {spec.topic} queue {spec.queue_id} from broker {r.broker_name} failed its integrity "
                     f"check: {exc}; the broker's copy is damaged"

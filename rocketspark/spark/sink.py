@@ -44,7 +44,6 @@ from rocketspark.spark.options import OptionError, WriterOptions
 log = logging.getLogger(__name__)
 
 COLUMNS = ("body", "value", "topic", "tag", "keys", "properties", "queueid", "shardingkey")
-HEAD_DTYPE = np.dtype([("body_len", ">u4"), ("tag_len", ">u2"), ("ext_len", ">u4")])  # record.PAYLOAD_HEAD
 
 
 @dataclass
@@ -187,7 +186,7 @@ class _Batcher:
             record.NO_TAG,
             pc.binary_length(tag_bytes).fill_null(0).to_numpy(zero_copy_only=False),
         )
-        heads = np.zeros(n_rows, dtype=HEAD_DTYPE)
+        heads = np.zeros(n_rows, dtype=record.PAYLOAD_HEAD_DTYPE)
         heads["body_len"], heads["tag_len"] = lengths, tag_len
         head_array = pa.Array.from_buffers(pa.binary(record.PAYLOAD_HEAD_SIZE), n_rows, [None, pa.py_buffer(heads)])
         joined = pc.binary_join_element_wise(head_array.cast(pa.binary()), body, tag_bytes.fill_null(b""), b"")
