@@ -17,21 +17,25 @@ from rocketspark.client.logical import LogicalQueue, Segment
 
 @dataclass(frozen=True, slots=True)
 class SegmentRange:
-    """A physical slice ``[start, end)`` of one segment, and how to name it to its broker."""
+    """A physical slice ``[start, end)`` of one segment of a logical queue.
 
-    broker_name: str
-    address: str | None
-    queue_id: int  # physical queue id
-    gen: int
-    static: bool
-    epoch: int
+    It carries the queue and segment as planned (they travel to the executor inside the
+    partition), so a replay reads the same slice from the same segment whatever the route
+    says by then."""
+
+    queue: LogicalQueue
+    segment: Segment
     start: int  # physical, inclusive
     end: int  # physical, exclusive
-    offset_delta: int  # logical = physical + delta
 
     @property
     def count(self) -> int:
         return self.end - self.start
+
+    @property
+    def offset_delta(self) -> int:
+        """Logical minus physical offset in this segment."""
+        return self.segment.offset_delta
 
     @property
     def logical_start(self) -> int:
@@ -50,31 +54,14 @@ class Bounds:
     high: int
 
 
-def _logical_span(segment: Segment) -> tuple[int, int | None]:
-    return segment.logic_offset, segment.logical_end
-
-
 def plan_ranges(queue: LogicalQueue, start: int, end: int) -> list[SegmentRange]:
     """The segment slices holding logical ``[start, end)``, gaps skipped."""
     out = []
     for segment in queue.segments:
-        seg_start, seg_end = _logical_span(segment)
-        low = max(start, seg_start)
-        high = end if seg_end is None else min(end, seg_end)
+        low = max(start, segment.logic_offset)
+        high = end if segment.logical_end is None else min(end, segment.logical_end)
         if low < high:
-            out.append(
-                SegmentRange(
-                    segment.broker_name,
-                    segment.address,
-                    segment.queue_id,
-                    segment.gen,
-                    queue.static,
-                    queue.epoch,
-                    segment.physical(low),
-                    segment.physical(high),
-                    segment.offset_delta,
-                )
-            )
+            out.append(SegmentRange(queue, segment, segment.physical(low), segment.physical(high)))
     return out
 
 
@@ -94,19 +81,17 @@ def advance(queue: LogicalQueue, start: int, end: int, n: int) -> int:
     return end
 
 
-def split(ranges: list[SegmentRange], parts: int) -> list[list[SegmentRange]]:
+def split(ranges: list[SegmentRange], parts: int) -> list[SegmentRange]:
     """Split a queue's ranges into about ``parts`` pieces: at segment boundaries first, then
     the largest pieces in halves, so each Spark task reads from one broker."""
-    pieces = [[r] for r in ranges if r.count > 0]
+    pieces = [r for r in ranges if r.count > 0]
     while len(pieces) < parts:
-        largest = max(range(len(pieces)), key=lambda i: pieces[i][0].count, default=None)
-        if largest is None or pieces[largest][0].count < 2:
+        largest = max(range(len(pieces)), key=lambda i: pieces[i].count, default=None)
+        if largest is None or pieces[largest].count < 2:
             break
-        r = pieces[largest][0]
+        r = pieces[largest]
         middle = r.start + r.count // 2
-        first = dataclasses.replace(r, end=middle)
-        second = dataclasses.replace(r, start=middle)
-        pieces[largest : largest + 1] = [[first], [second]]
+        pieces[largest : largest + 1] = [dataclasses.replace(r, end=middle), dataclasses.replace(r, start=middle)]
     return pieces
 
 

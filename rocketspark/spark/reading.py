@@ -18,9 +18,11 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from rocketspark.client.admin import Admin
+from rocketspark.client.pulling import segment_request_ext
 from rocketspark.errors import ConnectError, DataCorruptedError, RocketSparkError
-from rocketspark.protocol.codec import unpack
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.record import RecordCorrupted
@@ -51,10 +53,8 @@ class DataLossError(RocketSparkError):
 
 @dataclass(frozen=True, slots=True)
 class ReadSpec:
-    """Everything an executor needs, as plain data (it travels inside the partition)."""
+    """The query's read options an executor needs, as plain data (it travels in each partition)."""
 
-    topic: str
-    queue_id: int  # logical
     nameservers: tuple[str, ...]
     tags: tuple[str, ...] | None
     include_properties: bool
@@ -65,15 +65,8 @@ class ReadSpec:
 
 
 def _request(spec: ReadSpec, r: SegmentRange, offset: int) -> RemotingCommand:
-    ext: dict[str, object] = {
-        "topic": spec.topic,
-        "queueId": r.queue_id,
-        "queueOffset": offset,
-        "maxMsgNums": min(spec.pull_batch_size, r.end - offset),
-        "endOffset": r.end,
-    }
-    if r.static:
-        ext.update(logicQueueId=spec.queue_id, gen=r.gen, epoch=r.epoch)
+    ext = segment_request_ext(r.queue, r.segment)
+    ext.update(queueOffset=offset, maxMsgNums=min(spec.pull_batch_size, r.end - offset), endOffset=r.end)
     if spec.tags:
         ext["tags"] = list(spec.tags)
     return RemotingCommand.request(RequestCode.PULL_MESSAGE, ext)
@@ -82,8 +75,8 @@ def _request(spec: ReadSpec, r: SegmentRange, offset: int) -> RemotingCommand:
 def _lost(spec: ReadSpec, r: SegmentRange, start: int, end: int, why: str) -> None:
     lo, hi = start + r.offset_delta, end + r.offset_delta
     message = (
-        f"data loss in topic {spec.topic} logical queue {spec.queue_id}: offsets [{lo}, {hi}) ({hi - lo} messages) "
-        f"are no longer on broker {r.broker_name} ({why})"
+        f"data loss in topic {r.queue.topic} logical queue {r.queue.queue_id}: offsets [{lo}, {hi}) ({hi - lo} "
+        f"messages) are no longer on broker {r.segment.broker_name} ({why})"
     )
     if spec.fail_on_data_loss:
         raise DataLossError(message + '. Set the option failOnDataLoss to "false" to skip lost offsets instead.')
@@ -91,26 +84,29 @@ def _lost(spec: ReadSpec, r: SegmentRange, start: int, end: int, why: str) -> No
 
 
 def _broker_address(spec: ReadSpec, broker_name: str) -> str | None:
-    """Ask a nameserver where a broker is now (it may have restarted on another port)."""
-    for nameserver in spec.nameservers:
-        try:
-            request = RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO)
-            info = unpack(check(client().invoke(nameserver, request, peer="nameserver")).body)
-        except RocketSparkError:
-            continue
-        address = info["brokers"].get(broker_name, {}).get("addr")
-        if address:
-            return str(address)
-    return None
+    """Ask a nameserver where a broker is now (it may have restarted on another port). Rare:
+    only when the planned address fails or was unknown, so a short-lived admin client will do."""
+    try:
+        with Admin(list(spec.nameservers), timeout_ms=spec.pull_timeout_ms, route_push=False) as admin:
+            return admin.brokers().get(broker_name)
+    except RocketSparkError:
+        return None
+
+
+def _exact_tags(batch: pa.RecordBatch, tags: pa.Array) -> pa.RecordBatch:
+    """The broker filters by the tags' CRC32 hashes, which can collide (``plumless`` and
+    ``buckeroo`` share one): only rows whose tag is one of the wanted ones are kept."""
+    return batch.filter(pc.is_in(batch.column("tag"), value_set=tags))
 
 
 def read_range(spec: ReadSpec, r: SegmentRange) -> Iterator[pa.RecordBatch]:
     """Every record of one segment slice, as RecordBatches, with the next pull in flight."""
+    topic, segment = r.queue.topic, r.segment
     schema = arrow_schema(spec.include_properties)
-    source = Source(spec.topic, spec.queue_id, r.offset_delta, r.broker_name)
-    address = r.address or _broker_address(spec, r.broker_name)
-    if address is None:
-        raise ConnectError(f"broker {r.broker_name} holding {spec.topic} queue {spec.queue_id} is not registered")
+    source = Source(topic, r.queue.queue_id, r.offset_delta, segment.broker_name)
+    wanted = pa.array(spec.tags, pa.string()) if spec.tags else None
+    # The planned address, else the nameserver's; else require_address raises naming the broker.
+    address = segment.address or _broker_address(spec, segment.broker_name) or segment.require_address(topic)
     remoting = client()
     offset = r.start
     retried = False
@@ -119,7 +115,7 @@ def read_range(spec: ReadSpec, r: SegmentRange) -> Iterator[pa.RecordBatch]:
         try:
             response = pending.result()
         except ConnectError:
-            moved = None if retried else _broker_address(spec, r.broker_name)
+            moved = None if retried else _broker_address(spec, segment.broker_name)
             if moved is None:
                 raise
             address, retried = moved, True
@@ -137,9 +133,11 @@ def read_range(spec: ReadSpec, r: SegmentRange) -> Iterator[pa.RecordBatch]:
                 batch = to_record_batch(response.body, source, schema, verify=spec.verify_crc)
             except RecordCorrupted as exc:
                 raise DataCorruptedError(
-                    f"a record of {spec.topic} queue {spec.queue_id} from broker {r.broker_name} failed its integrity "
-                    f"check: {exc}; the broker's copy is damaged"
+                    f"a record of {topic} queue {r.queue.queue_id} from broker {segment.broker_name} failed its "
+                    f"integrity check: {exc}; the broker's copy is damaged"
                 ) from None
+            if wanted is not None:
+                batch = _exact_tags(batch, wanted)
             if batch.num_rows:
                 yield batch
         elif code == ResponseCode.PULL_OFFSET_MOVED and nxt > offset:
@@ -147,13 +145,9 @@ def read_range(spec: ReadSpec, r: SegmentRange) -> Iterator[pa.RecordBatch]:
         elif code != ResponseCode.PULL_RETRY_IMMEDIATELY:
             _lost(spec, r, offset, r.end, "the broker has fewer messages than planned")
             return
-        if nxt <= offset:
+        if nxt <= offset:  # no progress: what is left of the planned range cannot be read
+            _lost(spec, r, offset, r.end, f"the broker's answer (code {code}) did not move past offset {offset}")
             return
         offset = nxt
         if offset < r.end and code not in (ResponseCode.SUCCESS, ResponseCode.PULL_RETRY_IMMEDIATELY):
             pending = remoting.invoke_async(address, _request(spec, r, offset), spec.pull_timeout_ms)
-
-
-def read_partition(spec: ReadSpec, ranges: list[SegmentRange]) -> Iterator[pa.RecordBatch]:
-    for r in ranges:
-        yield from read_range(spec, r)

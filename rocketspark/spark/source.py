@@ -26,24 +26,22 @@ from rocketspark.errors import RocketSparkError
 from rocketspark.spark.driver import Catalog, Offsets, ordered, parse
 from rocketspark.spark.options import ReaderOptions
 from rocketspark.spark.planning import SegmentRange, advance, count, distribute, plan_ranges, split
-from rocketspark.spark.reading import DataLossError, ReadSpec, read_partition
+from rocketspark.spark.reading import DataLossError, ReadSpec, read_range
 
 log = logging.getLogger(__name__)
 
 
 class RocketMQPartition(InputPartition):
-    """One task's work: a logical queue's slices, as plain picklable data."""
+    """One task's work: a slice of one segment of a logical queue, as plain picklable data."""
 
-    def __init__(self, spec: ReadSpec, ranges: list[SegmentRange]) -> None:
-        super().__init__((spec.topic, spec.queue_id, ranges[0].logical_start if ranges else 0))
+    def __init__(self, spec: ReadSpec, segment_range: SegmentRange) -> None:
+        super().__init__((segment_range.queue.topic, segment_range.queue.queue_id, segment_range.logical_start))
         self.spec = spec
-        self.ranges = ranges
+        self.range = segment_range
 
 
-def _spec(options: ReaderOptions, topic: str, queue_id: int) -> ReadSpec:
+def _spec(options: ReaderOptions) -> ReadSpec:
     return ReadSpec(
-        topic=topic,
-        queue_id=queue_id,
         nameservers=options.nameservers,
         tags=options.tags,
         include_properties=options.include_properties,
@@ -55,7 +53,8 @@ def _spec(options: ReaderOptions, topic: str, queue_id: int) -> ReadSpec:
 
 
 class _Planner:
-    """Shared by the streaming and the batch reader: offsets to partitions, on the driver."""
+    """Shared by the streaming and the batch reader: offsets to partitions on the driver, and
+    reading a partition on an executor."""
 
     options: ReaderOptions
     _catalog: Catalog | None = None
@@ -72,6 +71,8 @@ class _Planner:
         return state
 
     def plan(self, start: Offsets, end: Offsets) -> list[RocketMQPartition]:
+        spec = _spec(self.options)
+        pieces = self._pieces(sum(len(q) for q in end.values()))
         partitions: list[RocketMQPartition] = []
         for topic in sorted(end):
             state = self.catalog.state(topic)
@@ -82,14 +83,12 @@ class _Planner:
                 if queue is None or high <= low:
                     continue
                 low = self._check_loss(topic, queue_id, low, high, state.bounds[queue_id].low)
-                spec = _spec(self.options, topic, queue_id)
-                for piece in split(plan_ranges(queue, low, high), self._pieces(queue_id, end)):
-                    partitions.append(RocketMQPartition(spec, piece))
+                partitions += [RocketMQPartition(spec, piece) for piece in split(plan_ranges(queue, low, high), pieces)]
         return partitions
 
-    def _pieces(self, queue_id: int, end: Offsets) -> int:
+    def _pieces(self, queues: int) -> int:
+        """How many pieces each queue is split into, for at least ``minPartitions`` in all."""
         wanted = self.options.min_partitions
-        queues = sum(len(q) for q in end.values())
         return 1 if not wanted or queues == 0 else max(1, -(-wanted // queues))
 
     def _check_loss(self, topic: str, queue_id: int, low: int, high: int, earliest: int) -> int:
@@ -105,6 +104,17 @@ class _Planner:
             raise DataLossError(message + '. Set the option failOnDataLoss to "false" to skip lost offsets instead.')
         log.warning("%s; skipped (failOnDataLoss=false)", message)
         return lost_to
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, RocketMQPartition):
+            # a batch read with nothing to read: Spark replaces the empty plan by InputPartition(None)
+            return iter(())
+        return read_range(partition.spec, partition.range)
+
+    def stop(self) -> None:
+        if self._catalog is not None:
+            self._catalog.close()
+            self._catalog = None
 
 
 class RocketMQStreamReader(_Planner, DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -170,10 +180,6 @@ class RocketMQStreamReader(_Planner, DataSourceStreamReader, SupportsTriggerAvai
     def partitions(self, start: dict[str, dict[str, int]], end: dict[str, dict[str, int]]) -> list[RocketMQPartition]:
         return self.plan(parse(start), parse(end))
 
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, RocketMQPartition)
-        return read_partition(partition.spec, partition.ranges)
-
     def commit(self, end: dict[str, dict[str, int]]) -> None:
         """Optionally record progress in a consumer group, for lag dashboards only: the
         checkpoint decides where a restarted query resumes, never the group."""
@@ -186,11 +192,6 @@ class RocketMQStreamReader(_Planner, DataSourceStreamReader, SupportsTriggerAvai
                     self.catalog.consumer.commit_offset(group, topic, q, offset)
                 except RocketSparkError as exc:
                     log.warning("could not commit %s/%s=%s to group %s: %s", topic, q, offset, group, exc)
-
-    def stop(self) -> None:
-        if self._catalog is not None:
-            self._catalog.close()
-            self._catalog = None
 
 
 class RocketMQBatchReader(_Planner, DataSourceReader):
@@ -214,12 +215,3 @@ class RocketMQBatchReader(_Planner, DataSourceReader):
             return self.plan(start, end)
         finally:
             self.stop()
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, RocketMQPartition)
-        return read_partition(partition.spec, partition.ranges)
-
-    def stop(self) -> None:
-        if self._catalog is not None:
-            self._catalog.close()
-            self._catalog = None

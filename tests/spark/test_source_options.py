@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +144,14 @@ def bodies(df: Any) -> list[str]:
     return sorted(bytes(r.body).decode() for r in df.select("body").collect())
 
 
+def test_tags_that_share_a_hash_are_told_apart(spark: Any, cluster: LocalCluster) -> None:
+    """The broker filters by CRC32 of the tag; these two tags have the same one."""
+    assert zlib.crc32(b"plumless") == zlib.crc32(b"buckeroo")
+    make_topic(cluster.nameserver, "collide", queues=2, messages=20, tags=lambda i: ["plumless", "buckeroo"][i % 2])
+    df = batch(spark, cluster.nameserver, topic="collide", tags="plumless")
+    assert bodies(df) == sorted(f"m{i}" for i in range(0, 20, 2))
+
+
 def test_a_batch_read_can_end_at_ending_timestamp_alone(spark: Any, cluster: LocalCluster) -> None:
     """Spark asks for the schema before it says the read is a batch: that must not reject it."""
     ns = cluster.nameserver
@@ -152,6 +161,38 @@ def test_a_batch_read_can_end_at_ending_timestamp_alone(spark: Any, cluster: Loc
     time.sleep(0.05)
     send(ns, "timed", range(10, 16), 2)
     assert bodies(batch(spark, ns, topic="timed", endingTimestamp=cut)) == sorted(f"m{i}" for i in range(10))
+
+
+def test_the_timestamp_strategy_decides_a_start_after_the_newest_message(spark: Any, cluster: LocalCluster) -> None:
+    ns = cluster.nameserver
+    make_topic(ns, "late-start", queues=2, messages=10)
+    future = int(time.time() * 1000) + 3_600_000
+    with pytest.raises(Exception) as failure:  # Spark wraps the Python error in its own exception types
+        batch(spark, ns, topic="late-start", startingTimestamp=future).count()
+    assert 'option "startingTimestamp": no message of late-start queue' in str(failure.value)
+    assert 'set startingOffsetsByTimestampStrategy to "latest"' in str(failure.value)
+    late = batch(spark, ns, topic="late-start", startingTimestamp=future, startingOffsetsByTimestampStrategy="latest")
+    assert late.count() == 0  # starts at the latest offsets: nothing to read, and no failure either
+
+
+def test_topic_pattern_and_assign_select_topics_and_queues(spark: Any, cluster: LocalCluster) -> None:
+    ns = cluster.nameserver
+    make_topic(ns, "pattern-one", queues=2, messages=4)
+    make_topic(ns, "pattern-two", queues=2, messages=6)
+    make_topic(ns, "unpatterned", queues=2, messages=8)
+    df = batch(spark, ns, topicPattern="pattern-.*")
+    got = sorted((r.topic, r.queueId) for r in df.select("topic", "queueId").collect())
+    assert got == sorted([("pattern-one", i % 2) for i in range(4)] + [("pattern-two", i % 2) for i in range(6)])
+    df = batch(spark, ns, assign=json.dumps({"pattern-two": [1]}))
+    assert sorted((r.topic, r.queueOffset) for r in df.collect()) == [("pattern-two", o) for o in range(3)]
+
+
+def test_register_makes_the_format_available_where_discovery_is_off(spark: Any, cluster: LocalCluster) -> None:
+    import rocketspark
+
+    rocketspark.register(spark)  # replaces the discovered source by the same class: reads still work
+    make_topic(cluster.nameserver, "registered", queues=1, messages=3)
+    assert bodies(batch(spark, cluster.nameserver, topic="registered")) == ["m0", "m1", "m2"]
 
 
 def test_properties_and_keys_come_through(spark: Any, cluster: LocalCluster) -> None:
