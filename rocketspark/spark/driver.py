@@ -3,7 +3,9 @@
 Lives only in Spark's driver-side Python worker (the source's long-lived runner). The client
 is created lazily there, never pickled to executors. Latest offsets are fetched with one
 request per broker (its per-queue min/max table) and reused for ``latestOffsetCacheMs``,
-because an idle query asks for them about 90 times a second.
+because an idle query asks for them about 90 times a second. Routes come from the client's
+route cache, which route pushes and polling keep current; a route a moment old plans safely,
+because the records at a planned offset never change.
 """
 
 from __future__ import annotations
@@ -12,13 +14,15 @@ import re
 import time
 from dataclasses import dataclass
 
-from rocketspark.client.admin import Admin
 from rocketspark.client.consumer import Consumer
 from rocketspark.client.logical import LogicalQueue, logical_view
+from rocketspark.client.routes import AUTO_CREATE_TOPIC
+from rocketspark.client.topic_stats import fetch_topic_stats, queue_bounds
 from rocketspark.errors import ConnectError, NoRouteInfoError, RocketSparkError, TopicNotExistError
 from rocketspark.protocol.codec import unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.types import TopicRouteData
 from rocketspark.spark.options import EARLIEST, LATEST, OptionError, ReaderOptions
 from rocketspark.spark.planning import Bounds
 
@@ -34,12 +38,21 @@ def parse(offset: dict[str, dict[str, int]] | None) -> Offsets:
     return {topic: {int(q): int(o) for q, o in queues.items()} for topic, queues in (offset or {}).items()}
 
 
+def _route_and_view(route: TopicRouteData) -> tuple[TopicRouteData, list[LogicalQueue]]:
+    """A route with its logical view, built once per route by the route cache (``derive``)."""
+    return route, logical_view(route)
+
+
 @dataclass(frozen=True, slots=True)
 class TopicState:
     topic: str
     queues: dict[int, LogicalQueue]  # the logical queues this query reads
     bounds: dict[int, Bounds]
     fetched_at: float
+
+    @property
+    def latest(self) -> dict[int, int]:
+        return {q: b.high for q, b in self.bounds.items()}
 
 
 class Catalog:
@@ -48,13 +61,11 @@ class Catalog:
     def __init__(self, options: ReaderOptions) -> None:
         self.options = options
         self.consumer = Consumer(list(options.nameservers), timeout_ms=options.pull_timeout_ms)
-        self.admin = Admin(list(options.nameservers), timeout_ms=options.pull_timeout_ms)
         self._states: dict[str, TopicState] = {}
         self._topics: tuple[float, list[str]] | None = None
 
     def close(self) -> None:
         self.consumer.close()
-        self.admin.close()
 
     # -- topics -------------------------------------------------------------------------------
 
@@ -67,10 +78,12 @@ class Catalog:
         now = time.monotonic()
         if self._topics is None or now - self._topics[0] > 1.0:
             pattern = re.compile(opts.topic_pattern or "")
+            request = RemotingCommand.request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
             try:
-                names = [t for t in self.admin.topics() if pattern.fullmatch(t) and t != "TBW102"]
+                listed: list[str] = unpack(self.consumer.routes.call_nameserver(request).body)
             except ConnectError as exc:
                 raise self._unreachable(exc) from None
+            names = [t for t in listed if pattern.fullmatch(t) and t != AUTO_CREATE_TOPIC]
             self._topics = (now, names)
         return self._topics[1]
 
@@ -89,12 +102,11 @@ class Catalog:
         if cached is not None and not fresh and time.monotonic() - cached.fetched_at < max_age:
             return cached
         try:
-            route = self.consumer.routes.refresh(topic) or self.consumer.routes.get(topic)
+            route, view = self.consumer.routes.derive(topic, _route_and_view)
         except NoRouteInfoError as exc:
             raise self._missing(topic, exc) from None
         except ConnectError as exc:
             raise self._unreachable(exc) from None
-        view = logical_view(route)
         wanted = self.options.assign.get(topic) if self.options.assign else None
         if wanted is not None:
             bad = [q for q in wanted if q >= len(view)]
@@ -103,9 +115,14 @@ class Catalog:
                     f'option "assign": topic "{topic}" has no logical queue {bad[0]} (it has {len(view)})'
                 )
         queues = {q.queue_id: q for q in view if wanted is None or q.queue_id in wanted}
-        state = TopicState(topic, queues, self._bounds(topic, route.brokers, queues), time.monotonic())
-        self._states[topic] = state
+        stats = fetch_topic_stats(self.consumer, route)
+        bounds = {q: Bounds(*queue_bounds(queue, stats)) for q, queue in queues.items()}
+        state = self._states[topic] = TopicState(topic, queues, bounds, time.monotonic())
         return state
+
+    def states(self) -> dict[str, TopicState]:
+        """Every topic read, each as one consistent fetch."""
+        return {t: self.state(t) for t in self.topics()}
 
     def _missing(self, topic: str, exc: RocketSparkError) -> RocketSparkError:
         if isinstance(exc, NoRouteInfoError) and "no nameserver answered" in exc.message:
@@ -116,20 +133,8 @@ class Catalog:
             f"{topic}) or fix the name"
         )
 
-    def _bounds(self, topic: str, brokers: tuple[object, ...], queues: dict[int, LogicalQueue]) -> dict[int, Bounds]:
-        stats: dict[str, dict[int, tuple[int, int]]] = {}
-        for broker in brokers:
-            request = RemotingCommand.request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic})
-            address = broker.address  # type: ignore[attr-defined]
-            try:
-                rows = unpack(self.consumer.call(address, request).body)
-            except TopicNotExistError:
-                rows = []
-            stats[broker.broker_name] = {r["queueId"]: (r["min"], r["max"]) for r in rows}  # type: ignore[attr-defined]
-        return {q: _bounds_of(queue, stats) for q, queue in queues.items()}
-
     def latest(self, *, fresh: bool = False) -> Offsets:
-        return {t: {q: b.high for q, b in self.state(t, fresh=fresh).bounds.items()} for t in self.topics()}
+        return {t: self.state(t, fresh=fresh).latest for t in self.topics()}
 
     def earliest(self) -> Offsets:
         return {t: {q: b.low for q, b in self.state(t).bounds.items()} for t in self.topics()}
@@ -209,22 +214,3 @@ class Catalog:
             stamps = {t: dict.fromkeys(qs, opts.ending_timestamp) for t, qs in self.latest().items()}
             return self.by_timestamp(stamps, "latest", "endingTimestamp")
         return self.resolve(opts.ending, "endingOffsets")
-
-
-def _bounds_of(queue: LogicalQueue, stats: dict[str, dict[int, tuple[int, int]]]) -> Bounds:
-    """Earliest retained and latest logical offset of a queue from its brokers' min/max."""
-    high = 0
-    low: int | None = None
-    for segment in queue.segments:
-        phys_low, phys_high = stats.get(segment.broker_name, {}).get(segment.queue_id, (0, 0))
-        if segment.sealed:
-            if low is None and phys_low < segment.end_offset:
-                low = segment.logical(max(phys_low, segment.start_offset))
-            high = segment.logical(segment.end_offset)
-        else:
-            if low is None:
-                low = segment.logical(max(phys_low, segment.start_offset))
-            high = segment.logical(phys_high)
-    if not queue.segments:
-        return Bounds(0, 0)
-    return Bounds(high if low is None else min(low, high), high)

@@ -13,14 +13,15 @@ import json
 from typing import Any
 
 from rocketspark.client.consumer import Consumer
+from rocketspark.spark.driver import Offsets, parse
 from rocketspark.spark.planning import count
 
 Lag = dict[str, dict[int, int]]
 
 
-def _offsets(value: Any) -> dict[str, dict[int, int]]:
-    parsed = json.loads(value) if isinstance(value, str) else (value or {})
-    return {t: {int(q): int(o) for q, o in qs.items()} for t, qs in parsed.items()}
+def _offsets(value: Any) -> Offsets:
+    """A progress report's offsets: JSON text, or already parsed."""
+    return parse(json.loads(value) if isinstance(value, str) else value)
 
 
 def offsets_behind_latest(query_or_progress: Any, nameserver: str | list[str] | None = None) -> Lag:

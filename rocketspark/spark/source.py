@@ -139,25 +139,25 @@ class RocketMQStreamReader(_Planner, DataSourceStreamReader, SupportsTriggerAvai
 
     def latestOffset(self, start: dict[str, dict[str, int]], limit: ReadLimit) -> dict[str, dict[str, int]]:
         begin = parse(start)
-        latest = self._available_now or self.catalog.latest()
+        # One state per topic for this whole decision: its queues and latest offsets agree.
+        states = {t: self.catalog.state(t) for t in (self._available_now or self.catalog.topics())}
+        latest = self._available_now or {t: state.latest for t, state in states.items()}
         target: Offsets = {}
         backlog: dict[tuple[str, int], int] = {}
         for topic, queues in latest.items():
-            state = self.catalog.state(topic)
             target[topic] = {}
             for q, high in queues.items():
                 low = begin.get(topic, {}).get(q, 0)
                 target[topic][q] = max(high, low)
-                backlog[(topic, q)] = count(state.queues[q], low, high) if high > low else 0
+                backlog[(topic, q)] = count(states[topic].queues[q], low, target[topic][q])
         total = sum(backlog.values())
         if total and self._too_early(total):
             return start
         if isinstance(limit, ReadMaxRows):
-            shares = distribute(backlog, limit.max_rows)
-            for (topic, q), share in shares.items():
+            for (topic, q), share in distribute(backlog, limit.max_rows).items():
                 low = begin.get(topic, {}).get(q, 0)
-                target[topic][q] = advance(self.catalog.state(topic).queues[q], low, target[topic][q], share)
-        end = ordered({t: {q: max(o, begin.get(t, {}).get(q, 0)) for q, o in qs.items()} for t, qs in target.items()})
+                target[topic][q] = advance(states[topic].queues[q], low, target[topic][q], share)  # >= low
+        end = ordered(target)
         if str(end) != self._last_end:
             self._last_end = str(end)
             self._last_batch_at = time.monotonic()
@@ -171,7 +171,8 @@ class RocketMQStreamReader(_Planner, DataSourceStreamReader, SupportsTriggerAvai
         return time.monotonic() - self._last_batch_at < self.options.max_trigger_delay_ms / 1000
 
     def reportLatestOffset(self) -> dict[str, dict[str, int]] | None:
-        """Shown as ``latestOffset`` in the query's progress; ``rocketspark.spark.lag`` uses it."""
+        """Shown as ``latestOffset`` in the query's progress; ``metrics.offsets_behind_latest``
+        turns it into a backlog."""
         try:
             return ordered(self.catalog.latest())
         except RocketSparkError:

@@ -1,4 +1,5 @@
-"""Source options against a real cluster: limits, AvailableNow, starts, ends, tags, data loss."""
+"""Source options against a real cluster: limits, AvailableNow, starts, ends, tags, topic selection,
+trigger thresholds and caching."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from rocketspark import Admin, LocalCluster, Message, Producer
+from rocketspark.spark.options import parse_reader
+from rocketspark.spark.source import RocketMQStreamReader
 from tests.spark.helpers import reader, run_available_now
 
 pytestmark = pytest.mark.spark
@@ -130,7 +134,6 @@ def test_the_tag_filter_returns_only_matching_rows_and_no_data_loss_alarm(
     run_available_now(events, str(tmp_path / "cp"), name="tagged")
     got = rows(spark, "tagged")
     assert sorted(r[2] for r in got) == sorted(f"m{i}" for i in range(0, 300, 10))
-    assert {r[2] for r in got} == {f"m{i}" for i in range(0, 300, 10)}
 
 
 def batch(spark: Any, ns: str, **options: Any) -> Any:
@@ -193,6 +196,45 @@ def test_register_makes_the_format_available_where_discovery_is_off(spark: Any, 
     rocketspark.register(spark)  # replaces the discovered source by the same class: reads still work
     make_topic(cluster.nameserver, "registered", queues=1, messages=3)
     assert bodies(batch(spark, cluster.nameserver, topic="registered")) == ["m0", "m1", "m2"]
+
+
+def test_min_offsets_per_trigger_waits_for_more_until_max_trigger_delay(cluster: LocalCluster) -> None:
+    """The reader's decisions, without running a query: latestOffset keeps the start until
+    enough offsets are there, or until maxTriggerDelay has passed since the last batch."""
+    ns = cluster.nameserver
+    make_topic(ns, "waiting", queues=2, messages=30)
+    start = {"waiting": {"0": 0, "1": 0}}
+    patient = stream_reader(ns, "waiting", minOffsetsPerTrigger=50, maxTriggerDelay="1h", latestOffsetCacheMs=0)
+    hasty = stream_reader(ns, "waiting", minOffsetsPerTrigger=50, maxTriggerDelay="300ms", latestOffsetCacheMs=0)
+    try:
+        assert patient.latestOffset(start, ReadAllAvailable()) == start  # 30 < 50: wait
+        time.sleep(0.4)
+        assert hasty.latestOffset(start, ReadAllAvailable()) == {"waiting": {"0": 15, "1": 15}}  # waited long enough
+        send(ns, "waiting", range(30, 50), 2)
+        assert patient.latestOffset(start, ReadAllAvailable()) == {"waiting": {"0": 25, "1": 25}}  # 50 now
+    finally:
+        patient.stop()
+        hasty.stop()
+
+
+def test_latest_offsets_are_reused_for_latest_offset_cache_ms(cluster: LocalCluster) -> None:
+    ns = cluster.nameserver
+    make_topic(ns, "cached", queues=1, messages=5)
+    cached = stream_reader(ns, "cached", latestOffsetCacheMs=3_600_000)
+    fresh = stream_reader(ns, "cached", latestOffsetCacheMs=0)
+    try:
+        assert cached.reportLatestOffset() == fresh.reportLatestOffset() == {"cached": {"0": 5}}
+        send(ns, "cached", range(5, 8), 1)
+        assert cached.reportLatestOffset() == {"cached": {"0": 5}}
+        assert fresh.reportLatestOffset() == {"cached": {"0": 8}}
+    finally:
+        cached.stop()
+        fresh.stop()
+
+
+def stream_reader(ns: str, topic: str, **options: Any) -> RocketMQStreamReader:
+    values = {"nameserver": ns, "topic": topic, **{k: str(v) for k, v in options.items()}}
+    return RocketMQStreamReader(parse_reader(values, streaming=True))
 
 
 def test_properties_and_keys_come_through(spark: Any, cluster: LocalCluster) -> None:
