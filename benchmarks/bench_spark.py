@@ -7,11 +7,13 @@ Prints, for 100-byte messages:
   yields prebuilt Arrow batches from memory (the Python Data Source API's ceiling); and
   Spark's own ``rate-micro-batch`` source into the same sink;
 - write: ``writeStream`` of 1M rows into a topic, against the broker's own batched ingest
-  from the client (100-message batches, 4 threads).
+  from the client (100-message batches, 4 threads). ``--sink-columns`` picks the columns
+  written: ``body`` (default), ``sharded`` (``body``, ``shardingKey`` and ``tag``, the shape of
+  examples/streaming_etl.py) or ``keyed`` (``sharded`` plus a ``keys`` array).
 
 Rates are rows per second of micro-batch processing (``triggerExecution``), the median over
 batches after the first (which pays for starting Python workers). Usage:
-``python benchmarks/bench_spark.py [--rows N]``.
+``python benchmarks/bench_spark.py [--rows N] [--per-batch N] [--sink-columns body|sharded|keyed]``.
 """
 
 from __future__ import annotations
@@ -33,6 +35,17 @@ from rocketspark import Admin, LocalCluster, Message, Producer
 
 QUEUES = 8
 BODY = 100
+BODY_SQL = f"repeat('x', {BODY - 8}) || lpad(CAST(value AS STRING), 8, '0') AS body"
+SINK_COLUMNS = {  # the columns the write benchmark gives the sink
+    "body": [BODY_SQL],
+    "sharded": [BODY_SQL, "CAST(value % 1000 AS STRING) AS shardingKey", "'t' AS tag"],
+    "keyed": [
+        BODY_SQL,
+        "CAST(value % 1000 AS STRING) AS shardingKey",
+        "'t' AS tag",
+        "array(CAST(value AS STRING)) AS keys",
+    ],
+}
 
 
 def batch_rate(query: Any) -> float:
@@ -145,6 +158,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--per-batch", type=int, default=200_000)
+    parser.add_argument("--sink-columns", choices=sorted(SINK_COLUMNS), default="body")
     args = parser.parse_args()
     from pyspark.sql import SparkSession
 
@@ -201,7 +215,7 @@ def main() -> None:
             .option("rowsPerBatch", per_batch)
             .option("numPartitions", str(QUEUES))
             .load()
-            .selectExpr(f"repeat('x', {BODY - 8}) || lpad(CAST(value AS STRING), 8, '0') AS body")
+            .selectExpr(*SINK_COLUMNS[args.sink_columns])
         )
         write = batch_rate(
             run(
@@ -222,7 +236,7 @@ def main() -> None:
     print(f"read  rocketmq -> noop           {read:>12,.0f} rows/s")
     print(f"      API ceiling (prebuilt Arrow) {ceiling:>10,.0f} rows/s   ratio {read / ceiling:.2f} (target >= 0.6)")
     print(f"      Spark rate source -> noop  {rate:>12,.0f} rows/s")
-    print(f"write rate -> rocketmq           {write:>12,.0f} rows/s")
+    print(f"write rate -> rocketmq           {write:>12,.0f} rows/s   columns: {args.sink_columns}")
     print(f"      client batched ingest      {ingest:>12,.0f} msg/s    ratio {write / ingest:.2f} (target >= 0.7)")
 
 

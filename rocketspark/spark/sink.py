@@ -13,10 +13,12 @@ drops messages it already stored under that identity. So when Spark re-runs a mi
 (after a failure, or after a restart from a checkpoint whose commit was not recorded), the
 topic gets each message of the batch once, provided the re-run produces the same rows in the
 same order per partition (a deterministic query over a replayable source, like this one).
-Messages without a ``queueId`` or ``shardingKey`` go to queue ``row number % queues`` for the
-same reason. A broker remembers identities for ``dedupe_retention_hours`` (24 h) and saves
-them every second; a re-run after a broker crash can duplicate what that broker stored in
-its last second. Batch writes (``df.write``) are at-least-once.
+Messages without a ``queueId`` or ``shardingKey`` go to queue ``(partition + row number) %
+queues`` for the same reason. A broker remembers identities for ``dedupe_retention_hours``
+(24 h) and saves them every second; a re-run after a broker crash can duplicate what that
+broker stored in its last second. A broker deduplicates per physical queue, so a re-run whose
+logical queue was remapped to another broker in between (a static topic) is not deduplicated:
+its messages are stored again. Batch writes (``df.write``) are at-least-once.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ import threading
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -36,7 +37,7 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, LongType, MapType, StringType, StructType
 
-from rocketspark.client.producer import Producer
+from rocketspark.client.producer import Producer, chunk_payloads
 from rocketspark.protocol import record
 from rocketspark.protocol.record import encode_payload
 from rocketspark.spark.options import OptionError, WriterOptions
@@ -108,19 +109,23 @@ def producer_for(options: WriterOptions) -> Producer:
         return producer
 
 
-def _as_bytes(value: Any) -> bytes:
-    if value is None:
-        return b""
-    return value.encode() if isinstance(value, str) else bytes(value)
-
-
 class _Batcher:
-    """Collects encoded messages per (topic, queue) in row order, with their sequence numbers."""
+    """Encodes a task's rows into message payloads, column by column, and collects them per
+    (topic, queue) in row order.
 
-    def __init__(self, producer: Producer, options: WriterOptions, roles: dict[str, str]) -> None:
+    Every column is handled for all rows at once with Arrow kernels and numpy: payload heads,
+    bodies and tags are joined in C, the queue of each row comes from its ``queueId``, else the
+    CRC32 of its ``shardingKey`` (computed once per distinct key), else round robin. Only rows
+    with keys or properties cost Python work (their msgpack part).
+    """
+
+    def __init__(self, producer: Producer, options: WriterOptions, roles: dict[str, str], partition: int) -> None:
         self.producer = producer
         self.options = options
         self.roles = roles
+        # Round robin starts at the task's partition, so that the first rows of all tasks do not
+        # all land on queue 0; it stays a function of the row, so a re-run deals rows alike.
+        self.partition = partition
         self.queues: dict[tuple[str, int], list[bytes]] = {}
         self.rows = 0
         self._counts: dict[str, int] = {}
@@ -131,85 +136,137 @@ class _Batcher:
             count = self._counts[topic] = self.producer.queue_count(topic)
         return count
 
-    def add(self, batch: pa.RecordBatch) -> None:
-        if self.options.topic is not None and set(self.roles) <= {"body", "value", "tag"}:
-            self._add_simple(batch)  # the common shape, encoded column-wise in C
-            return
-        roles, opts = self.roles, self.options
-        cols = {role: batch.column(name).to_pylist() for role, name in roles.items()}
-        bodies = cols.get("body", cols.get("value"))
-        assert bodies is not None
-        topics = cols.get("topic")
-        tags = cols.get("tag")
-        keys = cols.get("keys")
-        props = cols.get("properties")
-        queue_ids = cols.get("queueid")
-        sharding = cols.get("shardingkey")
-        for i in range(batch.num_rows):
-            topic = opts.topic or (topics[i] if topics else None)
-            if not topic:
-                raise OptionError(f"row {self.rows} has no topic (null topic column and no topic option)")
-            n = self._queue_count(topic)
-            if queue_ids is not None and queue_ids[i] is not None:
-                queue = int(queue_ids[i])
-            elif sharding is not None and sharding[i] is not None:
-                queue = zlib.crc32(sharding[i].encode()) % n
-            else:
-                queue = self.rows % n
-            tag = tags[i] if tags is not None and tags[i] is not None else opts.tag
-            key = keys[i] if keys is not None else None
-            key_list = [key] if isinstance(key, str) else list(key or ())
-            prop = dict(props[i]) if props is not None and props[i] else {}
-            payload = encode_payload(_as_bytes(bodies[i]), tag, key_list, prop)
-            self.queues.setdefault((topic, queue), []).append(payload)
-            self.rows += 1
+    def _column(self, batch: pa.RecordBatch, role: str) -> pa.Array | None:
+        name = self.roles.get(role)
+        return None if name is None else batch.column(name)
 
-    def _add_simple(self, batch: pa.RecordBatch) -> None:
-        """Rows with a body (and maybe a tag) and the topic option: build every payload with one
-        Arrow kernel call (header, body and tag joined per row), then deal them round-robin."""
-        topic = self.options.topic
-        assert topic is not None
-        n_rows = batch.num_rows
-        if not n_rows:
+    def add(self, batch: pa.RecordBatch) -> None:
+        n = batch.num_rows
+        if not n:
             return
-        body = batch.column(self.roles.get("body", self.roles.get("value", ""))).cast(pa.binary()).fill_null(b"")
-        lengths = np.asarray(pc.binary_length(body).to_numpy(zero_copy_only=False), dtype=np.int64)
-        if "tag" in self.roles:
-            tags = batch.column(self.roles["tag"])
-            if self.options.tag is not None:
-                tags = tags.fill_null(self.options.tag)
-        else:
-            tags = pa.nulls(n_rows, pa.string()) if self.options.tag is None else pa.repeat(self.options.tag, n_rows)
+        payloads = self._payloads(batch)
+        topic = self.options.topic
+        if topic is not None and not {"queueid", "shardingkey"} & set(self.roles):
+            # round robin only: row i goes to queue (first + i) % count, so each queue's rows are a slice
+            listed, count, first = payloads.to_pylist(), self._queue_count(topic), self.partition + self.rows
+            for queue_id in range(count):
+                if share := listed[(queue_id - first) % count :: count]:
+                    self.queues.setdefault((topic, queue_id), []).extend(share)
+            self.rows += n
+            return
+        names, topic_ix, queue = self._targets(batch)
+        order = np.argsort(queue, kind="stable")  # rows grouped by (topic, queue), in row order within each
+        order = order[np.argsort(topic_ix[order], kind="stable")]
+        ordered = payloads.take(pa.array(order)).to_pylist()
+        t, q = topic_ix[order], queue[order]
+        cuts = np.flatnonzero((t[1:] != t[:-1]) | (q[1:] != q[:-1])) + 1
+        for begin, stop in zip([0, *cuts.tolist()], [*cuts.tolist(), n], strict=True):
+            key = (names[int(t[begin])], int(q[begin]))
+            self.queues.setdefault(key, []).extend(ordered[begin:stop])
+        self.rows += n
+
+    def _payloads(self, batch: pa.RecordBatch) -> pa.Array:
+        """``record.encode_payload`` of every row, as one binary array."""
+        n = batch.num_rows
+        body = batch.column(self.roles["body"] if "body" in self.roles else self.roles["value"])
+        body = body.cast(pa.binary()).fill_null(b"")
+        tags = self._column(batch, "tag")
+        default = self.options.tag
+        if tags is None:
+            tags = pa.nulls(n, pa.string()) if default is None else pa.repeat(pa.scalar(default, pa.string()), n)
+        elif default is not None:
+            tags = tags.fill_null(default)
         tag_bytes = tags.cast(pa.binary())
-        tag_len = np.where(
-            tags.is_null().to_numpy(zero_copy_only=False),
-            record.NO_TAG,
-            pc.binary_length(tag_bytes).fill_null(0).to_numpy(zero_copy_only=False),
-        )
-        heads = np.zeros(n_rows, dtype=record.PAYLOAD_HEAD_DTYPE)
-        heads["body_len"], heads["tag_len"] = lengths, tag_len
-        head_array = pa.Array.from_buffers(pa.binary(record.PAYLOAD_HEAD_SIZE), n_rows, [None, pa.py_buffer(heads)])
-        joined = pc.binary_join_element_wise(head_array.cast(pa.binary()), body, tag_bytes.fill_null(b""), b"")
-        payloads = joined.to_pylist()
-        count = self._queue_count(topic)
-        first = self.rows
-        for q in range(count):
-            share = payloads[(q - first) % count :: count]
-            if share:
-                self.queues.setdefault((topic, q), []).extend(share)
-        self.rows += n_rows
+        tag_len = np.asarray(pc.binary_length(tag_bytes).fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+        too_long = np.flatnonzero(tag_len > record.MAX_TAG_BYTES)
+        if len(too_long):
+            i = int(too_long[0])
+            raise OptionError(
+                f"row {self.rows + i} has a tag of {int(tag_len[i])} bytes; a tag is limited to "
+                f"{record.MAX_TAG_BYTES} bytes of UTF-8"
+            )
+        ext = self._extensions(batch)
+        heads = np.zeros(n, dtype=record.PAYLOAD_HEAD_DTYPE)
+        heads["body_len"] = pc.binary_length(body).to_numpy(zero_copy_only=False)
+        heads["tag_len"] = np.where(tags.is_null().to_numpy(zero_copy_only=False), record.NO_TAG, tag_len)
+        parts = [body, tag_bytes.fill_null(b"")]
+        if ext is not None:
+            heads["ext_len"] = pc.binary_length(ext).fill_null(0).to_numpy(zero_copy_only=False)
+            parts.append(ext.fill_null(b""))
+        head = pa.Array.from_buffers(pa.binary(record.PAYLOAD_HEAD_SIZE), n, [None, pa.py_buffer(heads)])
+        return pc.binary_join_element_wise(head.cast(pa.binary()), *parts, b"")
+
+    def _extensions(self, batch: pa.RecordBatch) -> pa.Array | None:
+        """The msgpack part of the rows that have keys or properties (null for the others), or
+        None when no row has any."""
+        keys, props = self._column(batch, "keys"), self._column(batch, "properties")
+        n = batch.num_rows
+        has = np.zeros(n, dtype=bool)
+        if keys is not None:
+            if pa.types.is_string(keys.type) or pa.types.is_large_string(keys.type):
+                has |= keys.is_valid().to_numpy(zero_copy_only=False)
+            else:
+                has |= pc.list_value_length(keys).fill_null(0).to_numpy(zero_copy_only=False) > 0
+        if props is not None:
+            sizes = np.diff(props.offsets.to_numpy(zero_copy_only=False))
+            has |= (sizes > 0) & props.is_valid().to_numpy(zero_copy_only=False)
+        rows = np.flatnonzero(has)
+        if not len(rows):
+            return None
+        picked = pa.array(rows)
+        key_rows = keys.take(picked).to_pylist() if keys is not None else [None] * len(rows)
+        prop_rows = props.take(picked).to_pylist() if props is not None else [None] * len(rows)
+        exts = [
+            # the ext part exactly as encode_payload lays it out: what follows an empty body's head
+            encode_payload(b"", None, [key] if isinstance(key, str) else list(key or ()), dict(prop or ()))[
+                record.PAYLOAD_HEAD_SIZE :
+            ]
+            for key, prop in zip(key_rows, prop_rows, strict=True)
+        ]
+        return pc.replace_with_mask(pa.nulls(n, pa.binary()), pa.array(has), pa.array(exts, pa.binary()))
+
+    def _targets(self, batch: pa.RecordBatch) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """The topic names, and each row's topic (an index into them) and queue."""
+        n = batch.num_rows
+        if self.options.topic is not None:
+            names, topic_ix = [self.options.topic], np.zeros(n, dtype=np.int64)
+        else:
+            column = batch.column(self.roles["topic"])
+            missing = pc.or_kleene(column.is_null(), pc.equal(column, "")).fill_null(True)
+            if pc.any(missing).as_py():
+                row = self.rows + int(np.argmax(missing.to_numpy(zero_copy_only=False)))
+                raise OptionError(f"row {row} has no topic (null topic column and no topic option)")
+            encoded = column.dictionary_encode()
+            names = encoded.dictionary.to_pylist()
+            topic_ix = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+        counts = np.array([self._queue_count(name) for name in names], dtype=np.int64)[topic_ix]
+        queue = (self.partition + self.rows + np.arange(n, dtype=np.int64)) % counts
+        sharding = self._column(batch, "shardingkey")
+        if sharding is not None and sharding.null_count < n:
+            encoded = sharding.dictionary_encode()  # one CRC per distinct key
+            crcs = np.array([zlib.crc32(k.encode()) for k in encoded.dictionary.to_pylist()], dtype=np.int64)
+            keyed = encoded.indices.is_valid().to_numpy(zero_copy_only=False)
+            index = encoded.indices.fill_null(0).to_numpy(zero_copy_only=False)
+            queue = np.where(keyed, crcs[index] % counts, queue)
+        queue_ids = self._column(batch, "queueid")
+        if queue_ids is not None and queue_ids.null_count < n:
+            given = queue_ids.is_valid().to_numpy(zero_copy_only=False)
+            queue = np.where(given, queue_ids.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64), queue)
+        return names, topic_ix, queue
 
     def send(self, identity: str | None) -> tuple[int, int]:
-        """Send every queue's messages, queues in parallel, each queue's in order; wait for all."""
+        """Send every queue's messages, queues in parallel, each queue's in order in requests
+        of at most ``batchMaxBytes``; wait for all. With an identity, a message's sequence
+        number is its position in its queue's list, so a re-run numbers its messages alike and
+        the broker drops what it stored before."""
 
         def one(topic: str, queue: int, payloads: list[bytes]) -> tuple[int, int]:
-            stored = dupes = 0
-            for start in range(0, len(payloads), 1000):
-                chunk = payloads[start : start + 1000]
-                producer_id = f"{identity}/{topic}/{queue}" if identity else None
-                result = self.producer.send_to_queue(topic, queue, chunk, producer_id=producer_id, sequence=start)
+            stored = dupes = sequence = 0
+            for chunk in chunk_payloads(payloads, self.options.batch_max_bytes):
+                result = self.producer.send_to_queue(topic, queue, chunk, producer_id=identity, sequence=sequence)
                 stored += result.count
                 dupes += result.duplicates
+                sequence += len(chunk)
             return stored, dupes
 
         if not self.queues:
@@ -245,7 +302,7 @@ class _WriterBase:
         identity, partition = _task_identity(self.streaming)
         if not self.options.idempotent:
             identity = None
-        batcher = _Batcher(producer_for(self.options), self.options, self.roles)
+        batcher = _Batcher(producer_for(self.options), self.options, self.roles, partition)
         for batch in iterator:  # consume everything: a half-read iterator breaks worker reuse
             batcher.add(batch)
         stored, dupes = batcher.send(identity)

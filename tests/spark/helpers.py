@@ -1,7 +1,9 @@
-"""Helpers for Spark tests: run a streaming query to the end of what is there."""
+"""Helpers for Spark tests: run a streaming query to the end of what is there, replay its last
+micro-batch."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 
@@ -34,3 +36,14 @@ def run_available_now(
         raise query.exception()
     assert finished, "the query did not finish in time"
     return query
+
+
+def forget_last_commit(checkpoint: Path) -> tuple[int, str]:
+    """Make Spark re-run the last micro-batch on the next start, as if the driver had died
+    before recording its commit; return the batch id and the offsets logged for it."""
+    batches = sorted(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
+    last = batches[-1]
+    offsets = (checkpoint / "offsets" / str(last)).read_text().splitlines()[-1]
+    (checkpoint / "commits" / str(last)).unlink()
+    (checkpoint / "commits" / f".{last}.crc").unlink(missing_ok=True)
+    return last, offsets

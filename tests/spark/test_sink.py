@@ -1,4 +1,4 @@
-"""The sink's columns, and the source's progress commit and lag reporting."""
+"""The sink's columns, request sizes and idempotence; the source's progress commit and lag reporting."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from rocketspark import Admin, Consumer, LocalCluster, Message, Producer
+from rocketspark.protocol.codes import RequestCode
 from rocketspark.spark import offsets_behind_latest, total_lag
-from tests.spark.helpers import reader, run_available_now
+from tests.spark.helpers import forget_last_commit, reader, run_available_now
 
 pytestmark = pytest.mark.spark
 
@@ -36,6 +37,50 @@ def test_a_batch_write_uses_every_column(spark: Any, cluster: LocalCluster) -> N
         assert everywhere[b"three"].tags == "T3"
         b_rows = [m for q in range(2) for r in consumer.iter_range("sink-b", q, 0) for m in r.messages]
         assert [(m.body, m.tags) for m in b_rows] == [(b"two", "default")]
+
+
+def test_sends_are_split_at_batch_max_bytes(spark: Any, cluster: LocalCluster) -> None:
+    ns = cluster.nameserver
+    with Admin(ns) as admin:
+        admin.create_static_topic("sink-chunks", 1, brokers=["broker-a"])
+
+        def sends() -> int:
+            return int(admin.broker_counters("broker-a")["requests"].get(str(RequestCode.SEND_BATCH_MESSAGE), 0))
+
+        before = sends()
+        rows = spark.createDataFrame([(f"{i:05d}" * 2000,) for i in range(40)], "body string").coalesce(1)
+        rows.write.format("rocketmq").mode("append").option("nameserver", ns).option("topic", "sink-chunks").option(
+            "batchMaxBytes", "100000"
+        ).save()
+        # 10,010-byte payloads: 9 fit in 100,000 bytes, so 40 rows take 5 requests (9, 9, 9, 9, 4)
+        assert sends() - before == 5
+    with Consumer(ns) as consumer:
+        stored = [m.body for r in consumer.iter_range("sink-chunks", 0, 0) for m in r.messages]
+    assert stored == [(f"{i:05d}" * 2000).encode() for i in range(40)]
+
+
+def test_a_replayed_micro_batch_is_stored_again_when_idempotence_is_off(
+    spark: Any, cluster: LocalCluster, tmp_path: Path
+) -> None:
+    ns = cluster.nameserver
+    with Admin(ns) as admin:
+        admin.create_static_topic("plain-in", 1, brokers=["broker-a"])
+        admin.create_static_topic("plain-out", 1, brokers=["broker-b"])
+    with Producer(ns) as producer:
+        producer.send_batch([Message("plain-in", f"m{i}".encode()) for i in range(20)])
+
+    def copy() -> None:
+        events = reader(spark, ns, "plain-in", startingOffsets="earliest").select("body")
+        run_available_now(
+            events, str(tmp_path / "cp"), fmt="rocketmq", nameserver=ns, topic="plain-out", idempotent="false"
+        )
+
+    copy()
+    forget_last_commit(tmp_path / "cp")
+    copy()  # re-runs the batch; with idempotent=false the broker is not asked to drop anything
+    with Consumer(ns) as consumer:
+        stored = [m.body for r in consumer.iter_range("plain-out", 0, 0) for m in r.messages]
+    assert sorted(stored) == sorted([f"m{i}".encode() for i in range(20)] * 2)
 
 
 def test_progress_goes_to_a_consumer_group_and_lag_is_reported(

@@ -1,0 +1,126 @@
+"""The sink's encoder and sends without Spark: every row shape is encoded exactly as
+``record.encode_payload`` does and lands on the queue the producer's rules give; sends are
+split by bytes and numbered for the broker's dedupe (a recording stand-in for the producer)."""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from rocketspark.protocol import record
+from rocketspark.protocol.types import SendResult, SendStatus
+from rocketspark.spark.options import OptionError, WriterOptions
+from rocketspark.spark.sink import _Batcher
+
+NS = "127.0.0.1:9876"
+
+
+@dataclass
+class Recorder:
+    """Stands in for the Producer: a fixed queue count per topic, and every send recorded."""
+
+    queues: int = 4
+    sends: list[tuple[str, int, list[bytes], str | None, int]] = field(default_factory=list)
+
+    def queue_count(self, topic: str) -> int:
+        return self.queues
+
+    def send_to_queue(
+        self, topic: str, queue_id: int, payloads: list[bytes], *, producer_id: str | None = None, sequence: int = 0
+    ) -> SendResult:
+        self.sends.append((topic, queue_id, payloads, producer_id, sequence))
+        return SendResult(SendStatus.SEND_OK, "", topic, "b", queue_id, 0, count=len(payloads))
+
+
+def batcher(recorder: Recorder, roles: list[str], partition: int = 0, **options: Any) -> _Batcher:
+    writer = WriterOptions(nameservers=(NS,), **options)
+    return _Batcher(recorder, writer, {role.lower(): role for role in roles}, partition)  # type: ignore[arg-type]
+
+
+def test_round_robin_starts_at_the_task_partition() -> None:
+    """Every task used to send its first row to queue 0."""
+    queues = set()
+    for partition in range(4):
+        one = batcher(Recorder(), ["body"], partition, topic="t")
+        one.add(pa.RecordBatch.from_pydict({"body": [b"x"]}))
+        queues |= {q for _, q in one.queues}
+    assert queues == {0, 1, 2, 3}
+
+
+def test_every_row_shape_is_encoded_as_encode_payload_does_and_lands_on_its_queue() -> None:
+    rows = {
+        "value": ["a", "bb", None, "dddd", "e", "f"],
+        "topic": ["x", "y", "x", "x", "y", "x"],
+        "tag": ["T", None, "", "T", None, "U"],
+        "keys": [["k1", "k2"], None, [], ["k3"], None, None],
+        "properties": [{"p": "1"}, None, {}, None, {"q": "2"}, None],
+        "queueId": [None, 3, None, None, None, 1],
+        "shardingKey": [None, None, "user-7", "user-7", None, "ignored: queueId wins"],
+    }
+    schema = pa.schema(
+        [
+            ("value", pa.string()),
+            ("topic", pa.string()),
+            ("tag", pa.string()),
+            ("keys", pa.list_(pa.string())),
+            ("properties", pa.map_(pa.string(), pa.string())),
+            ("queueId", pa.int32()),
+            ("shardingKey", pa.string()),
+        ]
+    )
+    one = batcher(Recorder(queues=4), list(rows), partition=1, tag="default")
+    one.add(pa.RecordBatch.from_pydict(rows, schema=schema))
+    crc = zlib.crc32(b"user-7") % 4
+    expected: dict[tuple[str, int], list[bytes]] = {}
+    for i, queue in enumerate([(1 + 0) % 4, 3, crc, crc, (1 + 4) % 4, 1]):
+        tag = rows["tag"][i] if rows["tag"][i] is not None else "default"
+        props = dict(rows["properties"][i] or {})
+        payload = record.encode_payload((rows["value"][i] or "").encode(), tag, list(rows["keys"][i] or ()), props)
+        expected.setdefault((rows["topic"][i], queue), []).append(payload)
+    assert one.queues == expected
+
+
+def test_a_null_topic_is_an_error_naming_the_row() -> None:
+    one = batcher(Recorder(), ["body", "topic"])
+    one.add(pa.RecordBatch.from_pydict({"body": [b"a"], "topic": ["t"]}))
+    with pytest.raises(OptionError, match="row 2 has no topic"):
+        one.add(pa.RecordBatch.from_pydict({"body": [b"b", b"c"], "topic": ["t", None]}))
+
+
+def test_a_key_given_as_a_string_and_properties_alone_are_encoded() -> None:
+    one = batcher(Recorder(queues=1), ["body", "keys", "properties"], topic="t")
+    batch = pa.RecordBatch.from_pydict(
+        {"body": [b"a", b"b", b"c"], "keys": ["k", None, None], "properties": [None, [("p", "1")], None]},
+        schema=pa.schema(
+            [("body", pa.binary()), ("keys", pa.string()), ("properties", pa.map_(pa.string(), pa.string()))]
+        ),
+    )
+    one.add(batch)
+    assert one.queues[("t", 0)] == [
+        record.encode_payload(b"a", None, ["k"], {}),
+        record.encode_payload(b"b", None, [], {"p": "1"}),
+        record.encode_payload(b"c", None, [], {}),
+    ]
+
+
+def test_sends_are_split_by_bytes_and_numbered_by_position_in_the_queue() -> None:
+    recorder = Recorder(queues=1)
+    one = batcher(recorder, ["body"], topic="t", batch_max_bytes=1024)
+    one.add(pa.RecordBatch.from_pydict({"body": [bytes([i]) * 300 for i in range(7)]}))
+    assert one.send("spark:q:5:0") == (7, 0)
+    assert [(len(p), pid, seq) for _, _, p, pid, seq in recorder.sends] == [
+        (3, "spark:q:5:0", 0),
+        (3, "spark:q:5:0", 3),
+        (1, "spark:q:5:0", 6),
+    ]
+    assert all(sum(len(x) for x in p) <= 1024 for _, _, p, _, _ in recorder.sends)
+
+
+def test_a_tag_longer_than_a_record_holds_is_refused() -> None:
+    one = batcher(Recorder(), ["body", "tag"], topic="t")
+    with pytest.raises(OptionError, match="row 0 has a tag of 70000 bytes"):
+        one.add(pa.RecordBatch.from_pydict({"body": [b"a"], "tag": ["x" * 70_000]}))
