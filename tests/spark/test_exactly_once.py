@@ -7,11 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.sql.functions import countDistinct, spark_partition_id
 from pyspark.testing import assertDataFrameEqual
 
 from rocketspark import Admin, Consumer, LocalCluster, Message, Producer
 from tests.helpers import eventually
-from tests.spark.helpers import reader, run_available_now
+from tests.spark.helpers import forget_last_commit, reader, run_available_now
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 QUEUES = 8
@@ -90,11 +91,15 @@ def test_every_micro_batch_has_one_partition_per_logical_queue(
         admin.remap_static_topic(topic, [3], "broker-c")
     produce(ns, topic, 800, 800)
     seen: dict[str, list[int]] = {"plain": [], "split": []}
+    brokers_per_task: list[int] = []
 
     for label, extra in (("plain", {}), ("split", {"minPartitions": 20})):
 
         def record(df: Any, batch_id: int, label: str = label) -> None:
             seen[label].append(df.rdd.getNumPartitions())
+            if label == "split":  # split at segment boundaries first: a task reads from one broker
+                per_task = df.groupBy(spark_partition_id()).agg(countDistinct("brokerName").alias("n"))
+                brokers_per_task.extend(r.n for r in per_task.collect())
 
         events = reader(spark, ns, topic, startingOffsets="earliest", maxOffsetsPerTrigger=400, **extra)
         query = (
@@ -103,9 +108,11 @@ def test_every_micro_batch_has_one_partition_per_logical_queue(
             .option("checkpointLocation", str(tmp_path / label))
             .start()
         )
-        query.awaitTermination(180)
+        assert query.awaitTermination(180), f"the {label} query did not finish in time"
+        assert query.exception() is None, query.exception()
     assert seen["plain"] and all(n == QUEUES for n in seen["plain"]), seen
     assert seen["split"] and all(n >= 20 for n in seen["split"]), seen
+    assert brokers_per_task and set(brokers_per_task) == {1}, brokers_per_task
 
 
 def test_a_replayed_micro_batch_reads_the_same_rows_and_the_sink_stores_no_duplicates(
@@ -129,19 +136,16 @@ def test_a_replayed_micro_batch_reads_the_same_rows_and_the_sink_stores_no_dupli
         )
 
     copy_query()
-    batches = sorted(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
-    assert len(batches) == 3
-    last_offsets = (checkpoint / "offsets" / str(batches[-1])).read_text().splitlines()[-1]
-    (checkpoint / "commits" / str(batches[-1])).unlink()  # as if the driver died before committing
-    (checkpoint / "commits" / f".{batches[-1]}.crc").unlink(missing_ok=True)
+    last, last_offsets = forget_last_commit(checkpoint)  # as if the driver died before committing
+    assert last == 2  # three batches of 400
 
     copy_query()  # re-runs the last batch with exactly its logged offsets
-    assert (checkpoint / "offsets" / str(batches[-1])).read_text().splitlines()[-1] == last_offsets
-    assert (checkpoint / "commits" / str(batches[-1])).exists()
+    assert (checkpoint / "offsets" / str(last)).read_text().splitlines()[-1] == last_offsets
+    assert (checkpoint / "commits" / str(last)).exists()
     with Consumer(ns) as consumer:
         stored = [m.body for q in range(4) for r in consumer.iter_range(target, q, 0) for m in r.messages]
     assert len(stored) == 1200 and len(set(stored)) == 1200, "the replayed batch appended duplicates"
     with Admin(ns) as admin:
         dropped = sum(admin.broker_counters(b).get("duplicatesDropped", 0) for b in ("broker-a", "broker-b"))
     assert dropped == 400  # the whole replayed batch was recognised and dropped
-    assert json.loads(last_offsets)[source]
+    assert json.loads(last_offsets)[source] == {str(q): 150 for q in range(QUEUES)}  # 1200 messages, all read
