@@ -20,6 +20,7 @@ built from the classes themselves, so adding a class is the only step::
         ├── MessageIllegalError        13
         │   └── MessageTooLargeError   13     body over the size limit
         ├── ServiceNotAvailableError   14     (retriable)
+        │   └── StoreWriteError        14     disk full or I/O error: nothing was stored
         ├── NoPermissionError          16
         ├── TopicNotExistError         17
         ├── TopicExistAlreadyError     18
@@ -28,7 +29,9 @@ built from the classes themselves, so adding a class is the only step::
         │   └── IllegalTopicNameError  9100
         ├── MalformedRequestError      9101
         ├── BrokerNotExistError        9102
-        └── MappingStaleError          9104   (retriable after a route refresh)
+        ├── MappingStaleError          9104   (retriable after a route refresh)
+        └── StoreDamagedError          9105   a record the commit log lost to damage
+            └── QueueRebuiltError      9105   an index entry disagreed; rebuilt (retriable)
 
 Translation happens in two places only: the server turns an exception into a response in
 ``rocketspark.remoting.server``; the client turns a response or a ``grpc.RpcError`` into
@@ -118,6 +121,11 @@ class ServiceNotAvailableError(ServerError):
     retriable = True
 
 
+class StoreWriteError(ServiceNotAvailableError):
+    """The broker could not write its store (ENOSPC, EIO): nothing of the request was stored,
+    and the broker keeps serving reads. Another broker may take the write."""
+
+
 class NoPermissionError(ServerError):
     code = int(ResponseCode.NO_PERMISSION)
 
@@ -155,6 +163,20 @@ class MappingStaleError(ServerError):
     """The client's mapping of a static topic is older than the broker's; refresh and retry."""
 
     code = int(ResponseCode.MAPPING_STALE)
+    retriable = True
+
+
+class StoreDamagedError(ServerError):
+    """The record at a queue offset is damaged in the commit log: the message is lost on this
+    broker. The error names the queue, the offset and the damaged range."""
+
+    code = int(ResponseCode.STORE_DAMAGED)
+
+
+class QueueRebuiltError(StoreDamagedError):
+    """A consume-queue entry disagreed with the record it points to. The broker never answers
+    from such an entry: it rebuilt the queue from the commit log, so a retry reads right."""
+
     retriable = True
 
 

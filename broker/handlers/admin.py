@@ -93,11 +93,7 @@ async def topic_stats(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
     rows = []
     for queue_id in range(max(config.read_queue_nums, config.write_queue_nums)):
         low, high = store.min_offset(topic, queue_id), store.max_offset(topic, queue_id)
-        last = 0
-        if high > low:
-            phys = store.queues[(topic, queue_id)].entry(high - 1)[0]
-            last = store.commitlog.store_time_at(phys) or 0
-        rows.append({"queueId": queue_id, "min": low, "max": high, "lastStoreMs": last})
+        rows.append({"queueId": queue_id, "min": low, "max": high, "lastStoreMs": store.last_store_ms(topic, queue_id)})
     return cmd.response(body=pack(rows))
 
 
@@ -117,6 +113,9 @@ async def counters(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
                 "segmentsDeleted": stats.segments_deleted,
                 "longPollWaiting": broker.longpoll.waiting,
                 "duplicatesDropped": broker.producers.duplicates_dropped,
+                "systemBusy": broker.dispatcher.budget.refused,  # requests refused: too many bytes in flight
+                "inflightRequestBytes": broker.dispatcher.budget.inflight_bytes,
+                "inflightRequestBytesPeak": broker.dispatcher.budget.peak_bytes,
                 "time": int(time.time() * 1000),
             }
         )

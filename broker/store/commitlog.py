@@ -12,6 +12,7 @@ The commit log is the truth. Consume queues are derived from it and rebuilt afte
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 import zlib
@@ -28,6 +29,7 @@ _REST_PACK = record.REST_HEADER.pack
 _MAGIC = record.RECORD_MAGIC
 _HEADER_SIZE = record.HEADER_SIZE
 _crc32 = zlib.crc32
+log = logging.getLogger(__name__)
 _ENTRY_PACK = ENTRY.pack
 
 
@@ -49,6 +51,7 @@ class CommitLog:
         self.directory = directory
         self.segment_bytes = segment_bytes
         self.segments: list[MappedFile] = []
+        self.short_segments: list[str] = []  # sealed segments found shorter than segment_bytes at load
         directory.mkdir(parents=True, exist_ok=True)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -69,6 +72,16 @@ class CommitLog:
                     f"commit-log segment {missing:020d} is missing between {self.segments[-1].path.name} and "
                     f"{path.name}; restore it from a backup or move the later segments away"
                 )
+            actual = path.stat().st_size
+            if actual < self.segment_bytes and path != names[-1]:
+                log.warning(
+                    "commit-log segment %s is %d bytes, not %d: it was truncated; every record in it is verified "
+                    "and what was lost is reported",
+                    path.name,
+                    actual,
+                    self.segment_bytes,
+                )
+                self.short_segments.append(path.name)
             segment = MappedFile(path, base, self.segment_bytes, create=False)
             segment.wrote = self.segment_bytes  # assume full until recovery finds the real end
             segment.flushed = self.segment_bytes

@@ -59,7 +59,7 @@ class ConsumeQueue:
                 raise QueueDamaged(f"{path} does not start at a multiple of {self.entries_per_file} entries")
             if self.files and first * ENTRY_SIZE != self.files[-1].base + self.file_bytes:
                 raise QueueDamaged(f"a consume-queue file is missing before {path}")
-            self.files.append(MappedFile(path, first * ENTRY_SIZE, self.file_bytes, create=False))
+            self.files.append(MappedFile(path, first * ENTRY_SIZE, self.file_bytes, create=False, mapped=False))
         if not self.files:
             return
         head, _ = _used_span(self.files[0])
@@ -95,7 +95,7 @@ class ConsumeQueue:
             return self.files[-1]
         first = (self.max_offset // self.entries_per_file) * self.entries_per_file
         self.directory.mkdir(parents=True, exist_ok=True)
-        f = MappedFile(self.directory / f"{first:020d}", first * ENTRY_SIZE, self.file_bytes, create=True)
+        f = MappedFile(self.directory / f"{first:020d}", first * ENTRY_SIZE, self.file_bytes, create=True, mapped=False)
         f.wrote = byte_pos - f.base
         if not self.files:
             self.min_offset = self.max_offset
@@ -206,11 +206,10 @@ class ConsumeQueue:
 
 def _used_span(f: MappedFile) -> tuple[int | None, int | None]:
     """File-relative byte positions of the first used entry and one past the last one."""
-    mm = f.view()
     head: int | None = None
     tail: int | None = None
     for start, stop in f.data_extents(0):
-        chunk = mm[start:stop]
+        chunk = f.read(start, stop - start)
         stripped = chunk.lstrip(b"\0")
         if stripped:
             if head is None:

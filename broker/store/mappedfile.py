@@ -1,10 +1,13 @@
 """A fixed-size, preallocated file mapped into memory (RocketMQ's ``MappedFile``).
 
 Commit-log and consume-queue segments are each one MappedFile. The file is created at its
-full size (sparse, so unwritten parts cost no disk) and mapped once; appends are memory
-copies and reads are slices. ``flush`` forces written pages to disk with ``fsync`` on a file
-descriptor kept for that purpose, which the kernel honours for pages dirtied through a
-shared mapping too, and which releases the GIL while it waits.
+full size (sparse, so unwritten parts cost no disk) and mapped once for reading; reads are
+slices of the mapping. Writes go through ``pwrite`` on the file descriptor, never through the
+mapping: a store into a mapped page whose block the file system cannot allocate (a full disk)
+kills the process with SIGBUS, while ``pwrite`` fails with ENOSPC or EIO, an ``OSError`` the
+broker answers and survives. Pages written with ``pwrite`` are the mapping's pages (one page
+cache), so a read sees a write at once. ``flush`` forces written data to disk with ``fsync``,
+which releases the GIL while it waits.
 """
 
 from __future__ import annotations
@@ -15,18 +18,25 @@ import os
 import threading
 from pathlib import Path
 
+_ZERO_CHUNK = 1 << 20
+_ZEROS = bytes(_ZERO_CHUNK)
+
 
 class MappedFile:
     """One segment. Not thread-safe for writers; a single writer plus a flusher thread is fine."""
 
     __slots__ = ("_fd", "_flush_lock", "_mm", "base", "flushed", "path", "size", "wrote")
 
-    def __init__(self, path: Path, base: int, size: int, *, create: bool) -> None:
+    def __init__(self, path: Path, base: int, size: int, *, create: bool, mapped: bool = True) -> None:
+        """``mapped=False`` reads with ``pread`` instead of a mapping: a consume-queue file is
+        read a few entries at a time, and a mapping costs a second file descriptor (Python's
+        mmap keeps a duplicate), which a broker with 10,000 queues cannot spare."""
         self.path = path
         self.base = base  # offset of byte 0 of this file in its log's address space
         self.size = size
         self.wrote = 0  # bytes appended so far (set by the owner after recovery)
         self.flushed = 0  # bytes known to be on disk
+        self._mm: mmap.mmap | None = None
         flags = os.O_RDWR | (os.O_CREAT if create else 0)
         self._fd = os.open(path, flags, 0o644)
         try:
@@ -35,7 +45,8 @@ class MappedFile:
                 if not create and actual > size:
                     raise ValueError(f"{path} is {actual} bytes, larger than the configured segment size {size}")
                 os.ftruncate(self._fd, size)
-            self._mm = mmap.mmap(self._fd, size, access=mmap.ACCESS_WRITE)
+            if mapped:
+                self._mm = mmap.mmap(self._fd, size, access=mmap.ACCESS_READ)
         except BaseException:
             os.close(self._fd)
             raise
@@ -52,24 +63,38 @@ class MappedFile:
 
     def view(self) -> mmap.mmap:
         """The whole mapping, for scanning during recovery."""
+        if self._mm is None:
+            raise ValueError(f"{self.path} is not mapped")
         return self._mm
 
     def append(self, data: bytes | bytearray | memoryview) -> int:
-        """Copy ``data`` at the write position; return the file-relative position it landed at."""
+        """Write ``data`` at the write position; return the file-relative position it landed at.
+
+        On an ``OSError`` (ENOSPC, EIO) the write position does not move: whatever part of
+        ``data`` reached the file lies past it and is overwritten by the next append.
+        """
         pos = self.wrote
         n = len(data)
         if pos + n > self.size:
             raise ValueError(f"append of {n} bytes overflows {self.path.name} at {pos}/{self.size}")
-        self._mm[pos : pos + n] = data
+        self.write_at(pos, data)
         self.wrote = pos + n
         return pos
 
-    def write_at(self, pos: int, data: bytes | bytearray) -> None:
+    def write_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
         """Overwrite bytes in place (recovery marks damaged regions, consume queues fill holes)."""
-        self._mm[pos : pos + len(data)] = data
+        view = memoryview(data)
+        while view:
+            written = os.pwrite(self._fd, view, pos)
+            if written <= 0:  # pwrite reports a full disk as an error, but never loop on 0
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self.path))
+            view = view[written:]
+            pos += written
 
     def read(self, pos: int, n: int) -> bytes:
-        return self._mm[pos : pos + n]
+        if self._mm is not None:
+            return self._mm[pos : pos + n]
+        return os.pread(self._fd, n, pos)
 
     def zero_from(self, pos: int) -> None:
         """Erase every byte from ``pos`` to the end of the file (truncate a torn tail).
@@ -78,7 +103,8 @@ class MappedFile:
         of a preallocated segment would allocate it for nothing.
         """
         for start, stop in self.data_extents(pos):
-            self._mm[start:stop] = bytes(stop - start)
+            for chunk in range(start, stop, _ZERO_CHUNK):
+                self.write_at(chunk, _ZEROS[: min(_ZERO_CHUNK, stop - chunk)])
         self.wrote = min(self.wrote, pos)
         self.flushed = min(self.flushed, pos)
 
@@ -113,7 +139,8 @@ class MappedFile:
 
     def close(self) -> None:
         if self._fd >= 0:
-            self._mm.close()
+            if self._mm is not None:
+                self._mm.close()
             os.close(self._fd)
             self._fd = -1
 

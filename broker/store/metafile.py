@@ -13,6 +13,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 
 class MetadataCorrupted(ValueError):
     """A metadata file exists but does not parse."""
@@ -68,16 +70,30 @@ class SnapshotFile:
             self._saved = version
 
 
-def read_json(path: Path, default: Any = None) -> Any:
-    """Parse ``path``; a missing file gives ``default``, a corrupt one a clear error."""
+def read_json(path: Path, default: Any = None, shape: Any = None) -> Any:
+    """Parse ``path``; a missing file gives ``default``, a corrupt one a clear error.
+
+    With ``shape`` (a msgspec type) the content must also have that shape: valid JSON of the
+    wrong shape (``[]``, a missing key, a string where a number belongs) is refused with one
+    line naming the file and the field, before any code trips over it.
+    """
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
         return default
     try:
-        return json.loads(raw)
+        value = json.loads(raw)
     except ValueError as exc:
         raise MetadataCorrupted(
             f"{path} is not valid JSON ({exc}); restore it from {path.name}.tmp or a backup, or delete it "
             "to start that metadata empty"
         ) from exc
+    if shape is not None:
+        try:
+            msgspec.convert(value, type=shape, strict=True)
+        except msgspec.ValidationError as exc:
+            raise MetadataCorrupted(
+                f"{path} does not have the shape of a {path.name} file: {exc}; restore it from a backup "
+                f"or fix that field"
+            ) from None
+    return value

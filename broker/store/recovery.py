@@ -78,15 +78,20 @@ def tag_hash(tags: str | None) -> int:
 class _Redispatcher:
     """Indexes scanned records into their queues; detects queues it cannot repair in place."""
 
-    def __init__(self, registry: QueueRegistry, *, from_log_start: bool) -> None:
+    def __init__(
+        self, registry: QueueRegistry, *, from_log_start: bool, indexed: dict[QueueKey, int] | None = None
+    ) -> None:
         self.registry = registry
         self.from_log_start = from_log_start
+        self.indexed = indexed or {}  # queues known to be indexed up to here (a clean stop's checkpoint)
         self.damaged: set[QueueKey] = set()
         self.count = 0
         self.tombstones = 0
 
     def dispatch(self, rec: ScannedRecord, *, lossy: bool) -> None:
         key = (rec.topic, rec.queue_id)
+        if rec.queue_offset < self.indexed.get(key, -1):
+            return  # indexed before a clean stop: its queue need not even be loaded
         if key in self.damaged or not self.registry.accepts(rec.topic, rec.phys):
             return
         cq = self.registry.queue(rec.topic, rec.queue_id)
@@ -120,7 +125,10 @@ def _scan(commitlog: CommitLog, start_index: int, report: RecoveryReport, sink: 
             report.records_scanned += 1
             sink.dispatch(item, lossy=bool(report.damage) or sink.from_log_start)
         if not is_last and not state.sealed:
-            # Data stopped early in a segment that has a successor: pad it so reads skip it.
+            # Data stopped early in a segment that has a successor (it was truncated, or zeroed):
+            # whatever stood there is lost. Report it, and pad the rest so reads skip it.
+            start, end = segment.base + state.end, segment.base + segment.size
+            report.damage.append(Damage(start, end, "a sealed segment ends early (truncated or zeroed)"))
             segment.write_at(state.end, record.encode_blank(segment.size - state.end)[: record.MIN_BLANK_SIZE])
             state.end = segment.size
         segment.wrote = segment.flushed = state.end
@@ -139,11 +147,17 @@ def recover(
     existing_queues: list[QueueKey],
     *,
     checkpoint_offset: int | None,
-    checkpoint_queues: dict[QueueKey, int],
+    checkpoint_queues: dict[QueueKey, tuple[int, int]],
     abnormal: bool,
     full: bool,
 ) -> RecoveryReport:
-    """Recover the store in place and report what was cut or rebuilt."""
+    """Recover the store in place and report what was cut or rebuilt.
+
+    After a clean stop the queues are not touched: only the last segment is scanned, for its
+    end, and a record is indexed only if the checkpoint did not see its queue reach it. The
+    queues themselves are checked when they are first loaded (:mod:`broker.store.queues`).
+    After a crash every queue is cut back to the scan start and indexed again from there.
+    """
     report = RecoveryReport(abnormal=abnormal)
     segments = commitlog.segments
     start_index = 0
@@ -152,9 +166,11 @@ def recover(
         start_index = max(0, (anchor - segments[0].base) // commitlog.segment_bytes)
     scan_from = segments[start_index].base if segments else 0
     report.scanned_from = scan_from
+    clean = not abnormal and not full and checkpoint_offset is not None
 
-    sink = _Redispatcher(registry, from_log_start=start_index == 0)
-    for key in existing_queues:
+    indexed = {key: high for key, (_low, high) in checkpoint_queues.items()} if clean else {}
+    sink = _Redispatcher(registry, from_log_start=start_index == 0, indexed=indexed)
+    for key in [] if clean else existing_queues:
         try:
             report.queue_entries_dropped += registry.queue(*key).truncate_phys(scan_from)
         except Exception as exc:  # QueueDamaged, or a file that will not map
@@ -163,33 +179,37 @@ def recover(
 
     report.log_end = _scan(commitlog, start_index, report, sink)
 
-    for key, expected in checkpoint_queues.items():
+    for key, (low, high) in {} if clean else checkpoint_queues.items():
         alive = key not in sink.damaged and registry.accepts(key[0], report.log_end)
-        if alive and registry.queue(*key).max_offset < expected:
+        if alive and (registry.queue(*key).max_offset < high or registry.queue(*key).min_offset > low):
             sink.damaged.add(key)
     report.redispatched += sink.count
     report.tombstones += sink.tombstones
     if sink.damaged:
-        _rebuild(commitlog, sorted(sink.damaged), registry, checkpoint_queues, report)
+        floors = {key: high for key, (_low, high) in checkpoint_queues.items()}
+        rebuild_queues(commitlog, sorted(sink.damaged), registry, floors, report)
     return report
 
 
-def _rebuild(
+def rebuild_queues(
     commitlog: CommitLog,
     keys: list[QueueKey],
     registry: QueueRegistry,
     checkpoint_queues: dict[QueueKey, int],
     report: RecoveryReport,
 ) -> None:
-    """Delete the damaged queues and index them again from the start of the commit log."""
+    """Delete the damaged queues and index them again from the start of the commit log.
+
+    ``checkpoint_queues`` holds each queue's lowest acceptable end: a queue whose records all
+    expired starts there, so its offsets are never handed out twice.
+    """
     wanted = set(keys)
     for key in keys:
         registry.drop_queue(*key)
     sink = _Redispatcher(registry, from_log_start=True)
-    ignored: list[Damage] = []
     for i, segment in enumerate(commitlog.segments):
         is_last = i == len(commitlog.segments) - 1
-        for item in scan_segment(segment, is_last=is_last, damage=ignored, verify=False):
+        for item in scan_segment(segment, is_last=is_last, damage=report.damage, verify=False):
             if isinstance(item, ScannedRecord) and (item.topic, item.queue_id) in wanted:
                 sink.dispatch(item, lossy=True)
     for key in keys:

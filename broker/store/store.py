@@ -17,23 +17,30 @@ Directory layout::
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
-import shutil
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
+from typing import Annotated, Any
+
+import msgspec
 
 from broker.store.commitlog import CommitLog
 from broker.store.consumequeue import ENTRY, ConsumeQueue
+from broker.store.entrycheck import Mismatch, first_mismatch
 from broker.store.metafile import read_json, write_json_atomic
-from broker.store.recovery import QueueKey, RecoveryReport, recover
+from broker.store.queues import QueueSet, parse_table
+from broker.store.recovery import QueueKey, RecoveryReport, rebuild_queues, recover
+from rocketspark.errors import QueueRebuiltError, StoreDamagedError, StoreWriteError
 
 log = logging.getLogger(__name__)
 
 MAX_FILTER_SCAN = 16_000  # entries a filtered pull may skip before it answers (RocketMQ's cap)
+REBUILD_BACKOFF_S = 10.0  # a queue that disagrees again this soon after a rebuild is not rebuilt again
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -85,6 +92,8 @@ class StoreStats:
     bytes_put: int = 0
     messages_got: int = 0
     segments_deleted: int = 0
+    index_mismatches: int = 0  # reads refused because an entry disagreed with its record
+    queues_rebuilt: int = 0
 
 
 @dataclass
@@ -101,7 +110,8 @@ class MessageStore:
         self.config = config
         self.path = config.path
         self.commitlog = CommitLog(self.path / "commitlog", config.segment_bytes)
-        self.queues: dict[QueueKey, ConsumeQueue] = {}
+        self.queues = QueueSet(self.path / "consumequeue", config.queue_entries_per_file, self.commitlog)
+        self.queues.rebuild = self._rebuild
         self.stats = StoreStats()
         self._accepts = accepts or (lambda topic, phys: True)
         self._append_lock = threading.Lock()  # makes (log end, queue sizes) snapshots consistent
@@ -112,8 +122,9 @@ class MessageStore:
         self._stop = threading.Event()
         self._flusher: threading.Thread | None = None
         self._last_checkpoint = 0.0
-        self._checkpointed: tuple[int, dict[str, int]] | None = None
+        self._checkpointed: tuple[int, dict[str, list[int]]] | None = None
         self.flushed_offset = 0
+        self._rebuilt_at: dict[QueueKey, float] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -122,18 +133,20 @@ class MessageStore:
         self.path.mkdir(parents=True, exist_ok=True)
         abort = self.path / "abort"
         abnormal = abort.exists()
-        checkpoint = read_json(self.path / "checkpoint", default=None)
+        checkpoint = read_checkpoint(self.path / "checkpoint")
         self.commitlog.load()
+        saved = parse_table(checkpoint)
         report = recover(
             self.commitlog,
             self,
-            self._existing_queue_keys(),
+            self.queues.scan_disk(),
             checkpoint_offset=None if checkpoint is None else int(checkpoint["log"]),
-            checkpoint_queues=_parse_queue_table(checkpoint),
+            checkpoint_queues=saved,
             abnormal=abnormal,
-            full=full_verify or (abnormal and checkpoint is None),
+            full=full_verify or (abnormal and checkpoint is None) or bool(self.commitlog.short_segments),
         )
-        for cq in self.queues.values():
+        self.queues.saved = {key: bounds for key, bounds in saved.items() if key not in self.queues.loaded}
+        for cq in self.queues:
             cq.delete_expired(self.commitlog.min_offset)
         abort.write_bytes(b"")
         self.flushed_offset = self.commitlog.max_offset
@@ -152,51 +165,42 @@ class MessageStore:
         with self._maint_lock:
             self._flush_all()
             self._write_checkpoint(force=True)
-            for cq in self.queues.values():
+            for cq in self.queues:
                 cq.close_files()
             self.commitlog.close()
         (self.path / "abort").unlink(missing_ok=True)
 
     # -- queue registry (also used by recovery) -------------------------------------------
 
-    def _queue_dir(self, topic: str, queue_id: int) -> Path:
-        return self.path / "consumequeue" / topic / str(queue_id)
-
-    def _existing_queue_keys(self) -> list[QueueKey]:
-        root = self.path / "consumequeue"
-        if not root.exists():
-            return []
-        keys = []
-        for topic_dir in sorted(root.iterdir()):
-            for q in sorted(topic_dir.iterdir()) if topic_dir.is_dir() else []:
-                if q.name.isdigit():
-                    keys.append((topic_dir.name, int(q.name)))
-        return keys
-
     def queue(self, topic: str, queue_id: int) -> ConsumeQueue:
-        key = (topic, queue_id)
-        cq = self.queues.get(key)
-        if cq is None:
-            cq = ConsumeQueue(self._queue_dir(topic, queue_id), topic, queue_id, self.config.queue_entries_per_file)
-            cq.load()
-            self.queues[key] = cq
-        return cq
+        """Load (as it lies on disk) or create a queue; recovery's view of the queues."""
+        return self.queues.queue(topic, queue_id)
+
+    def rebuild_queue(self, topic: str, queue_id: int) -> None:
+        """Index one queue again from the whole commit log; its offsets never go back."""
+        cq = self.queues.loaded.get((topic, queue_id))
+        self._rebuild((topic, queue_id), cq.max_offset if cq is not None else 0)
+
+    def _rebuild(self, key: QueueKey, floor: int) -> None:
+        report = RecoveryReport()
+        rebuild_queues(self.commitlog, [key], self, {key: floor}, report)
+        self.queues.queue(*key).delete_expired(self.commitlog.min_offset)
+        self._rebuilt_at[key] = time.monotonic()
+        self.stats.queues_rebuilt += 1
+        for line in report.lines()[1:]:
+            log.warning("%s", line)
 
     def drop_queue(self, topic: str, queue_id: int) -> None:
         with self._maint_lock:
-            cq = self.queues.pop((topic, queue_id), None)
-            if cq is None:
-                cq = ConsumeQueue(self._queue_dir(topic, queue_id), topic, queue_id, self.config.queue_entries_per_file)
-            cq.destroy()
+            self.queues.drop((topic, queue_id))
 
     def accepts(self, topic: str, phys: int) -> bool:
         return self._accepts(topic, phys)
 
     def drop_topic(self, topic: str) -> None:
         """Forget a deleted topic's queues. Its records stay in the log until retention."""
-        for key in [k for k in self.queues if k[0] == topic]:
-            self.drop_queue(*key)
-        shutil.rmtree(self.path / "consumequeue" / topic, ignore_errors=True)
+        with self._maint_lock:
+            self.queues.drop_topic(topic)
 
     # -- write -------------------------------------------------------------------------------
 
@@ -204,17 +208,35 @@ class MessageStore:
         self, topic: str, queue_id: int, born_ms: int, payloads: Sequence[bytes], tag_hashes: Sequence[int]
     ) -> PutResult:
         """Append messages (record payloads, born together) to one queue; readable on return."""
-        cq = self.queues.get((topic, queue_id)) or self.queue(topic, queue_id)
+        cq = self.queues.queue(topic, queue_id)
         store_ms = int(time.time() * 1000)
         with self._append_lock:
             first = cq.max_offset
-            appended = self.commitlog.append_messages(
-                topic.encode(), queue_id, first, store_ms, born_ms, payloads, tag_hashes
-            )
-            cq.append(appended.entries)
+            log_end = self.commitlog.max_offset
+            try:
+                appended = self.commitlog.append_messages(
+                    topic.encode(), queue_id, first, store_ms, born_ms, payloads, tag_hashes
+                )
+                cq.append(appended.entries)
+            except OSError as exc:
+                self._undo_put(cq, first, log_end)
+                raise StoreWriteError(
+                    f"broker store at {self.path} could not write {len(payloads)} message(s) to {topic}/{queue_id}: "
+                    f"{exc.strerror or exc}; nothing of this send was stored. {_remedy(exc)}; writes resume by "
+                    "themselves once it is fixed, and reads go on meanwhile"
+                ) from exc
         self.stats.messages_put += appended.count
         self.stats.bytes_put += appended.nbytes
         return PutResult(first, appended.first_offset, appended.end_offset, appended.count, store_ms)
+
+    def _undo_put(self, cq: ConsumeQueue, first: int, log_end: int) -> None:
+        """Take back a put that failed half-way, so that no record of it stays in the log
+        without its entry (its queue offsets are handed out again by the next put)."""
+        try:
+            cq.truncate_offset(first)
+            self.commitlog.truncate(log_end)
+        except OSError:
+            log.exception("could not take back a failed write at log offset %d", log_end)
 
     async def wait_flushed(self, offset: int) -> bool:
         """Sync flush: wait until the log is durable up to ``offset``; False on timeout."""
@@ -245,7 +267,7 @@ class MessageStore:
     ) -> GetResult:
         """Read up to ``max_messages`` / ``max_bytes`` of records from ``offset`` (at least one),
         never at or past ``end_offset`` (a reader's planned end, so a filtered scan stops there)."""
-        cq = self.queues.get((topic, queue_id))
+        cq = self.queues.find(topic, queue_id)
         lo, hi = (cq.min_offset, cq.max_offset) if cq is not None else (0, 0)
         if hi == 0 and offset == 0:
             status = GetStatus.NO_MESSAGE_IN_QUEUE if cq is not None else GetStatus.NO_MATCHED_LOGIC_QUEUE
@@ -269,16 +291,16 @@ class MessageStore:
         tag_hashes: frozenset[int] | None,
         stop: int,
     ) -> GetResult:
-        read = self.commitlog.read
         log_min = self.commitlog.min_offset
-        parts: list[bytes] = []
-        run_start = run_end = -1
-        found = nbytes = 0
+        offsets: list[int] = []
+        physes: list[int] = []
+        sizes: list[int] = []
+        nbytes = 0
         cursor = offset
         scan_budget = max(max_messages, MAX_FILTER_SCAN) if tag_hashes is not None else max_messages
         done = False
-        while not done and cursor < stop and scan_budget > 0 and found < max_messages:
-            wanted = min(scan_budget, max_messages - found if tag_hashes is None else scan_budget, stop - cursor)
+        while not done and cursor < stop and scan_budget > 0 and len(sizes) < max_messages:
+            wanted = min(scan_budget, max_messages - len(sizes) if tag_hashes is None else scan_budget, stop - cursor)
             chunk = cq.read(cursor, wanted)
             if not chunk:
                 break
@@ -287,39 +309,77 @@ class MessageStore:
                     cursor += 1
                     scan_budget -= 1
                     continue  # a tombstone, an expired record, or filtered out
-                if found and nbytes + size > max_bytes:
+                if sizes and nbytes + size > max_bytes:
                     done = True
                     break
+                offsets.append(cursor)
+                physes.append(phys)
+                sizes.append(size)
                 cursor += 1
                 scan_budget -= 1
-                if phys == run_end and (phys % self.commitlog.segment_bytes) != 0:
-                    run_end += size
-                else:
-                    if run_end > run_start:
-                        parts.append(read(run_start, run_end - run_start) or b"")
-                    run_start, run_end = phys, phys + size
-                found += 1
                 nbytes += size
-                if found >= max_messages:
+                if len(sizes) >= max_messages:
                     done = True
                     break
-        if run_end > run_start:
-            parts.append(read(run_start, run_end - run_start) or b"")
-        self.stats.messages_got += found
-        status = GetStatus.FOUND if found else GetStatus.NO_MATCHED_MESSAGE
-        return GetResult(status, b"".join(parts), found, cursor, cq.min_offset, cq.max_offset)
+        body = self._gather(cq, physes, sizes, offsets)
+        self.stats.messages_got += len(sizes)
+        status = GetStatus.FOUND if sizes else GetStatus.NO_MATCHED_MESSAGE
+        return GetResult(status, body, len(sizes), cursor, cq.min_offset, cq.max_offset)
+
+    def _gather(self, cq: ConsumeQueue, physes: list[int], sizes: list[int], offsets: list[int]) -> bytes:
+        """The records the entries point to, in one buffer, each proven to be its entry's own
+        (:mod:`broker.store.entrycheck`); a disagreeing entry is never answered from."""
+        parts: list[bytes] = []
+        runs = _runs(physes, sizes, self.commitlog.segment_bytes)
+        for first, start, end in runs:
+            data = self.commitlog.read(start, end - start)
+            if data is None:
+                where = "past the end of the commit log" if start >= self.commitlog.min_offset else "expired"
+                self._index_disagrees(cq, Mismatch(first, offsets[first], start, f"the log has no data ({where})"))
+            parts.append(data or b"")
+        body = b"".join(parts)
+        bad = first_mismatch(body, cq.topic.encode(), cq.queue_id, offsets, physes, sizes)
+        if bad is not None:
+            self._index_disagrees(cq, bad)
+        return body
+
+    def _index_disagrees(self, cq: ConsumeQueue, bad: Mismatch) -> None:
+        """Rebuild the queue whose entry led astray, then refuse the read that found it."""
+        where = f"{cq.topic}/{cq.queue_id} at queue offset {bad.queue_offset}"
+        detail = f"its consume-queue entry points at log offset {bad.phys}, where {bad.reason}"
+        self.stats.index_mismatches += 1
+        last = self._rebuilt_at.get((cq.topic, cq.queue_id))
+        if last is not None and time.monotonic() - last < REBUILD_BACKOFF_S:
+            raise StoreDamagedError(
+                f"message {where} cannot be read: {detail}, and the queue was rebuilt from the commit log "
+                f"{time.monotonic() - last:.0f} s ago already. The commit log itself is damaged there; see the "
+                "broker log for the damaged range"
+            )
+        log.error("consume queue %s disagrees with the commit log: %s; rebuilding it from the log", where, detail)
+        self.rebuild_queue(cq.topic, cq.queue_id)
+        raise QueueRebuiltError(
+            f"message {where} was not returned: {detail}. The broker rebuilt the queue from its commit log; "
+            "retry the read"
+        )
 
     def min_offset(self, topic: str, queue_id: int) -> int:
-        cq = self.queues.get((topic, queue_id))
+        cq = self.queues.find(topic, queue_id)
         return cq.min_offset if cq else 0
 
     def max_offset(self, topic: str, queue_id: int) -> int:
-        cq = self.queues.get((topic, queue_id))
+        cq = self.queues.find(topic, queue_id)
         return cq.max_offset if cq else 0
+
+    def last_store_ms(self, topic: str, queue_id: int) -> int:
+        """When the newest message of the queue was stored (0 for an empty queue)."""
+        cq = self.queues.find(topic, queue_id)
+        if cq is None or cq.max_offset <= cq.min_offset:
+            return 0
+        return self.commitlog.store_time_at(cq.entry(cq.max_offset - 1)[0]) or 0
 
     def offset_for_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         """The first queue offset stored at or after ``timestamp_ms`` (max offset if none)."""
-        cq = self.queues.get((topic, queue_id))
+        cq = self.queues.find(topic, queue_id)
         if cq is None:
             return 0
         lo, hi = cq.min_offset, cq.max_offset
@@ -354,7 +414,7 @@ class MessageStore:
         self.commitlog.flush()
         self.flushed_offset = max(self.flushed_offset, end)
         self._release_waiters()
-        for cq in list(self.queues.values()):
+        for cq in self.queues:
             cq.flush()
 
     def _release_waiters(self) -> None:
@@ -370,10 +430,10 @@ class MessageStore:
             return
         with self._append_lock:
             end = self.commitlog.max_offset
-            queues = {f"{t}@{q}": cq.max_offset for (t, q), cq in self.queues.items() if cq.max_offset}
+            queues = self.queues.table()
         if not force and self._checkpointed == (end, queues):
             return
-        for cq in list(self.queues.values()):
+        for cq in self.queues:
             cq.flush()
         write_json_atomic(self.path / "checkpoint", {"log": min(end, self.flushed_offset), "queues": queues})
         self._checkpointed = (end, queues)
@@ -393,7 +453,7 @@ class MessageStore:
             deleted = self.commitlog.delete_expired(cutoff)
             if deleted:
                 log_min = self.commitlog.min_offset
-                for cq in self.queues.values():
+                for cq in self.queues:
                     cq.delete_expired(log_min)
         finally:
             self._maint_lock.release()
@@ -403,22 +463,45 @@ class MessageStore:
         return len(deleted)
 
     def disk_usage(self) -> int:
-        return self.commitlog.disk_usage() + sum(cq.disk_usage() for cq in self.queues.values())
+        return self.commitlog.disk_usage() + sum(cq.disk_usage() for cq in self.queues)
+
+
+class CheckpointFile(msgspec.Struct, frozen=True):
+    """``checkpoint``: the durable log offset and each queue's [min, max] (older: max only)."""
+
+    log: Annotated[int, msgspec.Meta(ge=0)]
+    queues: dict[str, int | list[int]] = {}
+
+
+def read_checkpoint(path: Path) -> dict[str, Any] | None:
+    value: dict[str, Any] | None = read_json(path, default=None, shape=CheckpointFile)
+    return value
+
+
+def _remedy(exc: OSError) -> str:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "Free disk space on the broker's data_dir file system"
+    if exc.errno in (errno.EMFILE, errno.ENFILE):
+        return "Raise the broker's open-file limit (ulimit -n)"
+    return "Check the broker's disk and its kernel log for I/O errors"
+
+
+def _runs(physes: list[int], sizes: list[int], segment_bytes: int) -> list[tuple[int, int, int]]:
+    """Contiguous stretches of the log to read: (index of its first record, start, end). A
+    stretch never crosses a segment boundary."""
+    runs: list[tuple[int, int, int]] = []
+    end = -1
+    for i, (phys, size) in enumerate(zip(physes, sizes, strict=True)):
+        if phys == end and phys % segment_bytes:
+            first, start, _ = runs[-1]
+            end = phys + size
+            runs[-1] = (first, start, end)
+        else:
+            end = phys + size
+            runs.append((i, phys, end))
+    return runs
 
 
 def _resolve(future: asyncio.Future[bool]) -> None:
     if not future.done():
         future.set_result(True)
-
-
-def _parse_queue_table(checkpoint: dict[str, object] | None) -> dict[QueueKey, int]:
-    if not checkpoint:
-        return {}
-    table = checkpoint.get("queues", {})
-    out: dict[QueueKey, int] = {}
-    if isinstance(table, dict):
-        for key, value in table.items():
-            topic, _, qid = str(key).rpartition("@")
-            if topic and qid.isdigit() and isinstance(value, int):
-                out[(topic, int(qid))] = value
-    return out

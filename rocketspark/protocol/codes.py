@@ -117,6 +117,7 @@ class ResponseCode(IntEnum):
     BROKER_NOT_EXIST = 9102
     DATA_CORRUPTED = 9103
     MAPPING_STALE = 9104  # the request's view of a static topic's mapping is out of date
+    STORE_DAMAGED = 9105  # a record is damaged or its index entry disagreed with it
 
 
 class Flag:

@@ -1,0 +1,171 @@
+"""The store's consume queues: found on disk at start-up, loaded on first use, checked when loaded.
+
+A broker with 10,000 queues must restart in seconds, so start-up only lists the queue
+directories; a queue's files are opened the first time something reads or writes it. Being
+derived data, a queue is never trusted as it lies on disk: when it is loaded it is compared
+with what the last checkpoint said of it (its first and next offset) and its first and last
+entries are compared with the records they point to. A missing oldest file, a short file or
+a wrong entry make the queue be rebuilt from the commit log, and that is logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from broker.store.commitlog import CommitLog
+from broker.store.consumequeue import ConsumeQueue, QueueDamaged
+from broker.store.entrycheck import first_mismatch
+
+log = logging.getLogger(__name__)
+
+QueueKey = tuple[str, int]
+Bounds = tuple[int, int]  # (min offset, max offset) of a queue, as a checkpoint saw it
+
+
+class QueueSet:
+    """Consume queues by (topic, queue id). Single writer: the broker's event loop."""
+
+    def __init__(self, root: Path, entries_per_file: int, commitlog: CommitLog) -> None:
+        self.root = root
+        self.entries_per_file = entries_per_file
+        self.commitlog = commitlog
+        self.loaded: dict[QueueKey, ConsumeQueue] = {}
+        self.on_disk: set[QueueKey] = set()  # present on disk and not loaded yet
+        self.saved: dict[QueueKey, Bounds] = {}  # the checkpoint's view of queues not loaded yet
+        # (a queue the checkpoint knows whose directory is gone is rebuilt when first used)
+        self.rebuild: Callable[[QueueKey, int], None] = lambda key, floor: None  # set by the store
+
+    def scan_disk(self) -> list[QueueKey]:
+        """List the queues on disk (directory names only: no file is opened)."""
+        keys: list[QueueKey] = []
+        if self.root.exists():
+            for topic_dir in sorted(self.root.iterdir()):
+                for q in sorted(topic_dir.iterdir()) if topic_dir.is_dir() else []:
+                    if q.name.isdigit():
+                        keys.append((topic_dir.name, int(q.name)))
+        self.on_disk = set(keys)
+        return keys
+
+    def directory(self, key: QueueKey) -> Path:
+        return self.root / key[0] / str(key[1])
+
+    def queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        """Load (unchecked) or create a queue: for recovery, and for writes to a queue the
+        broker serves."""
+        key = (topic, queue_id)
+        cq = self.loaded.get(key)
+        if cq is None:
+            if key in self.on_disk or key in self.saved:
+                return self._load_checked(key)
+            cq = self._open(key)
+        return cq
+
+    def _open(self, key: QueueKey) -> ConsumeQueue:
+        cq = ConsumeQueue(self.directory(key), key[0], key[1], self.entries_per_file)
+        self.on_disk.discard(key)
+        try:
+            cq.load()
+        finally:
+            self.loaded[key] = cq
+        return cq
+
+    def find(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        """The queue if it exists, loading and checking it on first use; None if it never did."""
+        key = (topic, queue_id)
+        cq = self.loaded.get(key)
+        if cq is None and (key in self.on_disk or key in self.saved):
+            cq = self._load_checked(key)
+        return cq
+
+    def _load_checked(self, key: QueueKey) -> ConsumeQueue:
+        saved = self.saved.pop(key, None)
+        try:
+            cq = self._open(key)
+            why = self.disagreement(cq, saved)
+        except (QueueDamaged, OSError, ValueError) as exc:
+            why = f"its files are damaged ({exc})"
+        if why is not None:
+            floor = max(saved[1] if saved else 0, self.loaded[key].max_offset if key in self.loaded else 0)
+            log.warning("consume queue %s/%d %s; rebuilding it from the commit log", key[0], key[1], why)
+            self.rebuild(key, floor)
+        cq = self.loaded[key]
+        cq.delete_expired(self.commitlog.min_offset)
+        return cq
+
+    def disagreement(self, cq: ConsumeQueue, saved: Bounds | None) -> str | None:
+        """Why ``cq`` cannot be trusted as loaded, or None: its range against the checkpoint,
+        its first and last entries against their records."""
+        if saved is not None:
+            low, high = saved
+            if cq.max_offset < high:
+                return f"ends at offset {cq.max_offset} but the checkpoint saw it reach {high} (a short file)"
+            if cq.min_offset > low:
+                return f"starts at offset {cq.min_offset} but the checkpoint saw it start at {low} (a missing file)"
+        for offset in {cq.min_offset, cq.max_offset - 1}:
+            if cq.min_offset <= offset < cq.max_offset:
+                why = self._entry_disagrees(cq, offset)
+                if why is not None:
+                    return why
+        return None
+
+    def _entry_disagrees(self, cq: ConsumeQueue, offset: int) -> str | None:
+        phys, size, _tag = cq.entry(offset)
+        if size == 0 or phys < self.commitlog.min_offset:
+            return None  # a tombstone, or a record retention removed
+        data = self.commitlog.read(phys, size)
+        if data is None:
+            return f"has an entry at offset {offset} pointing past the end of the commit log ({phys})"
+        bad = first_mismatch(data, cq.topic.encode(), cq.queue_id, [offset], [phys], [size])
+        return None if bad is None else f"has an entry at offset {offset} that disagrees with the log: {bad.reason}"
+
+    def drop(self, key: QueueKey) -> None:
+        """Delete a queue's files and forget it."""
+        cq = self.loaded.pop(key, None)
+        self.on_disk.discard(key)
+        self.saved.pop(key, None)
+        if cq is not None:
+            cq.destroy()
+        else:
+            shutil.rmtree(self.directory(key), ignore_errors=True)
+
+    def drop_topic(self, topic: str) -> None:
+        for key in [k for k in (*self.loaded, *self.on_disk) if k[0] == topic]:
+            self.drop(key)
+        shutil.rmtree(self.root / topic, ignore_errors=True)
+
+    def __getitem__(self, key: QueueKey) -> ConsumeQueue:
+        cq = self.find(*key)
+        if cq is None:
+            raise KeyError(key)
+        return cq
+
+    def __iter__(self) -> Iterator[ConsumeQueue]:
+        return iter(list(self.loaded.values()))
+
+    def table(self) -> dict[str, list[int]]:
+        """Every queue's (min, max) for the checkpoint, including those not loaded since start."""
+        table = {f"{t}@{q}": [low, high] for (t, q), (low, high) in self.saved.items()}
+        for (t, q), cq in list(self.loaded.items()):
+            if cq.max_offset:
+                table[f"{t}@{q}"] = [cq.min_offset, cq.max_offset]
+        return table
+
+
+def parse_table(checkpoint: dict[str, object] | None) -> dict[QueueKey, Bounds]:
+    """A checkpoint's queue table: ``{"topic@id": [min, max]}`` (older stores saved max only)."""
+    out: dict[QueueKey, Bounds] = {}
+    table = checkpoint.get("queues", {}) if checkpoint else {}
+    if not isinstance(table, dict):
+        return out
+    for key, value in table.items():
+        topic, _, qid = str(key).rpartition("@")
+        if not topic or not qid.isdigit():
+            continue
+        if isinstance(value, int):
+            out[(topic, int(qid))] = (0, value)
+        elif isinstance(value, list) and len(value) == 2 and all(isinstance(v, int) for v in value):
+            out[(topic, int(qid))] = (value[0], value[1])
+    return out
