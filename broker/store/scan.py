@@ -112,10 +112,8 @@ def scan_segment(
                 state.end = pos
             except (record.RecordCorrupted, ValueError, msgpack.UnpackException) as exc:
                 nxt = _resync(mm, raw, pos, size)
-                if nxt is not None:
-                    stop = nxt
-                else:  # in a sealed segment the rest is lost, zeros or not; in the last, cut the garbage
-                    stop = _data_end(raw, pos, size) if is_last else size
+                # In a sealed segment the rest is lost, zeros or not; in the last, cut the garbage.
+                stop = nxt if nxt is not None else _data_end(raw, pos, size) if is_last else size
                 damage.append(Damage(segment.base + pos, segment.base + stop, str(exc)))
                 if nxt is None:
                     if not is_last:  # the rest of a sealed segment becomes padding

@@ -68,7 +68,7 @@ def test_garbage_in_an_entry_is_an_error_not_an_empty_found(store_path: Path) ->
 def test_an_entry_that_disagrees_again_right_after_a_rebuild_names_the_damage(store_path: Path) -> None:
     store = open_store(store_path)
     fill(store)
-    phys, size, _ = store.queues[("orders", 0)].entry(3)
+    phys, _size, _ = store.queues[("orders", 0)].entry(3)
     segment = store.commitlog.segment_for(phys)
     assert segment is not None
     segment.write_at(phys - segment.base + 4, b"\xde\xad\xbe\xef")  # the record's own magic is gone
