@@ -24,6 +24,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from broker.metadata import ProducersFile
 from broker.store.metafile import SnapshotFile, read_json
 
 Key = tuple[str, str, int]  # producer id, topic, physical queue id
@@ -40,7 +41,7 @@ class ProducerTable:
         self.duplicates_dropped = 0
 
     def load(self) -> None:
-        data = read_json(self.file.path, default={"producers": []})
+        data = read_json(self.file.path, default={"producers": []}, shape=ProducersFile)
         for row in data["producers"]:
             pid, topic, queue_id, nxt, used = row[:5]
             key = (pid, topic, int(queue_id))

@@ -11,6 +11,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from broker.metadata import OffsetsFile
 from broker.store.metafile import SnapshotFile, read_json
 
 
@@ -20,7 +21,7 @@ class ConsumerOffsets:
         self.table: dict[str, dict[int, int]] = {}
 
     def load(self) -> None:
-        data = read_json(self.file.path, default={"offsets": {}})
+        data = read_json(self.file.path, default={"offsets": {}}, shape=OffsetsFile)
         self.table = {key: {int(q): int(o) for q, o in queues.items()} for key, queues in data["offsets"].items()}
 
     def snapshot(self) -> dict[str, Any]:

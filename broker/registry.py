@@ -50,11 +50,13 @@ class Registry:
             await asyncio.sleep(interval)
             await self.register_now()
 
-    async def register_now(self, changed: list[str] | None = None) -> None:
+    async def register_now(self, changed: list[str] | None = None, *, incremental: bool = False) -> None:
         """Register now. ``changed`` names the one topic an admin just changed, so that the
         nameservers notify its subscribers; a full registration (start-up, heartbeat) names
-        none and notifies nobody (seed 000's hotspot rule)."""
-        registration = self.broker.registration()
+        none and notifies nobody (seed 000's hotspot rule). ``incremental`` sends only the
+        changed topics (a topic created or updated, never one deleted): the periodic full
+        registration repairs a nameserver that missed one."""
+        registration = self.broker.registration(changed if incremental and changed else None)
         if changed is not None:
             registration["changed"] = changed
         body = pack(registration)

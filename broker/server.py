@@ -21,11 +21,12 @@ from broker.consumers import ConsumerGroups
 from broker.dedupe import ProducerTable
 from broker.handlers import admin, consumers, offsets, pull, send, static
 from broker.longpoll import LongPollHub
+from broker.metadata import BrokerFile
 from broker.offsets import ConsumerOffsets
 from broker.registry import Registry
 from broker.static_cleanup import clean_expired_segments
 from broker.static_topics import StaticTopics
-from broker.store.metafile import read_json, write_json_atomic
+from broker.store.metafile import MetadataCorrupted, read_json, write_json_atomic
 from broker.store.recovery import RecoveryReport
 from broker.store.store import MessageStore
 from broker.topics import TopicTable
@@ -51,7 +52,7 @@ class Broker:
         self.store = MessageStore(config.store_config(), accepts=self.topics.accepts)
         self.longpoll = LongPollHub()
         self.consumers = ConsumerGroups(config.consumer_expired_ms)
-        self.dispatcher = Dispatcher(f"broker {self.name}")
+        self.dispatcher = Dispatcher(f"broker {self.name}", max_inflight_bytes=config.max_inflight_request_bytes)
         self.registry = Registry(self)
         self.perm = config.broker_permission
         self.address = ""
@@ -64,10 +65,12 @@ class Broker:
 
     def open(self) -> RecoveryReport:
         self.topics.load()
+        if not self.topics.path.exists():
+            self._rebuild_lost_topics()
         self.offsets.load()
         self.static.load()
         self.producers.load()
-        saved = read_json(self.data_dir / "config" / "broker.json", default={})
+        saved = read_json(self.data_dir / "config" / "broker.json", default={}, shape=BrokerFile)
         self.perm = int(saved.get("brokerPermission", self.perm))
         report = self.store.open()
         for pid, topic, queue_id in self.producers.forget_beyond(self.store.commitlog.max_offset):
@@ -84,7 +87,29 @@ class Broker:
         )
         return report
 
+    def _rebuild_lost_topics(self) -> None:
+        """A store with messages but no topics.json would start with every message invisible
+        and hand out offsets again: rebuild the table from the consume queues, or refuse."""
+        queues = self.store.queues.scan_disk()
+        if queues:
+            topics = self.topics.rebuild(queues)
+            log.warning(
+                "broker %s: %s was missing; rebuilt %d topics from the consume queues on disk (%s); check their "
+                "queue counts and permissions with `rocketspark admin route <topic>`",
+                self.name,
+                self.topics.path,
+                len(topics),
+                ", ".join(topics[:20]) + (" ..." if len(topics) > 20 else ""),
+            )
+        elif any(p.name.isdigit() for p in (self.data_dir / "commitlog").glob("*")):
+            raise MetadataCorrupted(
+                f"{self.topics.path} is missing but {self.data_dir / 'commitlog'} holds messages, and no consume "
+                "queue is left to rebuild the topics from; restore topics.json from a backup (starting without it "
+                "would hide every message and reuse offsets)"
+            )
+
     def close(self) -> None:
+        self.topics.close()
         self.offsets.persist()
         self.store.close()
         self.producers.persist(self.store.flushed_offset)  # after the store flushed everything
@@ -94,17 +119,25 @@ class Broker:
         self.perm = perm
         write_json_atomic(self.data_dir / "config" / "broker.json", {"brokerPermission": perm})
 
-    def registration(self) -> dict[str, Any]:
-        """What the nameservers learn about this broker."""
-        return {
+    def registration(self, only: list[str] | None = None) -> dict[str, Any]:
+        """What the nameservers learn about this broker: everything, or (``only``) just those
+        topics, as an increment that leaves the nameserver's view of the others alone
+        (RocketMQ's ``registerIncrementBrokerData``: a new topic costs the same however many
+        the broker has)."""
+        configs = self.topics.configs() if only is None else [c for t in only if (c := self.topics.get(t))]
+        details = self.static.details.values() if only is None else [d for t in only if (d := self.static.get(t))]
+        registration = {
             "cluster": self.cluster,
             "broker": self.name,
             "addr": self.address,
             "perm": self.perm,
             "version": self.topics.version,
-            "topics": [{**c.to_wire(), "perm": c.perm & (self.perm | Perm.INHERIT)} for c in self.topics.configs()],
-            "static": [d.to_wire() for d in self.static.details.values()],
+            "topics": [{**c.to_wire(), "perm": c.perm & (self.perm | Perm.INHERIT)} for c in configs],
+            "static": [d.to_wire() for d in details],
         }
+        if only is not None:
+            registration["incremental"] = True
+        return registration
 
     def runtime_info(self) -> dict[str, Any]:
         stats = self.store.stats

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from broker.metadata import MappingsFile
 from broker.store.metafile import read_json, write_json_atomic
 from rocketspark.errors import InvalidParameterError, MappingStaleError, NotLeaderForQueueError
 from rocketspark.protocol.mapping import LogicQueueMappingItem, TopicQueueMappingDetail, check_items
@@ -29,7 +30,7 @@ class StaticTopics:
         self.details: dict[str, TopicQueueMappingDetail] = {}
 
     def load(self) -> None:
-        data = read_json(self.path, default={"mappings": []})
+        data = read_json(self.path, default={"mappings": []}, shape=MappingsFile)
         self.details = {d["topic"]: TopicQueueMappingDetail.from_wire(d) for d in data["mappings"]}
 
     def persist(self) -> None:

@@ -14,7 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from broker.store.metafile import read_json, write_json_atomic
+import msgspec
+
+from broker.metadata import TopicChange, TopicsFile
+from broker.store.metafile import Journal, read_json, write_json_atomic
 from rocketspark.errors import InvalidParameterError
 from rocketspark.protocol.types import Perm, TopicConfig
 
@@ -47,21 +50,66 @@ class BrokerTopic:
 
 
 class TopicTable:
-    """Topics by name, saved to ``<data_dir>/config/topics.json`` on every change."""
+    """Topics by name, in ``<data_dir>/config/topics.json``.
+
+    A change is appended to the file's journal (one line, one fsync), so creating a topic
+    costs the same with 10 topics or 10,000; the snapshot is rewritten only when the journal
+    has grown as long as the table (and at least ``COMPACT_MIN_LINES``), which keeps the
+    rewriting at a constant cost per change.
+    """
+
+    COMPACT_MIN_LINES = 1000
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.topics: dict[str, BrokerTopic] = {}
         self.version = 0  # rises on every change; registration carries it
+        self.journal = Journal(path)
 
     def load(self) -> None:
-        data = read_json(self.path, default={"topics": []})
+        data = read_json(self.path, default={"topics": []}, shape=TopicsFile)
         self.topics = {t["name"]: BrokerTopic.from_json(t) for t in data.get("topics", [])}
         self.version = int(data.get("version", 0))
+        for change in self.journal.replay(TopicChange):
+            if change.put is not None:
+                self.topics[change.put.name] = BrokerTopic.from_json(msgspec.to_builtins(change.put))
+            if change.delete is not None:
+                self.topics.pop(change.delete, None)
+            self.version = max(self.version, change.version)
 
-    def persist(self) -> None:
+    def rebuild(self, queues: list[tuple[str, int]]) -> list[str]:
+        """Recreate a lost table from the consume queues on disk: every topic that has one,
+        with as many queues as its highest queue id says, readable and writable. Returns the
+        topics, for the log; the operator checks queue counts and permissions afterwards."""
+        counts: dict[str, int] = {}
+        for topic, queue_id in queues:
+            counts[topic] = max(counts.get(topic, 0), queue_id + 1)
+        for topic, count in sorted(counts.items()):
+            n = min(count, MAX_QUEUES)
+            self.topics[topic] = BrokerTopic(TopicConfig(topic, n, n, Perm.READ_WRITE), 0)
         self.version += 1
+        self.compact()
+        return sorted(counts)
+
+    def _changed(self, *, put: BrokerTopic | None = None, delete: str | None = None) -> None:
+        self.version += 1
+        if not self.path.exists() or self.journal.lines >= max(self.COMPACT_MIN_LINES, len(self.topics)):
+            self.compact()
+            return
+        change: dict[str, Any] = {"version": self.version}
+        if put is not None:
+            change["put"] = put.to_json()
+        if delete is not None:
+            change["delete"] = delete
+        self.journal.append(change)
+
+    def compact(self) -> None:
+        """Write the whole table as the new snapshot and drop the journal it covers."""
         write_json_atomic(self.path, {"version": self.version, "topics": [t.to_json() for t in self.topics.values()]})
+        self.journal.reset()
+
+    def close(self) -> None:
+        self.journal.close()
 
     def get(self, name: str) -> TopicConfig | None:
         entry = self.topics.get(name)
@@ -80,14 +128,14 @@ class TopicTable:
         if current is not None and current.config == config:
             return False
         since = current.since_offset if current is not None else since_offset
-        self.topics[config.name] = BrokerTopic(config, since)
-        self.persist()
+        entry = self.topics[config.name] = BrokerTopic(config, since)
+        self._changed(put=entry)
         return True
 
     def delete(self, name: str) -> bool:
         if self.topics.pop(name, None) is None:
             return False
-        self.persist()
+        self._changed(delete=name)
         return True
 
     def set_auto_create(self, enabled: bool, queue_nums: int, since_offset: int) -> None:

@@ -57,7 +57,8 @@ class RouteTable:
         live.version = int(registration.get("version", 0))
         live.last_update = time.monotonic()
         current = {t.name for t in topics}
-        for gone in live.topics - current:
+        incremental = bool(registration.get("incremental", False))  # only these topics; keep the rest
+        for gone in set() if incremental else live.topics - current:
             changed |= self._remove_queue(gone, name)
         for config in topics:
             data = QueueData(name, config.read_queue_nums, config.write_queue_nums, config.perm)
@@ -65,14 +66,16 @@ class RouteTable:
             if per_broker.get(name) != data:
                 per_broker[name] = data
                 changed.add(config.name)
-        live.topics = current
-        changed |= self._register_static(name, registration.get("static", []))
+        live.topics = live.topics | current if incremental else current
+        changed |= self._register_static(name, registration.get("static", []), incremental=incremental)
         return changed
 
-    def _register_static(self, broker_name: str, details: list[dict[str, Any]]) -> set[str]:
+    def _register_static(
+        self, broker_name: str, details: list[dict[str, Any]], *, incremental: bool = False
+    ) -> set[str]:
         changed: set[str] = set()
         fresh = {d.topic: d for d in (TopicQueueMappingDetail.from_wire(w) for w in details)}
-        for topic, per_broker in list(self.static.items()):
+        for topic, per_broker in [] if incremental else list(self.static.items()):
             if broker_name in per_broker and topic not in fresh:
                 del per_broker[broker_name]
                 changed.add(topic)

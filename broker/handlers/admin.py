@@ -54,7 +54,7 @@ async def create_topic(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
         )
     changed = broker.topics.put(TopicConfig(topic, read, write, perm), broker.store.commitlog.max_offset)
     if changed:
-        await broker.registry.register_now([topic])
+        await broker.registry.register_now([topic], incremental=True)
     return cmd.response(ext={"changed": changed})
 
 

@@ -46,7 +46,7 @@ async def resolve_topic(broker: Broker, cmd: RemotingCommand, topic: str) -> Top
                 # clients waiting for it (negative cache) hear of it. The producer looks the new
                 # route up on its next send; were it not registered yet, that send would go
                 # through the template again and could create the topic on another broker.
-                task = asyncio.get_running_loop().create_task(broker.registry.register_now([topic]))
+                task = asyncio.get_running_loop().create_task(broker.registry.register_now([topic], incremental=True))
                 broker.background.add(task)
                 task.add_done_callback(broker.background.discard)
                 await asyncio.shield(task)  # a cancelled send does not cancel the registration

@@ -8,6 +8,7 @@ is fsynced, so a reader sees either the old content or the new, whole (tidwall/w
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 from pathlib import Path
@@ -97,3 +98,59 @@ def read_json(path: Path, default: Any = None, shape: Any = None) -> Any:
                 f"or fix that field"
             ) from None
     return value
+
+
+class Journal:
+    """Changes to a metadata file appended as JSON lines next to it (``<name>.log``), so a
+    change costs one small write and one fsync however large the file has grown; the owner
+    folds the lines into a fresh snapshot (``compact``) once they outnumber its entries.
+
+    A crash can tear only the last line; ``replay`` skips such a line and says so.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path.with_name(path.name + ".log")
+        self.lines = 0
+        self._fd = -1
+
+    def replay(self, shape: Any) -> list[Any]:
+        """The changes since the last snapshot, each checked against ``shape``."""
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return []
+        changes = []
+        rows = raw.split(b"\n")
+        for number, row in enumerate(rows, 1):
+            if not row.strip():
+                continue
+            try:
+                changes.append(msgspec.json.decode(row, type=shape))
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                if number == len(rows):  # no newline after it: the append was torn by a crash
+                    logging.getLogger(__name__).warning("%s: ignored a torn last change (%s)", self.path, exc)
+                    continue
+                raise MetadataCorrupted(
+                    f"{self.path} line {number} is not a valid change ({exc}); restore it from a backup or delete "
+                    "that line"
+                ) from None
+        self.lines = len(changes)
+        return changes
+
+    def append(self, change: Any) -> None:
+        if self._fd < 0:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.write(self._fd, json.dumps(change, sort_keys=True).encode() + b"\n")
+        os.fsync(self._fd)
+        self.lines += 1
+
+    def reset(self) -> None:
+        """Forget the lines: call after the snapshot that holds them was written."""
+        self.close()
+        self.path.unlink(missing_ok=True)
+        self.lines = 0
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1

@@ -51,6 +51,8 @@ def test_a_rebuilt_consume_queue_has_the_same_entries(tmp_path: Path) -> None:
     shutil.rmtree(queue_dir)
 
     store = MessageStore(config)
-    assert store.open().rebuilt_queues == ["t/0"]
+    store.open()
+    assert store.max_offset("t", 0) == 40  # first use: the checkpoint knew it, so it is rebuilt
+    assert store.stats.queues_rebuilt == 1
     store.close()
     assert {p.name: p.read_bytes() for p in queue_dir.iterdir()} == before

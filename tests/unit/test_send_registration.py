@@ -31,7 +31,7 @@ def test_the_first_send_to_a_new_topic_is_answered_after_its_registration(
 ) -> None:
     registered: list[list[str] | None] = []
 
-    async def slow_register_now(changed: list[str] | None = None) -> None:
+    async def slow_register_now(changed: list[str] | None = None, *, incremental: bool = False) -> None:
         await asyncio.sleep(0.1)  # a nameserver round trip
         registered.append(changed)
 

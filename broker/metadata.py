@@ -1,0 +1,72 @@
+"""The declared shape of every metadata file a broker keeps under ``<data_dir>/config/``.
+
+Each file is checked against its shape when the broker starts (``read_json(..., shape=)``),
+so a file of the wrong shape stops start-up with one line naming the file and the field,
+never a traceback from deep inside. Topic configs and static-topic mappings have the shapes
+the wire already declares (:mod:`rocketspark.protocol.shapes`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from msgspec import Meta, Struct
+
+from rocketspark.protocol.shapes import MappingDetail, Name, Offset, Perm, QueueCount, Topic
+
+Count = Annotated[int, Meta(ge=0)]
+
+
+class TopicEntry(Struct, frozen=True):
+    name: Topic
+    r: QueueCount
+    w: QueueCount
+    perm: Perm
+    since: Offset = 0
+
+
+class TopicsFile(Struct, frozen=True):
+    """``topics.json``: the topic table (:mod:`broker.topics`)."""
+
+    topics: list[TopicEntry]
+    version: Count = 0
+
+
+class TopicChange(Struct, frozen=True):
+    """One line of ``topics.json.log``: a topic created or changed, or deleted."""
+
+    version: Count
+    put: TopicEntry | None = None
+    delete: Topic | None = None
+
+
+class OffsetsFile(Struct, frozen=True):
+    """``consumerOffset.json``: ``{"group@topic": {"queueId": offset}}`` (:mod:`broker.offsets`)."""
+
+    offsets: dict[Annotated[str, Meta(min_length=3)], dict[Annotated[str, Meta(pattern=r"^[0-9]+$")], Count]]
+
+
+class MappingsFile(Struct, frozen=True):
+    """``topicQueueMapping.json``: static-topic mappings (:mod:`broker.static_topics`)."""
+
+    mappings: list[MappingDetail]
+
+
+# [producer id, topic, queue id, next sequence, last used (epoch s), log end when stored]; files
+# written before the log end was kept have five fields.
+ProducerRow = Annotated[list[str | float], Meta(min_length=5, max_length=6)]
+
+
+class ProducersFile(Struct, frozen=True):
+    """``producers.json``: idempotent producers' sequences (:mod:`broker.dedupe`)."""
+
+    producers: list[ProducerRow]
+
+
+class BrokerFile(Struct, frozen=True):
+    """``broker.json``: settings changed at run time (the broker's permission)."""
+
+    brokerPermission: Perm = 6  # noqa: N815 - the file's key
+
+
+__all__ = ["BrokerFile", "MappingsFile", "Name", "OffsetsFile", "ProducersFile", "TopicsFile"]
