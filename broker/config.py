@@ -37,11 +37,14 @@ class BrokerConfig:
     segment_bytes: int = 128 * MiB  # commit-log segment size (RocketMQ: 1 GiB)
     queue_entries_per_file: int = 300_000
     checkpoint_interval_ms: int = 1000
+    scrub_bytes_per_s: int = 4 * MiB  # background CRC check of sealed segments (0: off)
+    scrub_pause_ms: int = 60_000  # pause between two scrub passes
     retention_hours: float = 72.0
     retention_check_interval_ms: int = 10_000
     max_message_bytes: int = 4 * MiB
     max_pull_bytes: int = 8 * MiB  # cap on one pull response
     max_long_poll_ms: int = 30_000  # longest a pull may be held waiting for data
+    max_inflight_request_bytes: int = 256 * MiB  # past it, requests get SYSTEM_BUSY (remoting.admission)
 
     auto_create_topic_enable: bool = True  # RocketMQ's default; turn it off in production
     default_topic_queue_nums: int = 8  # queues of TBW102, the auto-create template
@@ -62,8 +65,8 @@ class BrokerConfig:
             raise ConfigError(f'flush_mode must be "async" or "sync", not "{self.flush_mode}"')
         if not 0 <= self.listen_port < 65536:
             raise ConfigError(f"listen_port {self.listen_port} is not a port number (0-65535)")
-        if self.max_message_bytes <= 0:
-            raise ConfigError("max_message_bytes must be positive")
+        if self.max_message_bytes <= 0 or self.max_inflight_request_bytes <= 0:
+            raise ConfigError("max_message_bytes and max_inflight_request_bytes must be positive")
         if self.segment_bytes < 2 * self.max_message_bytes + 4096:
             raise ConfigError(
                 f"segment_bytes ({self.segment_bytes}) must be at least twice max_message_bytes "
@@ -88,6 +91,9 @@ class BrokerConfig:
             sync_flush_timeout_ms=self.sync_flush_timeout_ms,
             retention_ms=int(self.retention_hours * 3600 * 1000),
             checkpoint_interval_ms=self.checkpoint_interval_ms,
+            scrub_bytes_per_s=self.scrub_bytes_per_s,
+            scrub_pause_ms=self.scrub_pause_ms,
+            max_record_bytes=2 * self.max_message_bytes + 65536,
         )
 
 

@@ -111,6 +111,13 @@ async def counters(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
                 "bytesStored": stats.bytes_put,
                 "messagesRead": stats.messages_got,
                 "segmentsDeleted": stats.segments_deleted,
+                "indexMismatches": stats.index_mismatches,
+                "queuesRebuilt": stats.queues_rebuilt,
+                "scrubPasses": broker.store.scrub.stats.passes,
+                "scrubSegments": broker.store.scrub.stats.segments,
+                "scrubBytes": broker.store.scrub.stats.bytes,
+                "scrubDamagedSegments": broker.store.scrub.stats.damaged_segments,
+                "scrubDamage": broker.store.scrub.stats.damage,
                 "longPollWaiting": broker.longpoll.waiting,
                 "duplicatesDropped": broker.producers.duplicates_dropped,
                 "systemBusy": broker.dispatcher.budget.refused,  # requests refused: too many bytes in flight

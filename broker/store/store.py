@@ -35,6 +35,8 @@ from broker.store.entrycheck import Mismatch, first_mismatch
 from broker.store.metafile import read_json, write_json_atomic
 from broker.store.queues import QueueSet, parse_table
 from broker.store.recovery import QueueKey, RecoveryReport, rebuild_queues, recover
+from broker.store.scan import Damage, scan_segment
+from broker.store.scrub import Scrubber
 from rocketspark.errors import QueueRebuiltError, StoreDamagedError, StoreWriteError
 
 log = logging.getLogger(__name__)
@@ -53,6 +55,9 @@ class StoreConfig:
     sync_flush_timeout_ms: int = 5000
     retention_ms: int = 72 * 3600 * 1000  # sealed segments older than this are deleted
     checkpoint_interval_ms: int = 1000
+    scrub_bytes_per_s: int = 4 * 1024 * 1024  # background CRC check of sealed segments; 0: off
+    scrub_pause_ms: int = 60_000  # between two passes over every sealed segment
+    max_record_bytes: int = 8 * 1024 * 1024  # a larger size field in a record header is damage
 
 
 class GetStatus(Enum):
@@ -125,6 +130,13 @@ class MessageStore:
         self._checkpointed: tuple[int, dict[str, list[int]]] | None = None
         self.flushed_offset = 0
         self._rebuilt_at: dict[QueueKey, float] = {}
+        self.scrub = Scrubber(
+            self._sealed_segments,
+            self._mark_damage,
+            config.scrub_bytes_per_s,
+            max_record_bytes=config.max_record_bytes,
+            idle_s=config.scrub_pause_ms / 1000,
+        )
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -153,12 +165,15 @@ class MessageStore:
         self._write_checkpoint(force=True)
         self._flusher = threading.Thread(target=self._flush_loop, name="store-flusher", daemon=True)
         self._flusher.start()
+        if self.config.scrub_bytes_per_s > 0:
+            self.scrub.start()
         return report
 
     def close(self) -> None:
         """Flush everything, write the checkpoint and mark the stop as clean."""
         self._stop.set()
         self._wake.set()
+        self.scrub.stop()
         if self._flusher is not None:
             self._flusher.join()
             self._flusher = None
@@ -189,6 +204,22 @@ class MessageStore:
         self.stats.queues_rebuilt += 1
         for line in report.lines()[1:]:
             log.warning("%s", line)
+
+    def _sealed_segments(self) -> list[tuple[Path, int]]:
+        with self._append_lock:
+            return [(segment.path, segment.base) for segment in self.commitlog.segments[:-1]]
+
+    def _mark_damage(self, base: int) -> list[str]:
+        """Scan a damaged sealed segment as recovery does, cutting its damaged ranges out as
+        gaps (the scrub calls this from its thread; retention waits meanwhile)."""
+        with self._maint_lock:
+            segment = self.commitlog.segment_for(base)
+            if segment is None or segment is self.commitlog.segments[-1]:
+                return []
+            damage: list[Damage] = []
+            for _ in scan_segment(segment, is_last=False, damage=damage, with_tags=False):
+                pass
+        return [str(d) for d in damage]
 
     def drop_queue(self, topic: str, queue_id: int) -> None:
         with self._maint_lock:
