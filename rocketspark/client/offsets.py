@@ -19,6 +19,7 @@ from rocketspark.errors import (
     InvalidParameterError,
     MappingStaleError,
     NotLeaderForQueueError,
+    QueueRebuiltError,
     TopicNotExistError,
 )
 from rocketspark.protocol.codes import RequestCode, ResponseCode
@@ -48,11 +49,15 @@ class QueueClient(ClientBase):
         return view[queue_id]
 
     def _retrying(self, topic: str, action: Callable[[], T]) -> T:
-        """Run ``action``; on a stale mapping or a moved broker, re-read the route and retry once."""
+        """Run ``action``; on a stale mapping or a moved broker, re-read the route and retry once.
+        A broker that refused a read because its index disagreed with its log has rebuilt the
+        index by the time it answers: retry once too."""
         try:
             return action()
         except (*STALE, ConnectError, TopicNotExistError):
             self.routes.invalidate(topic)
+        except QueueRebuiltError:
+            pass
         return action()
 
     # -- offsets ------------------------------------------------------------------------------
