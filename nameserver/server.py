@@ -12,7 +12,7 @@ from grpc import aio
 from nameserver.config import NameServerConfig
 from nameserver.notify import RouteNotifier
 from nameserver.routes import RouteTable
-from rocketspark.errors import BrokerNotExistError, MalformedRequestError, TopicNotExistError
+from rocketspark.errors import BrokerNotExistError, TopicNotExistError
 from rocketspark.protocol.codec import pack, unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
@@ -54,9 +54,7 @@ class NameServer:
         d.register_stream(RequestCode.OPEN_PUSH_STREAM, self.push.stream)
 
     async def register_broker(self, cmd: RemotingCommand) -> RemotingCommand:
-        registration = unpack(cmd.body)
-        if not isinstance(registration, dict) or not {"broker", "cluster", "addr"} <= set(registration):
-            raise MalformedRequestError("REGISTER_BROKER body must be a map with broker, cluster and addr")
+        registration = unpack(cmd.body)  # its shape was checked at the edge: shapes.Registration
         if registration["broker"] not in self.routes.brokers:
             log.info("broker %s registered from %s", registration["broker"], registration["addr"])
         changed = self.routes.register(registration)

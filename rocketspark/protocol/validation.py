@@ -8,7 +8,8 @@ from typing import Final
 from rocketspark.errors import IllegalTopicNameError
 
 TOPIC_NAME_MAX: Final = 127
-_TOPIC_NAME = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+TOPIC_NAME_PATTERN: Final = r"^[%|a-zA-Z0-9_-]+$"
+_TOPIC_NAME = re.compile(TOPIC_NAME_PATTERN)
 
 
 def validate_topic_name(name: str) -> None:

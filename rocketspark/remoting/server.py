@@ -25,7 +25,7 @@ import grpc
 from grpc import aio
 
 from rocketspark.errors import MalformedRequestError, RocketSparkError
-from rocketspark.protocol import service
+from rocketspark.protocol import service, shapes
 from rocketspark.protocol.codec import MalformedBody
 from rocketspark.protocol.codes import Flag, ResponseCode
 from rocketspark.protocol.command import MalformedCommand, RemotingCommand
@@ -113,9 +113,11 @@ class Dispatcher:
         self._background: set[asyncio.Task[Any]] = set()
 
     def register(self, code: int, handler: Handler) -> None:
+        shapes.require(code)
         self.handlers[int(code)] = handler
 
     def register_stream(self, code: int, handler: StreamHandler) -> None:
+        shapes.require(code)
         self.stream_handlers[int(code)] = handler
 
     def _resolve(self, raw: bytes, table: dict[int, H]) -> tuple[RemotingCommand, H] | RemotingCommand:
@@ -134,6 +136,10 @@ class Dispatcher:
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                 remark=f"request code {request.code} is not supported{how} by {self.server_name}",
             )
+        try:
+            shapes.check(request)
+        except RocketSparkError as exc:
+            return response_for_exception(request, exc, self.server_name)
         return request, handler
 
     async def invoke(self, raw: bytes, context: aio.ServicerContext[Any, Any]) -> bytes:

@@ -14,6 +14,7 @@ from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.server import Dispatcher, PushHub, run_every
 
 CONTEXT: Any = None  # the handlers under test never touch the gRPC context
+PULL = {"topic": "t", "queueId": 0, "queueOffset": 0}  # a pull request's required fields
 
 
 async def _collect(stream: AsyncIterator[bytes]) -> list[RemotingCommand]:
@@ -49,7 +50,7 @@ def test_a_client_cancelling_a_stream_is_not_an_error(caplog: pytest.LogCaptureF
     dispatcher.register_stream(RequestCode.PULL_MESSAGE, endless)
 
     async def cancel_after_one() -> None:
-        stream = dispatcher.stream(RemotingCommand.request(RequestCode.PULL_MESSAGE).encode(), CONTEXT)
+        stream = dispatcher.stream(RemotingCommand.request(RequestCode.PULL_MESSAGE, PULL).encode(), CONTEXT)
         assert isinstance(stream, AsyncGenerator)
         await anext(stream)
         await stream.aclose()  # what grpc.aio does when the client cancels
@@ -67,7 +68,7 @@ def test_a_failing_stream_handler_ends_the_stream_with_its_error() -> None:
         raise KeyError("boom")
 
     dispatcher.register_stream(RequestCode.PULL_MESSAGE, broken)
-    raw = RemotingCommand.request(RequestCode.PULL_MESSAGE).encode()
+    raw = RemotingCommand.request(RequestCode.PULL_MESSAGE, PULL).encode()
     codes = [r.code for r in asyncio.run(_collect(dispatcher.stream(raw, CONTEXT)))]
     assert codes == [ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR]
 
@@ -82,7 +83,7 @@ def test_a_push_stream_needs_a_client_id_and_reports_its_close() -> None:
     refused = asyncio.run(
         _collect(dispatcher.stream(RemotingCommand.request(RequestCode.OPEN_PUSH_STREAM).encode(), CONTEXT))
     )
-    assert refused[0].code == ResponseCode.MALFORMED_REQUEST and "clientId" in refused[0].remark
+    assert refused[0].code == ResponseCode.INVALID_PARAMETER and '"clientId" is required' in refused[0].remark
 
     async def open_push_close() -> RemotingCommand:
         raw = RemotingCommand.request(RequestCode.OPEN_PUSH_STREAM, {"clientId": "c1"}).encode()
@@ -99,6 +100,32 @@ def test_a_push_stream_needs_a_client_id_and_reports_its_close() -> None:
     pushed = asyncio.run(open_push_close())
     assert pushed.code == RequestCode.NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED and pushed.is_oneway
     assert closed == ["c1"] and hub.open_count == 0 and not hub.send("c1", RemotingCommand.request(1))
+
+
+def test_a_request_out_of_its_shape_is_refused_before_its_handler_runs() -> None:
+    dispatcher = Dispatcher("test")
+    seen: list[RemotingCommand] = []
+
+    async def handler(request: RemotingCommand) -> RemotingCommand:
+        seen.append(request)
+        return request.response()
+
+    dispatcher.register(RequestCode.GET_MAX_OFFSET, handler)
+    bad = RemotingCommand.request(RequestCode.GET_MAX_OFFSET, {"topic": "t", "queueId": -7})
+    answer = RemotingCommand.decode(asyncio.run(dispatcher.invoke(bad.encode(), CONTEXT)))
+    assert answer.code == ResponseCode.INVALID_PARAMETER and '"queueId"' in answer.remark and seen == []
+    assert answer.ext["error"] == "InvalidParameterError" and dispatcher.counters[RequestCode.GET_MAX_OFFSET] == 1
+    good = RemotingCommand.request(RequestCode.GET_MAX_OFFSET, {"topic": "t", "queueId": 7})
+    assert RemotingCommand.decode(asyncio.run(dispatcher.invoke(good.encode(), CONTEXT))).code == ResponseCode.SUCCESS
+    assert len(seen) == 1
+
+
+def test_a_handler_for_a_code_without_a_declared_shape_cannot_be_registered() -> None:
+    async def handler(request: RemotingCommand) -> RemotingCommand:
+        return request.response()
+
+    with pytest.raises(ValueError, match="request code 4242 has no declared shape"):
+        Dispatcher("test").register(4242, handler)
 
 
 def test_a_failing_round_does_not_end_the_periodic_loop(caplog: pytest.LogCaptureFixture) -> None:
