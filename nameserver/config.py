@@ -22,6 +22,7 @@ class NameServerConfig:
     notify_scan_interval_ms: int = 1000  # push changed routes' names this often
     notify_max_load_per_cpu: float = 2.0  # run queue over twice the cores: pause pushes
     notify_max_memory_used: float = 0.95  # above this fraction of memory used, pause pushes
+    max_subscriptions_per_client: int = 10_000  # route subscriptions one client may hold; 0: none
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port < 65536:
@@ -30,6 +31,10 @@ class NameServerConfig:
             raise ConfigError("scan_interval_ms, broker_expired_ms and notify_scan_interval_ms must be positive")
         if self.notify_max_load_per_cpu < 0:
             raise ConfigError(f"notify_max_load_per_cpu {self.notify_max_load_per_cpu} must be >= 0")
+        if self.max_subscriptions_per_client < 0:
+            raise ConfigError(
+                f"max_subscriptions_per_client {self.max_subscriptions_per_client} must be >= 0 (0: clients only poll)"
+            )
         if not 0 <= self.notify_max_memory_used <= 1:
             raise ConfigError(
                 f"notify_max_memory_used {self.notify_max_memory_used} must be a fraction between 0 and 1"

@@ -18,6 +18,16 @@ unregisterBroker, lost broker channel  no: a broker going away (hotspot rule)
 A full registration (start-up, heartbeat) names no topic, so a broker restarting with
 hundreds of topics notifies nobody.
 
+Subscriptions belong to the client's live push stream. A subscription asked for while the
+client has no open stream is refused (the answer says ``streamOpen: false``) and nothing is
+kept; when the stream ends, for whatever reason (closed, cancelled, the client killed), every
+subscription of the client goes with it. Both happen on the event loop, one after the other,
+so a subscribe that arrives after its stream closed finds no stream and keeps nothing. A
+client that reopens its stream under the same id keeps its subscriptions on the new stream
+(``PushHub`` replaces the stream without a close), and subscribes again anyway. Each client
+holds at most ``max_per_client`` subscriptions; topics past the cap are refused, named in the
+answer and counted, and the client keeps them fresh by polling.
+
 Under resource pressure (load average per CPU or memory use above configurable
 thresholds) the scan skips its round: pushes stop, route queries go on, and the skipped
 rounds show in the counters and the log. Routes still reach clients by their 30 s refresh.
@@ -27,13 +37,13 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.remoting.server import PushHub
 
 log = logging.getLogger("nameserver.notify")
 
@@ -45,6 +55,26 @@ class NotifyCounters:
     suppressed: int = 0  # route changes not pushed by the hotspot rule
     degraded_rounds: int = 0  # scans skipped under resource pressure
     dropped: int = 0  # pushes to a client whose stream was gone or full
+    refused: int = 0  # topic subscriptions refused: the client was at its cap
+    without_stream: int = 0  # topic subscriptions refused: the client had no open push stream
+
+
+class PushStreams(Protocol):
+    """The open push streams (``rocketspark.remoting.server.PushHub``)."""
+
+    on_close: Callable[[str], None] | None
+
+    def is_open(self, client_id: str) -> bool: ...
+
+    def send(self, client_id: str, command: RemotingCommand) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Subscribed:
+    """The outcome of a subscribe request."""
+
+    stream_open: bool  # false: nothing was kept; the client subscribes again once its stream is open
+    refused: list[str] = field(default_factory=list)  # over the per-client cap
 
 
 def resource_pressure(max_load_per_cpu: float, max_memory_used: float) -> str | None:
@@ -69,11 +99,21 @@ def resource_pressure(max_load_per_cpu: float, max_memory_used: float) -> str | 
 
 
 class RouteNotifier:
-    def __init__(self, push: PushHub, *, max_load_per_cpu: float, max_memory_used: float) -> None:
+    def __init__(
+        self,
+        push: PushStreams,
+        *,
+        max_load_per_cpu: float,
+        max_memory_used: float,
+        max_per_client: int = 10_000,
+    ) -> None:
         self.push = push
         self.max_load_per_cpu = max_load_per_cpu
         self.max_memory_used = max_memory_used
+        self.max_per_client = max_per_client
         self.subscribers: dict[str, set[str]] = {}  # topic -> client ids
+        self.by_client: dict[str, set[str]] = {}  # client id -> topics
+        self._capped: set[str] = set()  # clients told of their cap in the log (once per stream)
         self.changed: set[str] = set()
         self.counters = NotifyCounters()
         self._degraded = False
@@ -81,24 +121,61 @@ class RouteNotifier:
 
     # -- subscriptions -----------------------------------------------------------------------
 
-    def subscribe(self, client_id: str, topics: Iterable[str]) -> None:
-        for topic in topics:
+    def subscribe(self, client_id: str, topics: Iterable[str]) -> Subscribed:
+        """Subscribe a client with an open push stream, up to its cap."""
+        wanted = list(topics)
+        if not self.push.is_open(client_id):
+            self.counters.without_stream += len(wanted)
+            return Subscribed(stream_open=False)
+        mine = self.by_client.setdefault(client_id, set())
+        refused = []
+        for topic in wanted:
+            if topic in mine:
+                continue
+            if len(mine) >= self.max_per_client:
+                refused.append(topic)
+                continue
+            mine.add(topic)
             self.subscribers.setdefault(topic, set()).add(client_id)
+        if not mine:
+            del self.by_client[client_id]
+        if refused:
+            self.counters.refused += len(refused)
+        if refused and client_id not in self._capped:
+            self._capped.add(client_id)
+            log.warning(
+                "client %s is at its cap of %d route subscriptions (max_subscriptions_per_client); "
+                "refused %d topic(s), e.g. %s: it polls them instead",
+                client_id,
+                self.max_per_client,
+                len(refused),
+                refused[0],
+            )
+        return Subscribed(stream_open=True, refused=refused)
 
     def unsubscribe(self, client_id: str, topics: Iterable[str] | None = None) -> None:
-        for topic in list(self.subscribers) if topics is None else topics:
+        mine = self.by_client.get(client_id)
+        if mine is None:
+            return
+        for topic in list(mine) if topics is None else topics:
+            if topic not in mine:
+                continue
+            mine.discard(topic)
             clients = self.subscribers.get(topic)
             if clients is not None:
                 clients.discard(client_id)
                 if not clients:
                     del self.subscribers[topic]
+        if not mine:
+            del self.by_client[client_id]
 
     def _stream_closed(self, client_id: str) -> None:
         self.unsubscribe(client_id)  # it subscribes again when it reconnects
+        self._capped.discard(client_id)
 
     @property
     def subscription_count(self) -> int:
-        return sum(len(c) for c in self.subscribers.values())
+        return sum(len(topics) for topics in self.by_client.values())
 
     # -- changes -----------------------------------------------------------------------------
 

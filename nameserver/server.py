@@ -33,6 +33,7 @@ class NameServer:
             self.push,
             max_load_per_cpu=config.notify_max_load_per_cpu,
             max_memory_used=config.notify_max_memory_used,
+            max_per_client=config.max_subscriptions_per_client,
         )
         self.address = ""
         self.dropped_brokers = 0
@@ -91,10 +92,10 @@ class NameServer:
         return cmd.response(ext={"existed": existed})
 
     async def subscribe(self, cmd: RemotingCommand) -> RemotingCommand:
-        client_id = get_str(cmd, "clientId")
-        topics = [str(t) for t in get_list(cmd, "topics")]
-        self.notifier.subscribe(client_id, topics)
-        return cmd.response(ext={"streamOpen": self.push.is_open(client_id)})
+        """Subscriptions are kept only for a client whose push stream is open; ``refused``
+        names the topics over the client's cap (the client polls those)."""
+        outcome = self.notifier.subscribe(get_str(cmd, "clientId"), [str(t) for t in get_list(cmd, "topics")])
+        return cmd.response(ext={"streamOpen": outcome.stream_open, "refused": outcome.refused})
 
     async def unsubscribe(self, cmd: RemotingCommand) -> RemotingCommand:
         topics = get_list(cmd, "topics", None)
@@ -125,6 +126,8 @@ class NameServer:
             "topics": len(self.routes.topic_queues),
             "droppedBrokers": self.dropped_brokers,
             "subscriptions": self.notifier.subscription_count,
+            "subscriptionsRefused": self.notifier.counters.refused,
+            "subscriptionsWithoutStream": self.notifier.counters.without_stream,
             "pushStreams": self.push.open_count,
             "notificationsSent": self.notifier.counters.notifications_sent,
             "topicsNotified": self.notifier.counters.topics_notified,

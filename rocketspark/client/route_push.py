@@ -2,27 +2,41 @@
 
 The client keeps a push stream open to its sticky nameserver (picked at random by the route
 cache) and subscribes the topics it uses; the nameserver pushes the names of changed topics,
-and the cache re-reads those routes at once instead of waiting for the 30 s refresh. When the
-sticky nameserver changes (the list changed, or it stopped answering), the topics are
-unsubscribed on the old one and subscribed on the new one, so one client never hears the same
-change from two nameservers. A broken stream is reopened with a short backoff.
+and the cache re-reads those routes at once instead of waiting for the 30 s refresh.
+
+Subscriptions belong to the stream (see ``nameserver.notify``): the nameserver keeps them
+only while the stream is open and drops them all when it ends. So the order matters: the
+client opens the stream, waits for its first message (the nameserver's answer that the
+stream is registered), and only then subscribes every topic it watches; a topic added later
+is subscribed at once if the stream is up, else at the next (re)connect. When the sticky
+nameserver changes (the list changed, or it stopped answering) the stream is cancelled, which
+drops the subscriptions there, and the loop reconnects to the new one. A broken stream is
+reopened with a short backoff.
+
+A nameserver refuses topics past its per-client cap (``max_subscriptions_per_client``) and
+names them in its answer: they are kept in ``refused``, counted in the route cache's
+``subscriptions_refused``, logged once, and kept fresh by the 30 s refresh; each refresh
+round asks for them again, in case room was made.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import os
 import socket
 import threading
 import uuid
 from collections.abc import Iterable
+from functools import partial
 from typing import TYPE_CHECKING
 
 from rocketspark.client.daemon import DaemonThread
 from rocketspark.errors import RocketSparkError
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.remoting.client import ResponseStream
+from rocketspark.protocol.shapes import MAX_TOPICS_PER_REQUEST
+from rocketspark.remoting.client import ResponseStream, check
 
 if TYPE_CHECKING:
     from rocketspark.client.routes import RouteCache
@@ -34,46 +48,94 @@ def new_client_id() -> str:
     return f"{socket.gethostname()}@{os.getpid()}@{uuid.uuid4().hex[:12]}"
 
 
+def _chunks(topics: list[str]) -> list[list[str]]:
+    """Requests of at most MAX_TOPICS_PER_REQUEST topics: the nameserver refuses longer lists."""
+    return [topics[i : i + MAX_TOPICS_PER_REQUEST] for i in range(0, len(topics), MAX_TOPICS_PER_REQUEST)]
+
+
 class RouteSubscriber:
     def __init__(self, cache: RouteCache) -> None:
         self.cache = cache
         self.client_id = new_client_id()
         self.topics: set[str] = set()
-        self.nameserver: str | None = None  # where the topics are subscribed now
+        self.refused: set[str] = set()  # topics the nameserver would not take (its cap): polled only
+        self.nameserver: str | None = None  # where the topics are subscribed: its stream is open
         self._stream: ResponseStream | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = DaemonThread(self._run, "route-push")
-        self.connected = threading.Event()
+        self._warned = False
+        self.connected = threading.Event()  # the stream is open and its topics were subscribed
 
     # -- what to watch ---------------------------------------------------------------------------
 
     def subscribe(self, topics: Iterable[str]) -> None:
-        new = set(topics) - self.topics
-        if not new:
-            return
         with self._lock:
+            new = set(topics) - self.topics
+            if not new:
+                return
             self.topics |= new
+            nameserver = self.nameserver
         self._thread.ensure()
-        if self.nameserver is not None:
-            self._send(self.nameserver, RequestCode.SUBSCRIBE_TOPIC_ROUTE, sorted(new))
+        if nameserver is not None:
+            self._subscribe_async(nameserver, sorted(new))
 
     def unsubscribe(self, topics: Iterable[str]) -> None:
-        gone = set(topics) & self.topics
-        if not gone:
-            return
         with self._lock:
+            gone = set(topics) & self.topics
+            if not gone:
+                return
             self.topics -= gone
-        if self.nameserver is not None:
-            self._send(self.nameserver, RequestCode.UNSUBSCRIBE_TOPIC_ROUTE, sorted(gone))
+            self.refused -= gone
+            nameserver = self.nameserver
+        if nameserver is not None:
+            for chunk in _chunks(sorted(gone)):
+                self.cache.remoting.invoke_oneway(nameserver, self._request(RequestCode.UNSUBSCRIBE_TOPIC_ROUTE, chunk))
 
     def resubscribe(self) -> None:
-        if self.nameserver is not None and self.topics:
-            self._send(self.nameserver, RequestCode.SUBSCRIBE_TOPIC_ROUTE, sorted(self.topics))
+        """Ask again for the topics the nameserver refused: expired or unsubscribed topics may
+        have made room under its cap."""
+        with self._lock:
+            nameserver, retry = self.nameserver, sorted(self.refused & self.topics)
+        if nameserver is not None and retry:
+            self._subscribe_async(nameserver, retry)
 
-    def _send(self, nameserver: str, code: int, topics: list[str]) -> None:
-        request = RemotingCommand.request(code, {"clientId": self.client_id, "topics": topics})
-        self.cache.remoting.invoke_oneway(nameserver, request)
+    def _request(self, code: int, topics: list[str]) -> RemotingCommand:
+        return RemotingCommand.request(code, {"clientId": self.client_id, "topics": topics})
+
+    def _subscribe_async(self, nameserver: str, topics: list[str]) -> None:
+        for chunk in _chunks(topics):
+            request = self._request(RequestCode.SUBSCRIBE_TOPIC_ROUTE, chunk)
+            future = self.cache.remoting.invoke_async(nameserver, request, peer="nameserver")
+            future.add_done_callback(partial(self._answered, chunk))
+
+    def _answered(self, topics: list[str], future: concurrent.futures.Future[RemotingCommand]) -> None:
+        try:
+            self._record(topics, check(future.result()))
+        except RocketSparkError as exc:
+            log.debug("route subscription of %d topic(s) failed: %s", len(topics), exc)
+
+    def _record(self, topics: list[str], response: RemotingCommand) -> None:
+        """Note what the nameserver refused. An answer without ``streamOpen`` means the stream
+        closed meanwhile: nothing was kept, and the reconnect subscribes everything again."""
+        if not response.ext.get("streamOpen"):
+            return
+        answer = response.ext.get("refused")
+        refused = {str(t) for t in answer} if isinstance(answer, list) else set()
+        with self._lock:
+            self.refused = (self.refused - set(topics)) | (refused & self.topics)
+        if not refused:
+            return
+        self.cache.counters.subscriptions_refused += len(refused)
+        if not self._warned:
+            self._warned = True
+            log.warning(
+                "nameserver refused route-change subscriptions of %d topic(s), e.g. %s (its "
+                "max_subscriptions_per_client cap): their routes refresh every %d ms instead",
+                len(refused),
+                sorted(refused)[0],
+                self.cache.options.poll_interval_ms,
+            )
 
     # -- the stream ------------------------------------------------------------------------------
 
@@ -81,23 +143,35 @@ class RouteSubscriber:
         """Move the subscriptions to the cache's (new) sticky nameserver."""
         stream = self._stream
         if stream is not None and self.nameserver != self.cache.current_nameserver:
-            stream.cancel()  # the loop reconnects to the new one and moves the topics
+            stream.cancel()  # ends the subscriptions there; the loop reconnects to the new one
+
+    def _attach(self, nameserver: str) -> None:
+        """The stream is registered: from now on subscriptions are kept. Subscribe them all."""
+        with self._lock:
+            self.nameserver = nameserver
+            self.refused.clear()
+            topics = sorted(self.topics)
+        for chunk in _chunks(topics):
+            request = self._request(RequestCode.SUBSCRIBE_TOPIC_ROUTE, chunk)
+            try:
+                self._record(chunk, check(self.cache.remoting.invoke(nameserver, request, peer="nameserver")))
+            except RocketSparkError as exc:
+                log.debug("route subscription at %s failed: %s", nameserver, exc)
+                return
+        self.connected.set()
 
     def _run(self) -> None:
         backoff = 0.1
         while not self._stop.is_set():
             target = self.cache.current_nameserver
-            if self.nameserver is not None and self.nameserver != target and self.topics:
-                self._send(self.nameserver, RequestCode.UNSUBSCRIBE_TOPIC_ROUTE, sorted(self.topics))
             try:
                 self._stream = self.cache.remoting.open_push_stream(target, self.client_id)
-                self.nameserver = target
-                if self.topics:
-                    self._send(target, RequestCode.SUBSCRIBE_TOPIC_ROUTE, sorted(self.topics))
-                self.connected.set()
                 for command in self._stream:
                     backoff = 0.1
-                    if command.code == RequestCode.NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED:
+                    if command.is_response:  # the first message: registered, or why not (raised)
+                        check(command)
+                        self._attach(target)
+                    elif command.code == RequestCode.NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED:
                         topics = command.ext.get("topics")
                         if isinstance(topics, list):
                             self.cache.notified([str(t) for t in topics])
@@ -106,17 +180,15 @@ class RouteSubscriber:
             except Exception:
                 log.exception("route push stream to %s failed", target)
             finally:
+                with self._lock:
+                    self.nameserver = None  # the subscriptions there ended with the stream
                 self.connected.clear()
             if self._stop.wait(backoff):
                 return
             backoff = min(backoff * 2, 5.0)
 
     def close(self) -> None:
+        """Stop; cancelling the stream ends the subscriptions on the nameserver."""
         self._stop.set()
-        if self.nameserver is not None and self.topics:
-            try:
-                self._send(self.nameserver, RequestCode.UNSUBSCRIBE_TOPIC_ROUTE, sorted(self.topics))
-            except RocketSparkError:
-                pass
         if self._stream is not None:
             self._stream.cancel()

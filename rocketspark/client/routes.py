@@ -137,6 +137,7 @@ class RouteCounters:
     negative_hits: int = 0  # lookups answered "no such topic" from the cache
     notifications: int = 0  # route-change notifications received
     expired: int = 0  # topics dropped after going unused
+    subscriptions_refused: int = 0  # topics the nameserver would not push (its per-client cap): polled
 
 
 class _Flight:
@@ -395,7 +396,7 @@ class RouteCache:
                         return
                     self.refresh(topic)
                 if self.subscriber is not None:
-                    self.subscriber.resubscribe()  # heals a subscription a nameserver lost
+                    self.subscriber.resubscribe()  # asks again for subscriptions a nameserver refused
             except Exception:
                 log.exception("route refresh round failed; the next one runs in %.1f s", tick)
 

@@ -53,4 +53,8 @@ SERVER_OPTIONS: Final = (
     ("grpc.so_reuseport", 0),
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+    # Ping clients too: a client whose host vanished (no FIN, no RST) is found dead within
+    # about 80 s, and what belongs to its streams (route subscriptions) goes with them.
+    ("grpc.keepalive_time_ms", 60_000),
+    ("grpc.keepalive_timeout_ms", 20_000),
 )

@@ -18,7 +18,7 @@ import inspect
 import logging
 import signal
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
 import grpc
@@ -56,7 +56,11 @@ class PushHub:
     """Open server-push streams, by client id. Writes never block a handler.
 
     Its ``stream`` is the OPEN_PUSH_STREAM stream handler of whichever server pushes (the
-    nameserver registers it); ``on_close`` hears of each stream that ends.
+    nameserver registers it); ``on_close`` hears of each stream that ends. The stream's first
+    message is the response to OPEN_PUSH_STREAM, sent once the stream is registered: from then
+    on ``is_open`` is true, so a client waits for it before it asks for anything tied to the
+    stream (route subscriptions). A client that reopens its stream under the same id replaces
+    the old one without a close: what belongs to the client stays with its live stream.
     """
 
     def __init__(self) -> None:
@@ -90,6 +94,7 @@ class PushHub:
         queue: asyncio.Queue[RemotingCommand] = asyncio.Queue(PUSH_QUEUE_LIMIT)
         self._queues[client_id] = queue  # a reconnecting client replaces its old stream
         try:
+            yield request.response(ext={"clientId": client_id})
             while True:
                 yield await queue.get()
         finally:
@@ -121,8 +126,9 @@ class Dispatcher:
         self.stream_handlers[int(code)] = handler
 
     def _resolve(self, raw: bytes, table: dict[int, H]) -> tuple[RemotingCommand, H] | RemotingCommand:
-        """Decode and count a request and find its handler in ``table``; or the response that
-        refuses it (malformed, or a code ``table`` does not serve)."""
+        """Decode and count a request, find its handler in ``table`` and check the request
+        against its declared shape; or the response that refuses it (malformed, a code ``table``
+        does not serve, or a field out of its shape)."""
         try:
             request = RemotingCommand.decode(raw)
         except MalformedCommand as exc:
@@ -168,11 +174,17 @@ class Dispatcher:
             yield resolved.encode()
             return
         request, handler = resolved
+        responses = handler(request)
         try:
-            async for response in handler(request):
+            async for response in responses:
                 yield response.encode()
         except Exception as exc:  # not BaseException: a client cancelling the stream is no error
             yield response_for_exception(request, exc, self.server_name).encode()
+        finally:
+            # When gRPC closes this stream (the client cancelled or died), the handler's own
+            # clean-up runs now, not whenever its generator happens to be garbage-collected.
+            if isinstance(responses, AsyncGenerator):
+                await responses.aclose()
 
     async def channel(
         self, requests: AsyncIterator[bytes], context: aio.ServicerContext[Any, Any]

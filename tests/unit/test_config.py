@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -59,3 +61,13 @@ def test_command_line_overrides_win_over_the_file(tmp_path: Path) -> None:
     path = tmp_path / "b.toml"
     path.write_text("listen_port = 1234\n")
     assert broker_config.load(path, listen_port=0).listen_port == 0
+
+
+def test_the_shipped_nameserver_config_lists_every_key_with_its_default() -> None:
+    shipped = tomllib.loads((ROOT / "conf" / "nameserver.toml").read_text())
+    assert shipped == dataclasses.asdict(ns_config.NameServerConfig())
+
+
+def test_a_negative_subscription_cap_is_an_error() -> None:
+    with pytest.raises(ConfigError, match="max_subscriptions_per_client -1 must be >= 0"):
+        ns_config.NameServerConfig(max_subscriptions_per_client=-1)

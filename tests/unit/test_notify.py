@@ -1,29 +1,57 @@
-"""The nameserver's route notifier: who hears of what, and when it holds back."""
+"""The nameserver's route notifier: who hears of what, when it holds back, what it keeps."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from nameserver.notify import RouteNotifier
-from rocketspark.remoting.server import PushHub
+from rocketspark.protocol.command import RemotingCommand
 
 
-def notifier(**kw: float) -> RouteNotifier:
-    return RouteNotifier(PushHub(), max_load_per_cpu=kw.get("load", 1000.0), max_memory_used=kw.get("memory", 1.0))
+class FakeStreams:
+    """Push streams by client id (PushStreams): open ones take pushes unless stalled."""
+
+    def __init__(self, *open_ids: str) -> None:
+        self.open = set(open_ids)
+        self.stalled: set[str] = set()
+        self.sent: list[tuple[str, list[str]]] = []
+        self.on_close: Callable[[str], None] | None = None
+
+    def is_open(self, client_id: str) -> bool:
+        return client_id in self.open
+
+    def send(self, client_id: str, command: RemotingCommand) -> bool:
+        if client_id not in self.open or client_id in self.stalled:
+            return False
+        self.sent.append((client_id, command.ext["topics"]))
+        return True
+
+    def close(self, client_id: str) -> None:
+        self.open.discard(client_id)
+        assert self.on_close is not None
+        self.on_close(client_id)
+
+
+def notifier(streams: FakeStreams, *, load: float = 1000.0, memory: float = 1.0, cap: int = 100) -> RouteNotifier:
+    return RouteNotifier(streams, max_load_per_cpu=load, max_memory_used=memory, max_per_client=cap)
 
 
 def test_only_subscribers_of_a_changed_topic_are_pushed() -> None:
-    n = notifier()
+    streams = FakeStreams("c1", "c2")
+    n = notifier(streams)
     n.subscribe("c1", ["a", "b"])
     n.subscribe("c2", ["b"])
     n.mark(["a"])
-    assert n.scan() == 0  # no stream open: counted as dropped, not sent
-    assert n.counters.dropped == 1 and n.changed == set()
+    assert n.scan() == 1 and streams.sent == [("c1", ["a"])] and n.changed == set()
     n.mark(["z"])
-    n.scan()
-    assert n.counters.dropped == 1  # nobody subscribed to z
+    assert n.scan() == 0  # nobody subscribed to z
+    streams.stalled.add("c2")
+    n.mark(["b"])
+    assert n.scan() == 1 and n.counters.dropped == 1  # c2's stream is full: dropped, counted
 
 
 def test_resource_pressure_pauses_pushes_and_keeps_the_changes() -> None:
-    n = notifier(load=-1.0)
+    n = notifier(FakeStreams("c1"), load=-1.0)
     n.subscribe("c1", ["a"])
     n.mark(["a"])
     assert n.scan() == 0 and n.scan() == 0
@@ -31,17 +59,39 @@ def test_resource_pressure_pauses_pushes_and_keeps_the_changes() -> None:
 
 
 def test_a_closed_stream_forgets_its_subscriptions() -> None:
-    n = notifier()
+    streams = FakeStreams("c1", "c2")
+    n = notifier(streams)
     n.subscribe("c1", ["a", "b"])
     n.subscribe("c2", ["a"])
     assert n.subscription_count == 3
-    n._stream_closed("c1")
-    assert n.subscription_count == 1 and n.subscribers == {"a": {"c2"}}
+    streams.close("c1")
+    assert n.subscription_count == 1 and n.subscribers == {"a": {"c2"}} and n.by_client == {"c2": {"a"}}
     n.unsubscribe("c2", ["a"])
-    assert n.subscribers == {}
+    assert n.subscribers == {} and n.by_client == {}
+
+
+def test_a_subscription_without_an_open_stream_is_refused_and_kept_nowhere() -> None:
+    streams = FakeStreams("c1")
+    n = notifier(streams)
+    outcome = n.subscribe("nobody", ["a", "b"])
+    assert not outcome.stream_open and n.subscription_count == 0 and n.counters.without_stream == 2
+    streams.close("c1")
+    late = n.subscribe("c1", ["a"])  # arrives after its stream closed
+    assert not late.stream_open and n.subscription_count == 0 and n.subscribers == {}
+
+
+def test_a_client_at_its_cap_is_refused_the_rest_and_counted() -> None:
+    n = notifier(FakeStreams("c1", "c2"), cap=2)
+    first = n.subscribe("c1", ["a", "b", "c", "d"])
+    assert first.stream_open and first.refused == ["c", "d"] and n.counters.refused == 2
+    assert n.subscribe("c1", ["a", "b"]).refused == []  # already held: no new room needed
+    assert n.subscribe("c2", ["c"]).refused == []  # the cap is per client
+    n.unsubscribe("c1", ["a"])
+    assert n.subscribe("c1", ["c"]).refused == [] and n.by_client["c1"] == {"b", "c"}
+    assert n.subscription_count == 3 and n.counters.refused == 2
 
 
 def test_suppressed_changes_are_counted() -> None:
-    n = notifier()
+    n = notifier(FakeStreams())
     n.suppress({"a", "b", "c"})
     assert n.counters.suppressed == 3

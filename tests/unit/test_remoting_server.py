@@ -85,21 +85,44 @@ def test_a_push_stream_needs_a_client_id_and_reports_its_close() -> None:
     )
     assert refused[0].code == ResponseCode.INVALID_PARAMETER and '"clientId" is required' in refused[0].remark
 
-    async def open_push_close() -> RemotingCommand:
+    async def open_push_close() -> tuple[RemotingCommand, RemotingCommand]:
         raw = RemotingCommand.request(RequestCode.OPEN_PUSH_STREAM, {"clientId": "c1"}).encode()
         stream = dispatcher.stream(raw, CONTEXT)
         assert isinstance(stream, AsyncGenerator)
-        first = asyncio.ensure_future(anext(stream))
-        await asyncio.sleep(0.01)
-        assert hub.is_open("c1") and hub.open_count == 1
+        registered = RemotingCommand.decode(await anext(stream))
+        assert hub.is_open("c1") and hub.open_count == 1  # open by the time the client hears so
+        second = asyncio.ensure_future(anext(stream))
         assert hub.send("c1", RemotingCommand.request(RequestCode.NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED, {"topics": ["t"]}))
-        pushed = RemotingCommand.decode(await first)
+        pushed = RemotingCommand.decode(await second)
         await stream.aclose()
-        return pushed
+        assert closed == ["c1"]  # at once, not when the generators are garbage-collected
+        return registered, pushed
 
-    pushed = asyncio.run(open_push_close())
+    registered, pushed = asyncio.run(open_push_close())
+    assert registered.is_response and registered.code == ResponseCode.SUCCESS
     assert pushed.code == RequestCode.NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED and pushed.is_oneway
     assert closed == ["c1"] and hub.open_count == 0 and not hub.send("c1", RemotingCommand.request(1))
+
+
+def test_a_push_stream_reopened_under_the_same_id_replaces_the_old_one_without_a_close() -> None:
+    hub = PushHub()
+    closed: list[str] = []
+    hub.on_close = closed.append
+    dispatcher = Dispatcher("test")
+    dispatcher.register_stream(RequestCode.OPEN_PUSH_STREAM, hub.stream)
+    raw = RemotingCommand.request(RequestCode.OPEN_PUSH_STREAM, {"clientId": "c1"}).encode()
+
+    async def reconnect() -> None:
+        old, new = dispatcher.stream(raw, CONTEXT), dispatcher.stream(raw, CONTEXT)
+        assert isinstance(old, AsyncGenerator) and isinstance(new, AsyncGenerator)
+        await anext(old)
+        await anext(new)
+        await old.aclose()  # the old stream's end arrives after the new one opened
+        assert closed == [] and hub.is_open("c1")
+        await new.aclose()
+        assert closed == ["c1"] and not hub.is_open("c1")
+
+    asyncio.run(reconnect())
 
 
 def test_a_request_out_of_its_shape_is_refused_before_its_handler_runs() -> None:
