@@ -20,7 +20,7 @@ def subscribed(client: Consumer | Producer, topic: str) -> None:
     client.routes.get(topic)
     assert client.routes.subscriber is not None
     assert client.routes.subscriber.connected.wait(10)
-    time.sleep(0.3)  # the SUBSCRIBE is oneway
+    time.sleep(0.3)  # a topic looked up after the stream opened is subscribed asynchronously
 
 
 def test_a_subscribed_client_sees_route_changes_within_two_seconds(
