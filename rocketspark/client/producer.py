@@ -18,6 +18,7 @@ from __future__ import annotations
 import concurrent.futures
 import itertools
 import logging
+import random
 import threading
 import time
 import zlib
@@ -40,6 +41,7 @@ from rocketspark.errors import (
     NotLeaderForQueueError,
     RequestTimeoutError,
     RocketSparkError,
+    SystemBusyError,
     TopicNotExistError,
 )
 from rocketspark.protocol.codec import encode_send_batch, message_payload
@@ -65,6 +67,12 @@ MIN_ATTEMPT_S = 0.05
 
 def _backoff(attempt: int) -> float:
     return float(min(0.025 * 2**attempt, 0.4))
+
+
+def _busy_backoff(refusals: int) -> float:
+    """Pause after the ``refusals``-th SYSTEM_BUSY: 50 ms doubling to 1 s, jittered so that
+    the clients a busy broker refused together do not all come back together."""
+    return float(min(0.05 * 2 ** (refusals - 1), 1.0) * random.uniform(0.5, 1.0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,8 +291,10 @@ class Producer(ClientBase):
         """Send one request body. A broker failure (unreachable, no answer in time, refusing
         the topic) is retried on another broker, at most ``retry_times_when_send_failed`` times;
         a queue that moved (a static topic remapped) is retried after re-reading the route,
-        with a short backoff. All attempts together keep within the send timeout, as
-        RocketMQ's ``sendDefaultImpl`` does: each gets what is left of it.
+        with a short backoff; a broker answering SYSTEM_BUSY (its in-flight budget is full) is
+        retried after a growing, jittered pause, on another broker when the send may move.
+        All attempts together keep within the send timeout, as RocketMQ's ``sendDefaultImpl``
+        does: each gets what is left of it.
 
         A broker that is down is only avoided (and marked in the latency table when that is
         on): the route stays, as the route push and the 30 s refresh keep it current; only an
@@ -292,7 +302,7 @@ class Producer(ClientBase):
         attempts = 1 + max(0, self.retry_times_when_send_failed)
         deadline = time.monotonic() + (timeout_ms or self.timeout_ms) / 1000
         avoid: str | None = None
-        failures = moves = 0
+        failures = moves = busy = 0
         refreshed = False
         while True:
             info = self.publish_info(topic)
@@ -324,6 +334,15 @@ class Producer(ClientBase):
                     raise
                 time.sleep(_backoff(moves))
                 log.debug("queue of %s moved (%s); retrying", topic, exc)
+                continue
+            except SystemBusyError:
+                busy += 1
+                pause = _busy_backoff(busy)
+                if time.monotonic() + pause + MIN_ATTEMPT_S > deadline:
+                    raise
+                avoid = ref.broker_name if ref is not None else None
+                log.debug("broker %s busy for a send of %s; retrying in %.0f ms", avoid, topic, pause * 1000)
+                time.sleep(pause)
                 continue
             except RETRY_ON as exc:
                 if isinstance(exc, ROUTE_WRONG) and not info.template:

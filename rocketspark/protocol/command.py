@@ -20,6 +20,7 @@ import msgpack
 from rocketspark.protocol.codes import Flag, ResponseCode
 
 _opaque_counter = itertools.count(1)
+HEAD_BYTES = 64 * 1024  # decode_head reads no further: code, opaque, flag, remark and ext fit
 
 
 class MalformedCommand(ValueError):
@@ -93,6 +94,23 @@ class RemotingCommand:
         if not isinstance(remark, str) or not isinstance(ext, dict) or not isinstance(body, bytes):
             raise MalformedCommand("remark must be a string, ext a map and body bytes")
         return cls(code, opaque=opaque, flag=flag, remark=remark, ext=ext, body=body)
+
+    @classmethod
+    def decode_head(cls, data: bytes) -> RemotingCommand | None:
+        """The command without its body, parsed from the first bytes of ``data`` only: enough
+        to refuse a large request (its opaque) without copying its body. None when the head
+        is malformed or longer than ``HEAD_BYTES``; a full ``decode`` then reports why."""
+        unpacker = msgpack.Unpacker(raw=False, strict_map_key=True)
+        unpacker.feed(memoryview(data)[:HEAD_BYTES])
+        try:
+            if unpacker.read_array_header() != 6:
+                return None
+            code, opaque, flag, remark, ext = (unpacker.unpack() for _ in range(5))
+        except Exception:  # msgpack.OutOfData for a long head; several types for garbage
+            return None
+        if not all(isinstance(v, int) for v in (code, opaque, flag)) or not isinstance(remark, str):
+            return None
+        return cls(code, opaque=opaque, flag=flag, remark=remark, ext=ext) if isinstance(ext, dict) else None
 
     def __repr__(self) -> str:
         kind = "response" if self.is_response else "request"

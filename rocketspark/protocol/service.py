@@ -57,4 +57,10 @@ SERVER_OPTIONS: Final = (
     # about 80 s, and what belongs to its streams (route subscriptions) goes with them.
     ("grpc.keepalive_time_ms", 60_000),
     ("grpc.keepalive_timeout_ms", 20_000),
+    # A fixed 4 MiB window per stream instead of one grown by bandwidth probing: while the
+    # event loop is busy, each client stream can push at most this much ahead of it, so the
+    # bytes a server holds stay near its in-flight budget (10 clients sending 64 MiB at once:
+    # peak RSS about 470 MB, 490-790 MB with probing). Throughput on 4 MiB batches unchanged.
+    ("grpc.http2.bdp_probe", 0),
+    ("grpc.http2.lookahead_bytes", 4 * 1024 * 1024),
 )

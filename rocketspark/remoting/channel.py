@@ -5,6 +5,8 @@ This is RocketMQ's remoting model (one connection, requests matched to responses
 halves the server's per-request cost. Each request still has its own deadline, enforced
 here: a peer that never answers produces a timeout, never a hang. If the stream breaks, every
 request in flight fails with the translated error and the next request opens a new stream.
+A large request goes out in pieces (``rocketspark.remoting.framing``), so that a busy server
+can refuse it without holding all of it.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import grpc
 
 from rocketspark.errors import RocketSparkError
 from rocketspark.protocol.command import MalformedCommand, RemotingCommand
+from rocketspark.remoting import framing
 
 Translate = Callable[[grpc.RpcError], RocketSparkError]
 Expire = Callable[[], RocketSparkError]
@@ -113,7 +116,8 @@ class MuxStream:
             item = self._outbox.get()
             if item is _CLOSE:
                 return
-            yield item  # type: ignore[misc]
+            assert isinstance(item, bytes)
+            yield from framing.messages(item)  # a large request in pieces, one after the other
 
     def submit(
         self, request: RemotingCommand, timeout_s: float, expire: Expire

@@ -19,17 +19,20 @@ import logging
 import signal
 from collections import Counter
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from functools import partial
 from typing import Any, Protocol, TypeVar
 
 import grpc
 from grpc import aio
 
-from rocketspark.errors import MalformedRequestError, RocketSparkError
+from rocketspark.errors import MalformedRequestError, RocketSparkError, SystemBusyError
 from rocketspark.protocol import service, shapes
 from rocketspark.protocol.codec import MalformedBody
 from rocketspark.protocol.codes import Flag, ResponseCode
 from rocketspark.protocol.command import MalformedCommand, RemotingCommand
 from rocketspark.protocol.headers import get_str
+from rocketspark.remoting.admission import InflightBudget, Ticket
+from rocketspark.remoting.framing import Admitted, Reassembler
 
 log = logging.getLogger(__name__)
 
@@ -110,11 +113,12 @@ class PushHub:
 class Dispatcher:
     """Routes each decoded request to its handler and counts requests by code."""
 
-    def __init__(self, server_name: str) -> None:
+    def __init__(self, server_name: str, *, max_inflight_bytes: int | None = None) -> None:
         self.server_name = server_name
         self.handlers: dict[int, Handler] = {}
         self.stream_handlers: dict[int, StreamHandler] = {}
         self.counters: Counter[int] = Counter()
+        self.budget = InflightBudget(max_inflight_bytes, server_name)
         self._background: set[asyncio.Task[Any]] = set()
 
     def register(self, code: int, handler: Handler) -> None:
@@ -149,16 +153,43 @@ class Dispatcher:
         return request, handler
 
     async def invoke(self, raw: bytes, context: aio.ServicerContext[Any, Any]) -> bytes:
-        resolved = self._resolve(raw, self.handlers)
+        admitted = self._admit(raw, len(raw))
+        return admitted if isinstance(admitted, bytes) else await self._invoke_admitted(Admitted(raw, admitted))
+
+    def _admit(self, head: bytes, size: int) -> Ticket | bytes:
+        """Count a request's ``size`` bytes in flight; or the SYSTEM_BUSY answer when the
+        budget is full, built from the request's ``head`` (its first bytes) alone."""
+        try:
+            return self.budget.admit(size)
+        except SystemBusyError as busy:
+            request = RemotingCommand.decode_head(head)
+            if request is None:  # garbage is answered as garbage, not as busy
+                self.counters[-1] += 1
+                malformed = MalformedCommand("request head does not decode")
+                return response_for_exception(_UNDECODED, malformed, self.server_name).encode()
+            self.counters[request.code] += 1
+            return response_for_exception(request, busy, self.server_name).encode()
+
+    async def _invoke_admitted(self, admitted: Admitted) -> bytes:
+        """Serve an admitted request; its bytes leave the budget when its handler is done.
+        The wire bytes are dropped once decoded (the command holds its own copy of the body),
+        so that a large request is not held twice while its handler runs."""
+        ticket = admitted.ticket
+        resolved = self._resolve(admitted.take(), self.handlers)
         if isinstance(resolved, RemotingCommand):
+            ticket.release()
             return resolved.encode()
         request, handler = resolved
         if request.is_oneway:
             task = asyncio.get_running_loop().create_task(self._run(handler, request))
             self._background.add(task)
             task.add_done_callback(self._background.discard)
+            task.add_done_callback(lambda _: ticket.release())
             return request.response().encode()
-        return (await self._run(handler, request)).encode()
+        try:
+            return (await self._run(handler, request)).encode()
+        finally:
+            ticket.release()
 
     async def _run(self, handler: Handler, request: RemotingCommand) -> RemotingCommand:
         try:
@@ -194,16 +225,29 @@ class Dispatcher:
         outbox: asyncio.Queue[bytes | None] = asyncio.Queue()
         running: set[asyncio.Task[None]] = set()
 
-        async def serve_one(raw: bytes) -> None:
-            outbox.put_nowait(await self.invoke(raw, context))
+        async def serve_one(admitted: Admitted) -> None:
+            outbox.put_nowait(await self._invoke_admitted(admitted))
+
+        def release_if_cancelled(ticket: Ticket, task: asyncio.Task[None]) -> None:
+            if task.cancelled():  # perhaps before it ever ran: nothing else gives the bytes back
+                ticket.release()
 
         async def read_all() -> None:
+            pieces = Reassembler(self._admit)  # admits from receipt, not from when a task runs
             try:
-                async for raw in requests:
-                    task = asyncio.get_running_loop().create_task(serve_one(raw))
-                    running.add(task)
-                    task.add_done_callback(running.discard)
+                async for message in requests:
+                    admitted = pieces.feed(message)
+                    if isinstance(admitted, bytes):
+                        outbox.put_nowait(admitted)
+                    elif admitted is not None:
+                        task = asyncio.get_running_loop().create_task(serve_one(admitted))
+                        running.add(task)
+                        task.add_done_callback(running.discard)
+                        task.add_done_callback(partial(release_if_cancelled, admitted.ticket))
+            except MalformedCommand as exc:  # pieces that do not add up: nothing after them can be trusted
+                log.warning("%s: closing a request stream: %s", self.server_name, exc)
             finally:
+                pieces.close()
                 if running:
                     await asyncio.gather(*running, return_exceptions=True)
                 outbox.put_nowait(None)
