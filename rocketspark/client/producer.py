@@ -138,6 +138,7 @@ class Producer(ClientBase):
         nameserver: str | list[str] | None = None,
         *,
         send_timeout_ms: int = 3000,
+        send_attempt_timeout_ms: int | None = None,
         retry_times_when_send_failed: int = 2,
         default_topic_queue_nums: int = 4,
         max_message_bytes: int = 4 * MiB,
@@ -154,6 +155,11 @@ class Producer(ClientBase):
         self.fault = (
             LatencyFaultTolerance(latency_max_ms, not_available_duration_ms) if send_latency_fault_enable else None
         )
+        if send_attempt_timeout_ms is not None and send_attempt_timeout_ms <= 0:
+            raise InvalidParameterError(
+                "send_attempt_timeout_ms must be positive (or None: a share of the send timeout)"
+            )
+        self.send_attempt_timeout_ms = send_attempt_timeout_ms
         self.retry_times_when_send_failed = retry_times_when_send_failed
         self.default_topic_queue_nums = default_topic_queue_nums
         self.max_message_bytes = max_message_bytes
@@ -294,7 +300,10 @@ class Producer(ClientBase):
         with a short backoff; a broker answering SYSTEM_BUSY (its in-flight budget is full) is
         retried after a growing, jittered pause, on another broker when the send may move.
         All attempts together keep within the send timeout, as RocketMQ's ``sendDefaultImpl``
-        does: each gets what is left of it.
+        does. An attempt that could move to another broker waits at most its share of what is
+        left (``_attempt_timeout_ms``), so a hung broker (alive but silent) costs one share,
+        not the whole timeout; the broker it timed out on is avoided by the next attempt and,
+        with the latency table on, marked as the worst latency for later sends.
 
         A broker that is down is only avoided (and marked in the latency table when that is
         on): the route stays, as the route push and the 30 s refresh keep it current; only an
@@ -321,8 +330,9 @@ class Producer(ClientBase):
                 if extra:
                     request.ext.update(extra)
                 started = time.monotonic()
+                wait_ms = self._attempt_timeout_ms(deadline - started, pinned is not None, attempts - failures)
                 try:
-                    response = self.call(address, request, max(1, int((deadline - started) * 1000)))
+                    response = self.call(address, request, wait_ms)
                 except RETRY_ON:
                     self._record(ref.broker_name, started, failed=True)
                     raise
@@ -357,6 +367,16 @@ class Producer(ClientBase):
                 self.routes.invalidate(topic)  # the topic exists now; learn its real route next time
             assert ref is not None
             return self._result(topic, ref, response)
+
+    def _attempt_timeout_ms(self, left_s: float, pinned: bool, attempts_left: int) -> int:
+        """How long one attempt may wait for its answer. A pinned send is retried on the same
+        queue and the last attempt has nothing after it: they get all that is left. Any other
+        gets ``send_attempt_timeout_ms``, by default an equal share of what is left among the
+        attempts left (1 s each of the default 3 s and 2 retries)."""
+        left_ms = max(1, int(left_s * 1000))
+        if pinned or attempts_left <= 1:
+            return left_ms
+        return max(1, min(left_ms, self.send_attempt_timeout_ms or left_ms // attempts_left))
 
     def _record(self, broker_name: str, started: float, *, failed: bool) -> None:
         if self.fault is not None:
