@@ -11,6 +11,7 @@ import pytest
 
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
+from rocketspark.remoting.framing import PIECE_BYTES, messages
 from rocketspark.remoting.server import Dispatcher, PushHub, run_every
 
 CONTEXT: Any = None  # the handlers under test never touch the gRPC context
@@ -149,6 +150,41 @@ def test_a_handler_for_a_code_without_a_declared_shape_cannot_be_registered() ->
 
     with pytest.raises(ValueError, match="request code 4242 has no declared shape"):
         Dispatcher("test").register(4242, handler)
+
+
+def test_the_channel_refuses_past_its_budget_and_gives_every_byte_back_when_the_stream_ends() -> None:
+    dispatcher = Dispatcher("test", max_inflight_bytes=1)  # each request is admitted only alone
+    code = RequestCode.GET_BROKER_RUNTIME_INFO
+
+    async def scenario() -> None:
+        gate = asyncio.Event()
+
+        async def slow(request: RemotingCommand) -> RemotingCommand:
+            await gate.wait()
+            return request.response()
+
+        dispatcher.register(code, slow)
+        inbox: asyncio.Queue[bytes | None] = asyncio.Queue()
+
+        async def requests() -> AsyncIterator[bytes]:
+            while (message := await inbox.get()) is not None:
+                yield message
+
+        responses = dispatcher.channel(requests(), CONTEXT)
+        first, second = RemotingCommand.request(code), RemotingCommand.request(code)
+        large = RemotingCommand.request(code, body=b"x" * (3 * PIECE_BYTES))
+        for message in [first.encode(), second.encode(), *messages(large.encode())]:
+            inbox.put_nowait(message)
+        answers = [RemotingCommand.decode(await anext(responses)) for _ in range(2)]
+        assert [(a.opaque, a.code) for a in answers] == [(r.opaque, ResponseCode.SYSTEM_BUSY) for r in (second, large)]
+        assert "budget of 1 bytes" in answers[0].remark and dispatcher.counters[code] == 3
+        assert dispatcher.budget.inflight_bytes == len(first.encode()) and dispatcher.budget.refused == 2
+        assert isinstance(responses, AsyncGenerator)
+        await responses.aclose()  # the client went away with the first request still running
+        await asyncio.sleep(0)
+        assert dispatcher.budget.inflight_bytes == 0
+
+    asyncio.run(scenario())
 
 
 def test_a_failing_round_does_not_end_the_periodic_loop(caplog: pytest.LogCaptureFixture) -> None:
