@@ -20,7 +20,7 @@ import msgpack
 from rocketspark.protocol.codes import Flag, ResponseCode
 
 _opaque_counter = itertools.count(1)
-HEAD_BYTES = 64 * 1024  # decode_head reads no further: code, opaque, flag, remark and ext fit
+HEAD_BYTES = 1024 * 1024  # decode_head reads no further (the first piece of a large request; its ext fits)
 
 
 class MalformedCommand(ValueError):

@@ -6,14 +6,24 @@ until its handler has finished (a oneway request's, until its background work ha
 request that would take the total past the budget is refused at once with SYSTEM_BUSY,
 which clients treat as "back off and retry" (RocketMQ's flow control answers the same way).
 A single request larger than the whole budget is still admitted when nothing else is in
-flight: otherwise it could never succeed.
+flight: otherwise it could never succeed. Requests of at most ``SMALL_REQUEST_BYTES`` (pulls,
+heartbeats, offsets, admin calls) count but are never refused: refusing one would save
+nothing worth the failure, and reads and ``rocketspark admin counters`` keep working while
+large sends wait. No request may exceed ``MAX_REQUEST_BYTES`` (gRPC's message limit, which
+bounded every request before large ones came in pieces).
 
 The dispatcher runs on one event loop, so the counts need no lock.
 """
 
 from __future__ import annotations
 
-from rocketspark.errors import SystemBusyError
+from typing import Final
+
+from rocketspark.errors import MessageTooLargeError, SystemBusyError
+from rocketspark.protocol.service import MAX_GRPC_MESSAGE_BYTES
+
+SMALL_REQUEST_BYTES: Final = 64 * 1024
+MAX_REQUEST_BYTES: Final = MAX_GRPC_MESSAGE_BYTES
 
 
 class InflightBudget:
@@ -29,9 +39,20 @@ class InflightBudget:
         self.refused = 0
 
     def admit(self, size: int) -> Ticket:
-        """Count ``size`` bytes in, or raise SystemBusyError (and count the refusal)."""
+        """Count ``size`` bytes in, or raise SystemBusyError (and count the refusal); a
+        request over ``MAX_REQUEST_BYTES`` is MessageTooLargeError."""
+        if size > MAX_REQUEST_BYTES:
+            raise MessageTooLargeError(
+                f"a request of {size} bytes is over the largest {self.server_name} takes ({MAX_REQUEST_BYTES} "
+                "bytes); send smaller batches (the Producer's batch_max_bytes)"
+            )
         limit = self.limit_bytes
-        if limit is not None and self.inflight_bytes and self.inflight_bytes + size > limit:
+        if (
+            limit is not None
+            and size > SMALL_REQUEST_BYTES
+            and self.inflight_bytes
+            and self.inflight_bytes + size > limit
+        ):
             self.refused += 1
             raise SystemBusyError(
                 f"{self.server_name} is busy: {self.inflight_bytes} bytes of requests are in flight and this "

@@ -25,7 +25,7 @@ from typing import Any, Protocol, TypeVar
 import grpc
 from grpc import aio
 
-from rocketspark.errors import MalformedRequestError, RocketSparkError, SystemBusyError
+from rocketspark.errors import MalformedRequestError, RocketSparkError
 from rocketspark.protocol import service, shapes
 from rocketspark.protocol.codec import MalformedBody
 from rocketspark.protocol.codes import Flag, ResponseCode
@@ -157,18 +157,18 @@ class Dispatcher:
         return admitted if isinstance(admitted, bytes) else await self._invoke_admitted(Admitted(raw, admitted))
 
     def _admit(self, head: bytes, size: int) -> Ticket | bytes:
-        """Count a request's ``size`` bytes in flight; or the SYSTEM_BUSY answer when the
-        budget is full, built from the request's ``head`` (its first bytes) alone."""
+        """Count a request's ``size`` bytes in flight; or the answer that refuses it (SYSTEM_BUSY
+        when the budget is full), built from the request's ``head`` (its first bytes) alone."""
         try:
             return self.budget.admit(size)
-        except SystemBusyError as busy:
+        except RocketSparkError as refused:
             request = RemotingCommand.decode_head(head)
             if request is None:  # garbage is answered as garbage, not as busy
                 self.counters[-1] += 1
                 malformed = MalformedCommand("request head does not decode")
                 return response_for_exception(_UNDECODED, malformed, self.server_name).encode()
             self.counters[request.code] += 1
-            return response_for_exception(request, busy, self.server_name).encode()
+            return response_for_exception(request, refused, self.server_name).encode()
 
     async def _invoke_admitted(self, admitted: Admitted) -> bytes:
         """Serve an admitted request; its bytes leave the budget when its handler is done.

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from rocketspark.errors import SystemBusyError
+from rocketspark.errors import MessageTooLargeError, SystemBusyError
 from rocketspark.protocol.command import MalformedCommand, RemotingCommand
-from rocketspark.remoting.admission import InflightBudget, Ticket
+from rocketspark.remoting.admission import MAX_REQUEST_BYTES, SMALL_REQUEST_BYTES, InflightBudget, Ticket
 from rocketspark.remoting.framing import PIECE_BYTES, Admitted, Reassembler, messages
 
 
@@ -62,12 +62,21 @@ def test_a_refused_large_request_is_answered_at_its_first_piece_and_its_pieces_a
 
 
 def test_a_request_larger_than_the_whole_budget_is_admitted_when_nothing_else_is_in_flight() -> None:
-    budget = InflightBudget(100, "test server")
-    alone = budget.admit(1000)
-    with pytest.raises(SystemBusyError, match=r"busy: 1000 bytes of requests are in flight.*budget of 100 bytes"):
-        budget.admit(1)
+    budget = InflightBudget(100_000, "test server")
+    alone = budget.admit(1_000_000)
+    with pytest.raises(SystemBusyError, match=r"busy: 1000000 bytes of requests are in flight.*budget of 100000"):
+        budget.admit(SMALL_REQUEST_BYTES + 1)
     alone.release()
-    assert budget.admit(1).size == 1 and budget.peak_bytes == 1000
+    assert budget.admit(SMALL_REQUEST_BYTES + 1).size == SMALL_REQUEST_BYTES + 1 and budget.peak_bytes == 1_000_000
+
+
+def test_small_requests_count_but_are_never_refused_and_none_may_exceed_the_largest() -> None:
+    budget = InflightBudget(100, "test server")
+    budget.admit(1000)
+    assert budget.admit(SMALL_REQUEST_BYTES).size == SMALL_REQUEST_BYTES  # a pull, a heartbeat, an admin call
+    assert budget.inflight_bytes == 1000 + SMALL_REQUEST_BYTES and budget.refused == 0
+    with pytest.raises(MessageTooLargeError, match="over the largest test server takes"):
+        InflightBudget(None, "test server").admit(MAX_REQUEST_BYTES + 1)
 
 
 def test_a_stream_that_ends_mid_request_gives_its_budget_back() -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
+from rocketspark.remoting.admission import SMALL_REQUEST_BYTES
 from rocketspark.remoting.framing import PIECE_BYTES, messages
 from rocketspark.remoting.server import Dispatcher, PushHub, run_every
 
@@ -155,6 +156,7 @@ def test_a_handler_for_a_code_without_a_declared_shape_cannot_be_registered() ->
 def test_the_channel_refuses_past_its_budget_and_gives_every_byte_back_when_the_stream_ends() -> None:
     dispatcher = Dispatcher("test", max_inflight_bytes=1)  # each request is admitted only alone
     code = RequestCode.GET_BROKER_RUNTIME_INFO
+    padding = {"padding": "p" * SMALL_REQUEST_BYTES}  # small requests are never refused; undeclared fields ignored
 
     async def scenario() -> None:
         gate = asyncio.Event()
@@ -171,7 +173,7 @@ def test_the_channel_refuses_past_its_budget_and_gives_every_byte_back_when_the_
                 yield message
 
         responses = dispatcher.channel(requests(), CONTEXT)
-        first, second = RemotingCommand.request(code), RemotingCommand.request(code)
+        first, second = RemotingCommand.request(code, padding), RemotingCommand.request(code, padding)
         large = RemotingCommand.request(code, body=b"x" * (3 * PIECE_BYTES))
         for message in [first.encode(), second.encode(), *messages(large.encode())]:
             inbox.put_nowait(message)
