@@ -7,6 +7,11 @@ Sections (each starts its own nameserver and broker processes and prints its fig
   broker answered SYSTEM_BUSY (its ``max_inflight_request_bytes`` budget was full) and the
   producers retried after backing off.
 
+- topic creation: 10,000 topics created one after another; the time of the last 1,000
+  against the first 1,000 (target: at most 1.2x).
+- restart: a broker holding 10,000 queues (1,250 topics x 8, a message each) stopped and
+  started again; seconds from the start command to its readiness line (target: at most 5 s).
+
 Usage: ``python benchmarks/bench_resilience.py``. Linux only (reads ``/proc/<pid>/status``).
 """
 
@@ -24,6 +29,8 @@ from rocketspark import Admin, LocalCluster, Message, Producer
 
 MiB = 1024 * 1024
 RSS_TARGET_MB = 600
+TOPIC_RATIO_TARGET = 1.2
+RESTART_TARGET_S = 5.0
 
 
 def proc_status_mb(pid: int, field: str) -> float:
@@ -88,7 +95,60 @@ def measure_inflight_rss(clients: int = 10, batch_mib: int = 64) -> None:
         print(f"    {error}")
 
 
-SECTIONS: list[Callable[[], None]] = [measure_inflight_rss]
+def measure_topic_creation(total: int = 10_000, block: int = 1_000) -> None:
+    """Create ``total`` topics one by one through the admin client (broker, then nameserver
+    registration); the last ``block`` against the first shows whether a topic's cost grows
+    with the number of topics (target: at most 1.2x)."""
+    config = {"auto_create_topic_enable": False}
+    with LocalCluster(brokers=1, processes=True, broker_config=config) as cluster, Admin(cluster.nameserver) as admin:
+        blocks: list[float] = []
+        for b in range(total // block):
+            started = time.perf_counter()
+            for i in range(block):
+                admin.create_topic(f"t{b * block + i:05d}", queues=1)
+            blocks.append(time.perf_counter() - started)
+    ratio = blocks[-1] / blocks[0]
+    verdict = "meets" if ratio <= TOPIC_RATIO_TARGET else "MISSES"
+    print(f"\ntopic creation: {total:,} topics, one create-topic call each, 1 broker")
+    print(f"  total {sum(blocks):.1f} s; per {block:,}: " + ", ".join(f"{t:.2f}" for t in blocks) + " s")
+    print(f"  last {block:,} / first {block:,}: {ratio:.2f}x ({verdict} the target: at most {TOPIC_RATIO_TARGET}x)")
+
+
+def measure_restart(topics: int = 1_250, queues: int = 8) -> None:
+    """Restart a broker whose store holds ``topics`` x ``queues`` queues with a message each:
+    from the start command to its readiness line (a new Python process included)."""
+    with LocalCluster(brokers=1, processes=True, broker_config={"auto_create_topic_enable": False}) as cluster:
+        with Admin(cluster.nameserver) as admin:
+            for i in range(topics):
+                admin.create_topic(f"r{i:05d}", queues=queues)
+        with Producer(cluster.nameserver) as producer:
+            for i in range(topics):
+                producer.send_batch([Message(f"r{i:05d}", b"x" * 100, queue_id=q) for q in range(queues)])
+        cluster.stop_broker("broker-a")
+        started = time.perf_counter()
+        cluster.start_broker("broker-a")
+        restart_s = time.perf_counter() - started
+        with Admin(cluster.nameserver) as admin:  # and the queues answer after it
+            started = time.perf_counter()
+            for i in range(topics):
+                assert [q.max_offset for q in admin.topic_status(f"r{i:05d}")] == [1] * queues
+            first_use_s = time.perf_counter() - started
+        cluster.kill_broker("broker-a")  # a crash: recovery cuts and re-indexes every queue
+        started = time.perf_counter()
+        cluster.start_broker("broker-a")
+        crash_s = time.perf_counter() - started
+    verdict = "meets" if restart_s <= RESTART_TARGET_S else "MISSES"
+    print(f"\nrestart: {topics * queues:,} queues ({topics:,} topics x {queues}), one message each")
+    print(
+        f"  after a clean stop: start to ready {restart_s:.2f} s ({verdict} the target: at most {RESTART_TARGET_S:g} s)"
+    )
+    print(
+        f"  then the first use of every queue (loaded and checked lazily): {first_use_s:.2f} s ({topics:,} topic stats)"
+    )
+    print(f"  after a SIGKILL (queues written since the checkpoint re-indexed): start to ready {crash_s:.2f} s")
+
+
+SECTIONS: list[Callable[[], None]] = [measure_inflight_rss, measure_topic_creation, measure_restart]
 
 
 def main() -> None:

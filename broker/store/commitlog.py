@@ -51,7 +51,7 @@ class CommitLog:
         self.directory = directory
         self.segment_bytes = segment_bytes
         self.segments: list[MappedFile] = []
-        self.short_segments: list[str] = []  # sealed segments found shorter than segment_bytes at load
+        self.short_segments: list[str] = []  # segments found shorter than segment_bytes at load
         directory.mkdir(parents=True, exist_ok=True)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -73,7 +73,7 @@ class CommitLog:
                     f"{path.name}; restore it from a backup or move the later segments away"
                 )
             actual = path.stat().st_size
-            if actual < self.segment_bytes and path != names[-1]:
+            if actual < self.segment_bytes:
                 log.warning(
                     "commit-log segment %s is %d bytes, not %d: it was truncated; every record in it is verified "
                     "and what was lost is reported",

@@ -53,15 +53,15 @@ class QueueSet:
         return self.root / key[0] / str(key[1])
 
     def queue(self, topic: str, queue_id: int) -> ConsumeQueue:
-        """Load (unchecked) or create a queue: for recovery, and for writes to a queue the
-        broker serves."""
+        """The queue to write to: loaded and checked on first use, or created."""
+        return self.find(topic, queue_id) or self.raw(topic, queue_id)
+
+    def raw(self, topic: str, queue_id: int) -> ConsumeQueue:
+        """The queue as it lies on disk, unchecked, or a new one: recovery's view, which
+        repairs queues itself."""
         key = (topic, queue_id)
         cq = self.loaded.get(key)
-        if cq is None:
-            if key in self.on_disk or key in self.saved:
-                return self._load_checked(key)
-            cq = self._open(key)
-        return cq
+        return cq if cq is not None else self._open(key)
 
     def _open(self, key: QueueKey) -> ConsumeQueue:
         cq = ConsumeQueue(self.directory(key), key[0], key[1], self.entries_per_file)
@@ -84,6 +84,9 @@ class QueueSet:
         saved = self.saved.pop(key, None)
         try:
             cq = self._open(key)
+            cut = cq.truncate_phys(self.commitlog.max_offset)  # entries of a tail a crash tore off
+            if cut:
+                log.warning("consume queue %s/%d: cut %d entries past the end of the commit log", *key, cut)
             why = self.disagreement(cq, saved)
         except (QueueDamaged, OSError, ValueError) as exc:
             why = f"its files are damaged ({exc})"

@@ -2,13 +2,16 @@
 
 Steps, in RocketMQ's order:
 
-1. **Commit log.** Scan from the start of the segment holding the last checkpoint (after a
-   crash) or the last segment (after a clean stop), checking every record's CRC. A torn or
-   corrupt tail is cut; a damaged region in the middle is marked as a gap so the intact
-   records after it stay readable.
-2. **Consume queues.** Drop every queue entry that points at or past the scan start, then
-   re-dispatch every intact record from the scan start. A record lost in the middle of a queue
-   leaves a tombstone (an entry of size 0), so later offsets keep their meaning.
+1. **Commit log.** Scan from the last checkpoint (everything before it was on disk, records
+   and queue entries alike), checking every record's CRC; from the start of the log when
+   there is no checkpoint or a sealed segment was found short. A torn or corrupt tail is cut;
+   a damaged region in the middle is marked as a gap so the intact records after it stay
+   readable.
+2. **Consume queues.** After a crash, a queue that has records past the scan start is cut back
+   to it when the scan meets its first such record, and those records are indexed again. A
+   record lost in the middle of a queue leaves a tombstone (an entry of size 0), so later
+   offsets keep their meaning. After a clean stop no queue is touched. Queues the scan does not
+   meet are not even opened: they are checked when first used (:mod:`broker.store.queues`).
 3. **Damaged queues.** A queue with a missing file, or shorter than the last checkpoint says
    it was, is deleted and rebuilt from the whole commit log.
 """
@@ -79,14 +82,22 @@ class _Redispatcher:
     """Indexes scanned records into their queues; detects queues it cannot repair in place."""
 
     def __init__(
-        self, registry: QueueRegistry, *, from_log_start: bool, indexed: dict[QueueKey, int] | None = None
+        self,
+        registry: QueueRegistry,
+        *,
+        from_log_start: bool,
+        indexed: dict[QueueKey, int] | None = None,
+        cut_from: int | None = None,
     ) -> None:
         self.registry = registry
         self.from_log_start = from_log_start
         self.indexed = indexed or {}  # queues known to be indexed up to here (a clean stop's checkpoint)
+        self.cut_from = cut_from  # after a crash: a queue's entries from here on are redone
+        self.seen: set[QueueKey] = set()
         self.damaged: set[QueueKey] = set()
         self.count = 0
         self.tombstones = 0
+        self.entries_dropped = 0
 
     def dispatch(self, rec: ScannedRecord, *, lossy: bool) -> None:
         key = (rec.topic, rec.queue_id)
@@ -94,7 +105,16 @@ class _Redispatcher:
             return  # indexed before a clean stop: its queue need not even be loaded
         if key in self.damaged or not self.registry.accepts(rec.topic, rec.phys):
             return
-        cq = self.registry.queue(rec.topic, rec.queue_id)
+        try:
+            cq = self.registry.queue(rec.topic, rec.queue_id)
+        except Exception as exc:  # QueueDamaged, or a file that will not open
+            log.warning("consume queue %s/%s is damaged (%s); it will be rebuilt", key[0], key[1], exc)
+            self.damaged.add(key)
+            return
+        if key not in self.seen:
+            self.seen.add(key)
+            if self.cut_from is not None:
+                self.entries_dropped += cq.truncate_phys(self.cut_from)
         if rec.queue_offset < cq.max_offset:
             return  # indexed before the crash and still valid
         if rec.queue_offset > cq.max_offset:
@@ -111,14 +131,17 @@ class _Redispatcher:
         self.count += 1
 
 
-def _scan(commitlog: CommitLog, start_index: int, report: RecoveryReport, sink: _Redispatcher) -> int:
-    """Scan segments from ``start_index``, re-dispatching; fix write positions; return the end."""
+def _scan(commitlog: CommitLog, scan_from: int, report: RecoveryReport, sink: _Redispatcher) -> int:
+    """Scan the log from ``scan_from`` (a record boundary), re-dispatching; fix write
+    positions; return the end."""
     segments = commitlog.segments
+    start_index = (scan_from - segments[0].base) // commitlog.segment_bytes if segments else 0
     for i in range(start_index, len(segments)):
         segment = segments[i]
         is_last = i == len(segments) - 1
-        state = SegmentScan()
-        for item in scan_segment(segment, is_last=is_last, damage=report.damage):
+        start = scan_from - segment.base if i == start_index else 0
+        state = SegmentScan(end=start)
+        for item in scan_segment(segment, is_last=is_last, damage=report.damage, start=start):
             if isinstance(item, SegmentScan):
                 state = item
                 continue
@@ -144,42 +167,33 @@ def _scan(commitlog: CommitLog, start_index: int, report: RecoveryReport, sink: 
 def recover(
     commitlog: CommitLog,
     registry: QueueRegistry,
-    existing_queues: list[QueueKey],
     *,
     checkpoint_offset: int | None,
     checkpoint_queues: dict[QueueKey, tuple[int, int]],
     abnormal: bool,
     full: bool,
 ) -> RecoveryReport:
-    """Recover the store in place and report what was cut or rebuilt.
-
-    After a clean stop the queues are not touched: only the last segment is scanned, for its
-    end, and a record is indexed only if the checkpoint did not see its queue reach it. The
-    queues themselves are checked when they are first loaded (:mod:`broker.store.queues`).
-    After a crash every queue is cut back to the scan start and indexed again from there.
-    """
+    """Recover the store in place and report what was cut or rebuilt (see the module docstring)."""
     report = RecoveryReport(abnormal=abnormal)
     segments = commitlog.segments
-    start_index = 0
+    scan_from = segments[0].base if segments else 0
     if segments and not full and checkpoint_offset is not None:
-        anchor = min(checkpoint_offset, segments[-1].base)
-        start_index = max(0, (anchor - segments[0].base) // commitlog.segment_bytes)
-    scan_from = segments[start_index].base if segments else 0
+        # Everything before the checkpoint was on disk, records and entries alike: scan from it.
+        scan_from = min(max(checkpoint_offset, scan_from), segments[-1].base + commitlog.segment_bytes)
     report.scanned_from = scan_from
     clean = not abnormal and not full and checkpoint_offset is not None
 
     indexed = {key: high for key, (_low, high) in checkpoint_queues.items()} if clean else {}
-    sink = _Redispatcher(registry, from_log_start=start_index == 0, indexed=indexed)
-    for key in [] if clean else existing_queues:
-        try:
-            report.queue_entries_dropped += registry.queue(*key).truncate_phys(scan_from)
-        except Exception as exc:  # QueueDamaged, or a file that will not map
-            log.warning("consume queue %s/%s is damaged (%s); it will be rebuilt", key[0], key[1], exc)
-            sink.damaged.add(key)
+    from_log_start = not segments or scan_from == segments[0].base
+    sink = _Redispatcher(
+        registry, from_log_start=from_log_start, indexed=indexed, cut_from=None if clean else scan_from
+    )
+    report.log_end = _scan(commitlog, scan_from, report, sink)
+    report.queue_entries_dropped += sink.entries_dropped
 
-    report.log_end = _scan(commitlog, start_index, report, sink)
-
-    for key, (low, high) in {} if clean else checkpoint_queues.items():
+    # Queues with no record in the scanned part are not even loaded: when first used they are
+    # cut back to the log's end and checked (broker.store.queues). The ones loaded are checked here.
+    for key, (low, high) in {} if clean else {k: v for k, v in checkpoint_queues.items() if k in sink.seen}.items():
         alive = key not in sink.damaged and registry.accepts(key[0], report.log_end)
         if alive and (registry.queue(*key).max_offset < high or registry.queue(*key).min_offset > low):
             sink.damaged.add(key)

@@ -79,17 +79,24 @@ def _resync(mm: memoryview, raw: mmap.mmap, start: int, limit: int) -> int | Non
 
 
 def scan_segment(
-    segment: MappedFile, *, is_last: bool, damage: list[Damage], with_tags: bool = True, verify: bool = True
+    segment: MappedFile,
+    *,
+    is_last: bool,
+    damage: list[Damage],
+    with_tags: bool = True,
+    verify: bool = True,
+    start: int = 0,
 ) -> Iterator[ScannedRecord | SegmentScan]:
-    """Yield the segment's intact records, then one SegmentScan telling where the data ended.
+    """Yield the segment's intact records from ``start`` (a record boundary), then one
+    SegmentScan telling where the data ended.
 
     Damaged regions are appended to ``damage``; the caller decides what to do with them.
     """
     raw = segment.view()
     mm = memoryview(raw)
     size = segment.size
-    pos = 0
-    state = SegmentScan()
+    pos = start
+    state = SegmentScan(end=start)
     try:
         while pos + record.MIN_BLANK_SIZE <= size:
             total, magic = _HEAD.unpack_from(mm, pos)

@@ -1,10 +1,10 @@
-"""The scrub: sealed commit-log segments are re-read and their CRCs checked in the background.
+"""The scrub: commit-log segments are re-read and their CRCs checked in the background.
 
-Recovery after a clean stop scans only the last segment, and a read checks only the records
-it returns, so damage inside a sealed segment (a bad sector, a truncated file, a stray
-write) would otherwise wait for the unlucky reader. The scrub walks every sealed segment, one
-after another, at a bounded rate (``scrub_bytes_per_s``), through a file descriptor of its
-own (retention may delete the segment meanwhile; the scrub then just moves on). When it finds
+Recovery after a clean stop scans from the last checkpoint only, and a read checks only the
+records it returns, so damage inside a segment (a bad sector, a truncated file, a stray
+write) would otherwise wait for the unlucky reader. The scrub walks every sealed segment, and
+the open one up to what is flushed, one after another, at a bounded rate
+(``scrub_bytes_per_s``), through a file descriptor of its own (retention may delete the segment meanwhile; the scrub then just moves on). When it finds
 damage it logs it, counts it, and has the segment scanned the way recovery scans one, which
 marks the damaged range as a gap: readers whose entries point into it are then refused with
 an error naming the queue and offset, and the queue is rebuilt without the lost records.
@@ -38,19 +38,20 @@ class ScrubStats:
 
 
 class Scrubber:
-    """Runs in its own thread; ``sealed()`` lists (path, base) of the sealed segments and
-    ``repair(base)`` scans a damaged one as recovery does (the store holds its locks)."""
+    """Runs in its own thread; ``segments()`` lists (path, base, bytes to check) of the
+    segments and ``repair(base)`` scans a damaged one as recovery does (the store holds its
+    locks)."""
 
     def __init__(
         self,
-        sealed: Callable[[], list[tuple[Path, int]]],
+        segments: Callable[[], list[tuple[Path, int, int]]],
         repair: Callable[[int], list[str]],
         bytes_per_s: int,
         *,
         max_record_bytes: int,
         idle_s: float = 60.0,
     ) -> None:
-        self.sealed = sealed
+        self.segments = segments
         self.repair = repair
         self.bytes_per_s = bytes_per_s
         self.max_record_bytes = max_record_bytes
@@ -78,11 +79,11 @@ class Scrubber:
                 log.exception("scrub pass failed; the next one starts later")
 
     def scrub_pass(self) -> None:
-        """Check every segment that is sealed now, once."""
-        for path, base in self.sealed():
+        """Check every segment once, up to what is flushed now."""
+        for path, base, limit in self.segments():
             if self._stop.is_set():
                 return
-            problem = self.check_segment(path)
+            problem = self.check_segment(path, limit)
             self.stats.segments += 1
             if problem is not None:
                 self._found(path, base, problem)
@@ -90,9 +91,9 @@ class Scrubber:
 
     def _found(self, path: Path, base: int, problem: str) -> None:
         self.stats.damaged_segments += 1
-        log.error("scrub found damage in sealed commit-log segment %s: %s; marking it", path.name, problem)
+        log.error("scrub found damage in commit-log segment %s: %s", path.name, problem)
         try:
-            ranges = self.repair(base)
+            ranges = self.repair(base) or [problem]  # nothing marked: the open segment
         except Exception:
             log.exception("scrub could not mark the damage in %s", path.name)
             ranges = [problem]
@@ -100,23 +101,25 @@ class Scrubber:
             self.stats.damage.append(f"{path.name}: {line}")
         del self.stats.damage[:-100]
 
-    def check_segment(self, path: Path) -> str | None:
-        """The first problem found in the segment at ``path``, or None when it is intact."""
+    def check_segment(self, path: Path, limit: int) -> str | None:
+        """The first problem in the first ``limit`` bytes of the segment at ``path``, or None."""
         try:
             fd = os.open(path, os.O_RDONLY)
         except FileNotFoundError:
             return None  # retention deleted it
         try:
-            return self._walk(fd)
+            return self._walk(fd, limit)
         finally:
             os.close(fd)
 
-    def _walk(self, fd: int) -> str | None:
-        size = os.fstat(fd).st_size
+    def _walk(self, fd: int, limit: int) -> str | None:
+        size = min(os.fstat(fd).st_size, limit)
         buf = b""
         at = 0  # file offset of buf[0]
         pos = 0  # position of the next record in buf
         while True:
+            if at + pos >= limit:
+                return None  # the checked part of the open segment
             if len(buf) - pos < record.MIN_BLANK_SIZE or not self._whole_record_in(buf, pos):
                 more = self._read(fd, at + len(buf), CHUNK) if at + len(buf) < size else b""
                 if not more:

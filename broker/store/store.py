@@ -131,7 +131,7 @@ class MessageStore:
         self.flushed_offset = 0
         self._rebuilt_at: dict[QueueKey, float] = {}
         self.scrub = Scrubber(
-            self._sealed_segments,
+            self._scrub_targets,
             self._mark_damage,
             config.scrub_bytes_per_s,
             max_record_bytes=config.max_record_bytes,
@@ -148,10 +148,10 @@ class MessageStore:
         checkpoint = read_checkpoint(self.path / "checkpoint")
         self.commitlog.load()
         saved = parse_table(checkpoint)
+        self.queues.scan_disk()
         report = recover(
             self.commitlog,
             self,
-            self.queues.scan_disk(),
             checkpoint_offset=None if checkpoint is None else int(checkpoint["log"]),
             checkpoint_queues=saved,
             abnormal=abnormal,
@@ -189,7 +189,7 @@ class MessageStore:
 
     def queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         """Load (as it lies on disk) or create a queue; recovery's view of the queues."""
-        return self.queues.queue(topic, queue_id)
+        return self.queues.raw(topic, queue_id)
 
     def rebuild_queue(self, topic: str, queue_id: int) -> None:
         """Index one queue again from the whole commit log; its offsets never go back."""
@@ -199,24 +199,33 @@ class MessageStore:
     def _rebuild(self, key: QueueKey, floor: int) -> None:
         report = RecoveryReport()
         rebuild_queues(self.commitlog, [key], self, {key: floor}, report)
-        self.queues.queue(*key).delete_expired(self.commitlog.min_offset)
+        self.queues.raw(*key).delete_expired(self.commitlog.min_offset)
         self._rebuilt_at[key] = time.monotonic()
         self.stats.queues_rebuilt += 1
         for line in report.lines()[1:]:
             log.warning("%s", line)
 
-    def _sealed_segments(self) -> list[tuple[Path, int]]:
+    def _scrub_targets(self) -> list[tuple[Path, int, int]]:
+        """(path, base, bytes to check) of every segment: all of a sealed one, what is flushed
+        of the open one."""
         with self._append_lock:
-            return [(segment.path, segment.base) for segment in self.commitlog.segments[:-1]]
+            segments = list(self.commitlog.segments)
+        if not segments:
+            return []
+        sealed = [(s.path, s.base, s.size) for s in segments[:-1]]
+        last = segments[-1]
+        return [*sealed, (last.path, last.base, max(0, min(self.flushed_offset, last.end) - last.base))]
 
     def _mark_damage(self, base: int) -> list[str]:
         """Scan a damaged sealed segment as recovery does, cutting its damaged ranges out as
         gaps (the scrub calls this from its thread; retention waits meanwhile)."""
         with self._maint_lock:
             segment = self.commitlog.segment_for(base)
-            if segment is None or segment is self.commitlog.segments[-1]:
+            if segment is None:
                 return []
             damage: list[Damage] = []
+            if segment is self.commitlog.segments[-1]:
+                return []  # never cut the open segment under its writer: reported, found again
             for _ in scan_segment(segment, is_last=False, damage=damage, with_tags=False):
                 pass
         return [str(d) for d in damage]
