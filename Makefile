@@ -6,7 +6,7 @@ DEPS := $(VENV)/.deps-installed
 INSTALLED := $(VENV)/.project-installed
 SOURCES := $(shell find rocketspark broker nameserver -name '*.py' 2>/dev/null)
 
-.PHONY: test run check bench bench-spark clean
+.PHONY: test run check bench bench-spark bench-resilience clean
 
 # Dependencies once; the project itself is installed the way a user installs it (not in
 # editable mode), so that Spark's data-source discovery finds pyspark_rocketmq, and again
@@ -37,6 +37,9 @@ bench: $(INSTALLED)
 
 bench-spark: $(INSTALLED)
 	$(PY) benchmarks/bench_spark.py
+
+bench-resilience: $(INSTALLED)
+	$(PY) benchmarks/bench_resilience.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
