@@ -18,8 +18,8 @@ from collections.abc import AsyncIterator
 from functools import partial
 from typing import TYPE_CHECKING
 
+from broker.store.reading import GetResult, GetStatus
 from broker.store.recovery import tag_hash
-from broker.store.store import GetResult, GetStatus
 from rocketspark.errors import InvalidParameterError, NoPermissionError, TopicNotExistError
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand

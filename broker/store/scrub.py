@@ -4,10 +4,12 @@ Recovery after a clean stop scans from the last checkpoint only, and a read chec
 records it returns, so damage inside a segment (a bad sector, a truncated file, a stray
 write) would otherwise wait for the unlucky reader. The scrub walks every sealed segment, and
 the open one up to what is flushed, one after another, at a bounded rate
-(``scrub_bytes_per_s``), through a file descriptor of its own (retention may delete the segment meanwhile; the scrub then just moves on). When it finds
-damage it logs it, counts it, and has the segment scanned the way recovery scans one, which
-marks the damaged range as a gap: readers whose entries point into it are then refused with
-an error naming the queue and offset, and the queue is rebuilt without the lost records.
+(``scrub_bytes_per_s``), through a file descriptor of its own (retention may delete the
+segment meanwhile; the scrub then just moves on). When it finds damage it logs it, counts
+it, and has a sealed segment scanned the way recovery scans one, which marks the damaged
+range as a gap: readers whose entries point into it are then refused with an error naming
+the queue and offset, and the queue is rebuilt without the lost records. Damage in the open
+segment is reported only: nothing is cut under the writer.
 """
 
 from __future__ import annotations

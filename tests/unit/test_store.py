@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from broker.store.reading import GetStatus
 from broker.store.recovery import RecoveryReport, tag_hash
-from broker.store.store import GetStatus, MessageStore, StoreConfig
+from broker.store.store import MessageStore, StoreConfig
 from rocketspark.protocol.record import HEADER_SIZE, encode_payload
 from rocketspark.protocol.types import decode_records
 
