@@ -63,3 +63,14 @@ def test_deleting_a_topic_removes_its_route() -> None:
     table.register(registration("a", {"x": 1}))
     assert table.delete_topic("x") and table.route("x") is None
     assert not table.delete_topic("x")
+
+
+def test_an_incremental_registration_adds_its_topic_and_keeps_the_brokers_others() -> None:
+    table = RouteTable(120_000)
+    table.register(registration("a", {f"t{i}": 1 for i in range(100)}))
+    changed = table.register({**registration("a", {"new": 4}), "incremental": True})
+    assert changed == {"new"}
+    assert table.route("new") is not None and table.route("t99") is not None
+    assert len(table.brokers["a"].topics) == 101
+    changed = table.register(registration("a", {"new": 4}))  # a full one still says what is gone
+    assert table.route("t99") is None and "t99" in changed
