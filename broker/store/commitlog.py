@@ -177,6 +177,36 @@ class CommitLog:
             segment.append(buf)
         return Appended(first_phys, base + pos, qoff - first_queue_offset, bytes(entries), nbytes)
 
+    def append_raw(self, offset: int, data: bytes | memoryview) -> None:
+        """Append bytes copied from another replica's log, at the same log offset (a slave's
+        log is byte for byte its master's, blank records and segment boundaries included)."""
+        if self.segments and offset != self.max_offset and not self._at_segment_end(offset):
+            raise ValueError(f"a copied chunk starts at log offset {offset}, but this log ends at {self.max_offset}")
+        if not self.segments or self._at_segment_end(offset):
+            if offset % self.segment_bytes:
+                raise ValueError(
+                    f"a copied log starts at offset {offset}, not a segment boundary: segment_bytes "
+                    f"({self.segment_bytes}) must be the same on every replica of a group"
+                )
+            self._roll(offset)
+        segment = self.segments[-1]
+        if segment.wrote + len(data) > segment.size:
+            raise ValueError(f"a copied chunk of {len(data)} bytes at {offset} crosses the end of its segment")
+        segment.append(data)
+
+    def _at_segment_end(self, offset: int) -> bool:
+        last = self.segments[-1]
+        return offset == last.base + last.size and last.wrote == last.size
+
+    def read_chunk(self, offset: int, max_bytes: int) -> bytes:
+        """Up to ``max_bytes`` of the log from ``offset``, never across a segment's end: what a
+        slave copies. Empty at the end of the log."""
+        segment = self.segment_for(offset)
+        if segment is None:
+            return b""
+        pos = offset - segment.base
+        return segment.read(pos, max(0, min(max_bytes, segment.wrote - pos)))
+
     # -- read ------------------------------------------------------------------------------
 
     def read(self, offset: int, size: int) -> bytes | None:

@@ -78,7 +78,7 @@ def tag_hash(tags: str | None) -> int:
     return zlib.crc32(tags.encode()) if tags else 0
 
 
-class _Redispatcher:
+class Redispatcher:
     """Indexes scanned records into their queues; detects queues it cannot repair in place."""
 
     def __init__(
@@ -88,8 +88,10 @@ class _Redispatcher:
         from_log_start: bool,
         indexed: dict[QueueKey, int] | None = None,
         cut_from: int | None = None,
+        every_topic: bool = False,
     ) -> None:
         self.registry = registry
+        self.every_topic = every_topic  # a slave indexes what its master stored, topics known or not yet
         self.from_log_start = from_log_start
         self.indexed = indexed or {}  # queues known to be indexed up to here (a clean stop's checkpoint)
         self.cut_from = cut_from  # after a crash: a queue's entries from here on are redone
@@ -103,7 +105,7 @@ class _Redispatcher:
         key = (rec.topic, rec.queue_id)
         if rec.queue_offset < self.indexed.get(key, -1):
             return  # indexed before a clean stop: its queue need not even be loaded
-        if key in self.damaged or not self.registry.accepts(rec.topic, rec.phys):
+        if key in self.damaged or not (self.every_topic or self.registry.accepts(rec.topic, rec.phys)):
             return
         try:
             cq = self.registry.queue(rec.topic, rec.queue_id)
@@ -131,7 +133,7 @@ class _Redispatcher:
         self.count += 1
 
 
-def _scan(commitlog: CommitLog, scan_from: int, report: RecoveryReport, sink: _Redispatcher) -> int:
+def _scan(commitlog: CommitLog, scan_from: int, report: RecoveryReport, sink: Redispatcher) -> int:
     """Scan the log from ``scan_from`` (a record boundary), re-dispatching; fix write
     positions; return the end."""
     segments = commitlog.segments
@@ -185,9 +187,7 @@ def recover(
 
     indexed = {key: high for key, (_low, high) in checkpoint_queues.items()} if clean else {}
     from_log_start = not segments or scan_from == segments[0].base
-    sink = _Redispatcher(
-        registry, from_log_start=from_log_start, indexed=indexed, cut_from=None if clean else scan_from
-    )
+    sink = Redispatcher(registry, from_log_start=from_log_start, indexed=indexed, cut_from=None if clean else scan_from)
     report.log_end = _scan(commitlog, scan_from, report, sink)
     report.queue_entries_dropped += sink.entries_dropped
 
@@ -220,7 +220,7 @@ def rebuild_queues(
     wanted = set(keys)
     for key in keys:
         registry.drop_queue(*key)
-    sink = _Redispatcher(registry, from_log_start=True)
+    sink = Redispatcher(registry, from_log_start=True)
     for i, segment in enumerate(commitlog.segments):
         is_last = i == len(commitlog.segments) - 1
         for item in scan_segment(segment, is_last=is_last, damage=report.damage, verify=False):

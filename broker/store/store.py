@@ -30,6 +30,7 @@ import msgspec
 
 from broker.store.commitlog import CommitLog
 from broker.store.consumequeue import ConsumeQueue
+from broker.store.follow import LogFollower
 from broker.store.metafile import read_json, write_json_atomic
 from broker.store.queues import QueueSet, parse_table
 from broker.store.reading import GetResult, GetStatus, QueueReader
@@ -73,6 +74,7 @@ class StoreStats:
     segments_deleted: int = 0
     index_mismatches: int = 0  # reads refused because an entry disagreed with its record
     queues_rebuilt: int = 0
+    messages_copied: int = 0  # records a slave copied from its master
 
 
 @dataclass
@@ -104,6 +106,7 @@ class MessageStore:
         self._checkpointed: tuple[int, dict[str, list[int]]] | None = None
         self.flushed_offset = 0
         self.reader = QueueReader(self.commitlog, self.stats, self.rebuild_queue)
+        self.follower: LogFollower | None = None  # set once this store copies a master's log
         self.scrub = Scrubber(
             self._scrub_targets,
             self._mark_damage,
@@ -242,6 +245,20 @@ class MessageStore:
         self.stats.messages_put += appended.count
         self.stats.bytes_put += appended.nbytes
         return PutResult(first, appended.first_offset, appended.end_offset, appended.count, store_ms)
+
+    def append_copied(self, offset: int, chunk: bytes) -> int:
+        """A slave appends a chunk of its master's log at ``offset``; returns the records it
+        completed, indexed and readable (see :mod:`broker.store.follow`)."""
+        with self._append_lock:
+            if self.follower is None:
+                self.follower = LogFollower(self.commitlog, self)
+            count = self.follower.append(offset, chunk)
+        self.stats.messages_copied += count
+        return count
+
+    def read_chunk(self, offset: int, max_bytes: int) -> bytes:
+        """Up to ``max_bytes`` of the log from ``offset`` within one segment, for a slave."""
+        return self.commitlog.read_chunk(offset, max_bytes)
 
     def _undo_put(self, cq: ConsumeQueue, first: int, log_end: int) -> None:
         """Take back a put that failed half-way, so that no record of it stays in the log

@@ -1,0 +1,63 @@
+"""A slave's store copying its master's log in arbitrary chunks: byte-identical logs, the same
+queues and offsets, and a damaged chunk refused."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from broker.store.store import MessageStore
+from rocketspark.protocol.record import RecordCorrupted
+from tests.unit.test_store import SEGMENT, assert_reads, fill, open_store, read_all
+
+
+def copy_all(master: MessageStore, slave: MessageStore, rng: random.Random) -> None:
+    """Ship the master's log from the slave's end in chunks of random sizes, as a slave pulls."""
+    while slave.commitlog.max_offset < master.commitlog.max_offset:
+        offset = slave.commitlog.max_offset
+        chunk = master.read_chunk(offset, rng.randint(1, 300))
+        assert chunk
+        slave.append_copied(offset, chunk)
+
+
+def log_bytes(store: MessageStore) -> list[bytes]:
+    return [s.read(0, s.wrote) for s in store.commitlog.segments]
+
+
+def test_a_slave_copying_in_random_chunks_ends_byte_identical_with_the_same_queues(tmp_path: Path) -> None:
+    master, slave = open_store(tmp_path / "m"), open_store(tmp_path / "s")
+    expected = fill(master, count=300)
+    copy_all(master, slave, random.Random(7))
+    assert log_bytes(slave) == log_bytes(master) and len(master.commitlog.segments) > 20
+    assert_reads(slave, expected)
+    assert slave.stats.messages_copied == 300
+    more = fill(master, count=30)  # it goes on from where it stopped
+    copy_all(master, slave, random.Random(8))
+    for q in more:
+        assert read_all(slave, "orders", q)[-10:] == read_all(master, "orders", q)[-10:]
+    master.close()
+    slave.close()
+
+
+def test_a_damaged_chunk_is_refused_and_nothing_from_it_is_kept(tmp_path: Path) -> None:
+    master, slave = open_store(tmp_path / "m"), open_store(tmp_path / "s")
+    fill(master, count=20)
+    chunk = bytearray(master.read_chunk(0, SEGMENT))
+    chunk[200] ^= 0xFF
+    with pytest.raises(RecordCorrupted):
+        slave.append_copied(0, bytes(chunk))
+    good = slave.commitlog.max_offset
+    assert good < 200 and slave.read_chunk(0, SEGMENT) == master.read_chunk(0, good)
+    copy_all(master, slave, random.Random(1))  # asked again, it heals
+    assert log_bytes(slave) == log_bytes(master)
+    master.close()
+    slave.close()
+
+
+def test_a_copied_log_must_start_at_a_segment_boundary(tmp_path: Path) -> None:
+    slave = open_store(tmp_path / "s")
+    with pytest.raises(ValueError, match=r"segment_bytes .* must be the same on every replica"):
+        slave.append_copied(100, b"x" * 10)
+    slave.close()
