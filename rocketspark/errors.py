@@ -17,6 +17,8 @@ built from the classes themselves, so adding a class is the only step::
         ├── SystemBusyError            2      (retriable)
         ├── RequestCodeNotSupported    3
         ├── FlushDiskTimeoutError      10     stored, but not yet flushed to disk
+        ├── SlaveNotAvailableError     11     too few in-sync replicas to acknowledge
+        ├── FlushSlaveTimeoutError     12     not on enough replicas in time (retriable)
         ├── MessageIllegalError        13
         │   └── MessageTooLargeError   13     body over the size limit
         ├── ServiceNotAvailableError   14     (retriable)
@@ -30,8 +32,9 @@ built from the classes themselves, so adding a class is the only step::
         ├── MalformedRequestError      9101
         ├── BrokerNotExistError        9102
         ├── MappingStaleError          9104   (retriable after a route refresh)
-        └── StoreDamagedError          9105   a record the commit log lost to damage
-            └── QueueRebuiltError      9105   an index entry disagreed; rebuilt (retriable)
+        ├── StoreDamagedError          9105   a record the commit log lost to damage
+        │   └── QueueRebuiltError      9105   an index entry disagreed; rebuilt (retriable)
+        └── NotMasterError             9106   not (surely) the group's master (retriable)
 
 Translation happens in two places only: the server turns an exception into a response in
 ``rocketspark.remoting.server``; the client turns a response or a ``grpc.RpcError`` into
@@ -108,6 +111,21 @@ class FlushDiskTimeoutError(ServerError):
     code = int(ResponseCode.FLUSH_DISK_TIMEOUT)
 
 
+class SlaveNotAvailableError(ServerError):
+    """The group has fewer in-sync replicas than ``in_sync_replicas`` asks: the message was
+    stored on the master but not acknowledged."""
+
+    code = int(ResponseCode.SLAVE_NOT_AVAILABLE)
+
+
+class FlushSlaveTimeoutError(ServerError):
+    """Not enough in-sync replicas confirmed the message in time; it is on the master and may
+    reach them later. A retry may store it twice."""
+
+    code = int(ResponseCode.FLUSH_SLAVE_TIMEOUT)
+    retriable = True
+
+
 class MessageIllegalError(ServerError):
     code = int(ResponseCode.MESSAGE_ILLEGAL)
 
@@ -177,6 +195,14 @@ class QueueRebuiltError(StoreDamagedError):
     """A consume-queue entry disagreed with the record it points to. The broker never answers
     from such an entry: it rebuilt the queue from the commit log, so a retry reads right."""
 
+    retriable = True
+
+
+class NotMasterError(ServerError):
+    """A write reached a replica that is not its group's master, or a master that cannot be
+    sure it still is (its lease from the controller ran out): re-read the route and retry."""
+
+    code = int(ResponseCode.NOT_MASTER)
     retriable = True
 
 

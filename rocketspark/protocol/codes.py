@@ -44,6 +44,9 @@ code  name                                 served by
 9005  UNSUBSCRIBE_TOPIC_ROUTE (ours)       nameserver
 9006  NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED    nameserver -> client, over the push stream (ours;
       (ours)                               RocketMQ's proposal #3870 was never merged)
+9020  HA_PULL_LOG (ours)                   master: a slave copies the log from its end (its ack)
+9021  HA_GET_EPOCHS (ours)                 master: its epoch file, for a rejoining replica
+9022  HA_GET_METADATA (ours)               master: topics, mappings, offsets, producers
 ====  ===================================  =============================================
 
 Responses (``ResponseCode``): see the enum; 9100+ are ours.
@@ -90,6 +93,9 @@ class RequestCode(IntEnum):
     SUBSCRIBE_TOPIC_ROUTE = 9004
     UNSUBSCRIBE_TOPIC_ROUTE = 9005
     NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED = 9006
+    HA_PULL_LOG = 9020
+    HA_GET_EPOCHS = 9021
+    HA_GET_METADATA = 9022
 
 
 class ResponseCode(IntEnum):
@@ -100,6 +106,8 @@ class ResponseCode(IntEnum):
     SYSTEM_BUSY = 2
     REQUEST_CODE_NOT_SUPPORTED = 3
     FLUSH_DISK_TIMEOUT = 10
+    SLAVE_NOT_AVAILABLE = 11  # too few in-sync replicas to acknowledge a send
+    FLUSH_SLAVE_TIMEOUT = 12  # stored on the master, not on enough replicas in time
     MESSAGE_ILLEGAL = 13
     SERVICE_NOT_AVAILABLE = 14
     NO_PERMISSION = 16
@@ -118,6 +126,7 @@ class ResponseCode(IntEnum):
     DATA_CORRUPTED = 9103
     MAPPING_STALE = 9104  # the request's view of a static topic's mapping is out of date
     STORE_DAMAGED = 9105  # a record is damaged or its index entry disagreed with it
+    NOT_MASTER = 9106  # a write reached a replica that is not (or no longer surely) its group's master
 
 
 class Flag:
