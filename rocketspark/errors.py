@@ -16,6 +16,7 @@ built from the classes themselves, so adding a class is the only step::
         ├── SystemError_               1
         ├── SystemBusyError            2      (retriable)
         ├── RequestCodeNotSupported    3
+        │   └── ControllerNotEnabledError 3   the nameserver runs no controller
         ├── FlushDiskTimeoutError      10     stored, but not yet flushed to disk
         ├── SlaveNotAvailableError     11     too few in-sync replicas to acknowledge
         ├── FlushSlaveTimeoutError     12     not on enough replicas in time (retriable)
@@ -27,6 +28,18 @@ built from the classes themselves, so adding a class is the only step::
         ├── TopicNotExistError         17
         ├── TopicExistAlreadyError     18
         ├── NotLeaderForQueueError     501    (retriable after a route refresh)
+        ├── ControllerFencedEpochError 2000   a stale master epoch (elect, alter, switchover)
+        ├── ControllerFencedSyncStateSetEpochError 2001  a stale SyncStateSet epoch
+        ├── ControllerInvalidMasterError 2002  not from the group's master
+        ├── ControllerInvalidReplicasError 2003  a SyncStateSet without the master or unknown ids
+        ├── ControllerInvalidRequestError 2005  e.g. a group registered under another cluster
+        ├── ControllerBrokerNotAliveError 2006  a switchover to a silent replica
+        ├── ControllerNotLeaderError   2007   no Raft leader right now (retriable)
+        ├── ControllerGroupNotExistError 2008  no such replica group
+        ├── ControllerNeedRegisterError 2010  a heartbeat from an unregistered replica
+        ├── ControllerMasterStillExistError 2011  a switchover to the master itself
+        ├── ControllerElectMasterFailedError 2012  a switchover to a replica not in the SyncStateSet
+        ├── ControllerReplicaIdInvalidError 2014  a replica id or address claimed twice
         ├── InvalidParameterError      9100
         │   └── IllegalTopicNameError  9100
         ├── MalformedRequestError      9101
@@ -204,6 +217,72 @@ class NotMasterError(ServerError):
 
     code = int(ResponseCode.NOT_MASTER)
     retriable = True
+
+
+class ControllerNotEnabledError(RequestCodeNotSupported):
+    """A controller request reached a nameserver started without ``controller_enable``."""
+
+
+class ControllerFencedEpochError(ServerError):
+    """The request names a master epoch that is no longer the group's: another election or
+    switchover won. Re-read the group and decide again."""
+
+    code = int(ResponseCode.CONTROLLER_FENCED_MASTER_EPOCH)
+
+
+class ControllerFencedSyncStateSetEpochError(ServerError):
+    code = int(ResponseCode.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH)
+
+
+class ControllerInvalidMasterError(ServerError):
+    """Only the group's current master may change its SyncStateSet."""
+
+    code = int(ResponseCode.CONTROLLER_INVALID_MASTER)
+
+
+class ControllerInvalidReplicasError(ServerError):
+    code = int(ResponseCode.CONTROLLER_INVALID_REPLICAS)
+
+
+class ControllerInvalidRequestError(ServerError):
+    code = int(ResponseCode.CONTROLLER_INVALID_REQUEST)
+
+
+class ControllerBrokerNotAliveError(ServerError):
+    code = int(ResponseCode.CONTROLLER_BROKER_NOT_ALIVE)
+
+
+class ControllerNotLeaderError(ServerError):
+    """The controller's Raft group has no leader right now (an election is under way, or too
+    few nameservers are up), or its leader did not commit in time. Retry shortly."""
+
+    code = int(ResponseCode.CONTROLLER_NOT_LEADER)
+    retriable = True
+
+
+class ControllerGroupNotExistError(ServerError):
+    code = int(ResponseCode.CONTROLLER_BROKER_METADATA_NOT_EXIST)
+
+
+class ControllerNeedRegisterError(ServerError):
+    """A heartbeat from a replica the controller has not registered (at that address): the
+    broker registers (CONTROLLER_REGISTER_BROKER) and beats again."""
+
+    code = int(ResponseCode.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED)
+
+
+class ControllerMasterStillExistError(ServerError):
+    code = int(ResponseCode.CONTROLLER_MASTER_STILL_EXIST)
+
+
+class ControllerElectMasterFailedError(ServerError):
+    code = int(ResponseCode.CONTROLLER_ELECT_MASTER_FAILED)
+
+
+class ControllerReplicaIdInvalidError(ServerError):
+    """Two processes claim one replica id of a group, or one address two ids."""
+
+    code = int(ResponseCode.CONTROLLER_BROKER_ID_INVALID)
 
 
 def _all_subclasses(cls: type[RocketSparkError]) -> list[type[RocketSparkError]]:

@@ -37,6 +37,13 @@ code  name                                 served by
 327   ADD_WRITE_PERM_OF_BROKER             nameserver
 351   GET_TOPIC_CONFIG                     broker (config, and the mapping of a static topic)
 513   UPDATE_AND_CREATE_STATIC_TOPIC       broker
+904   BROKER_HEARTBEAT                     controller: a replica's heartbeat (its offset)
+1001  CONTROLLER_ALTER_SYNC_STATE_SET      controller: the master's new SyncStateSet
+1002  CONTROLLER_ELECT_MASTER              controller: a planned switchover
+1003  CONTROLLER_REGISTER_BROKER           controller: a replica joins its group
+1004  CONTROLLER_GET_REPLICA_INFO          controller: one replica group's view
+1005  CONTROLLER_GET_METADATA_INFO         controller: the Raft leader and peers
+1006  CONTROLLER_GET_SYNC_STATE_DATA       controller: every (or the named) group's view
 9001  GET_COUNTERS (ours)                  broker and nameserver
 9002  OPEN_PUSH_STREAM (ours)              server-streaming call for server push
 9003  SEAL_LOGIC_QUEUES (ours)             broker: close leader segments before a remap
@@ -50,6 +57,9 @@ code  name                                 served by
 ====  ===================================  =============================================
 
 Responses (``ResponseCode``): see the enum; 9100+ are ours.
+
+"controller" is the replica-group controller inside the nameservers (``nameserver.controller``);
+it answers only where ``controller_enable`` is set.
 """
 
 from __future__ import annotations
@@ -87,6 +97,13 @@ class RequestCode(IntEnum):
     ADD_WRITE_PERM_OF_BROKER = 327
     GET_TOPIC_CONFIG = 351
     UPDATE_AND_CREATE_STATIC_TOPIC = 513
+    BROKER_HEARTBEAT = 904
+    CONTROLLER_ALTER_SYNC_STATE_SET = 1001
+    CONTROLLER_ELECT_MASTER = 1002
+    CONTROLLER_REGISTER_BROKER = 1003
+    CONTROLLER_GET_REPLICA_INFO = 1004
+    CONTROLLER_GET_METADATA_INFO = 1005
+    CONTROLLER_GET_SYNC_STATE_DATA = 1006
     GET_COUNTERS = 9001
     OPEN_PUSH_STREAM = 9002
     SEAL_LOGIC_QUEUES = 9003
@@ -118,6 +135,19 @@ class ResponseCode(IntEnum):
     PULL_OFFSET_MOVED = 21
     QUERY_NOT_FOUND = 22
     NOT_LEADER_FOR_QUEUE = 501
+    # RocketMQ 5's controller codes (its ResponseCode 2000-2014)
+    CONTROLLER_FENCED_MASTER_EPOCH = 2000  # the request's master epoch is not the current one
+    CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH = 2001  # nor its SyncStateSet epoch
+    CONTROLLER_INVALID_MASTER = 2002  # the request is not from the group's master
+    CONTROLLER_INVALID_REPLICAS = 2003  # a SyncStateSet without the master, or with unknown replicas
+    CONTROLLER_INVALID_REQUEST = 2005
+    CONTROLLER_BROKER_NOT_ALIVE = 2006
+    CONTROLLER_NOT_LEADER = 2007  # no Raft leader (or no answer from it) right now
+    CONTROLLER_BROKER_METADATA_NOT_EXIST = 2008  # no such replica group
+    CONTROLLER_BROKER_NEED_TO_BE_REGISTERED = 2010
+    CONTROLLER_MASTER_STILL_EXIST = 2011
+    CONTROLLER_ELECT_MASTER_FAILED = 2012
+    CONTROLLER_BROKER_ID_INVALID = 2014  # a replica id or address claimed twice
     # Ours: RocketMQ reports these as SYSTEM_ERROR with a remark; we give them codes so a
     # client can tell a bad request from a server fault without parsing text.
     INVALID_PARAMETER = 9100
