@@ -50,6 +50,16 @@ class ProducerTable:
             self.last_used[key] = float(used)
             self.durable[key] = (int(nxt), end)
 
+    def adopt(self, rows: list[list[Any]]) -> None:
+        """Take the master's sequences (a slave): rows of ``snapshot``; a resend to this
+        replica once it is master is then dropped as the master would have."""
+        for pid, topic, queue_id, nxt, used, end in (list(r) + [0] * (6 - len(r)) for r in rows):
+            key = (str(pid), str(topic), int(queue_id))
+            self.next_seq[key] = max(self.next_seq.get(key, 0), int(nxt))
+            self.last_used[key] = float(used)
+            self.durable[key] = (self.next_seq[key], int(end))
+        self.file.changed()
+
     def forget_beyond(self, log_end: int) -> list[Key]:
         """After recovery: forget producers whose saved sequence covers records past ``log_end``
         (cut by recovery); their resends are then stored, not dropped."""

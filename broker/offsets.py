@@ -37,6 +37,13 @@ class ConsumerOffsets:
         if self.file.dirty:
             self.file.write(self.snapshot(), self.file.version)
 
+    def adopt(self, snapshot: dict[str, Any]) -> None:
+        """Take the master's offsets as they are (a slave)."""
+        table = {key: {int(q): int(o) for q, o in queues.items()} for key, queues in snapshot["offsets"].items()}
+        if table != self.table:
+            self.table = table
+            self.file.changed()
+
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         queues = self.table.setdefault(f"{topic}@{group}", {})
         if queues.get(queue_id) != offset:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from broker.metadata import MappingsFile
 from broker.store.metafile import read_json, write_json_atomic
@@ -35,6 +36,15 @@ class StaticTopics:
 
     def persist(self) -> None:
         write_json_atomic(self.path, {"mappings": [d.to_wire() for d in self.details.values()]})
+
+    def adopt(self, wire: list[dict[str, Any]]) -> bool:
+        """Take the master's mappings as they are (a slave); True when they changed."""
+        details = {d.topic: d for d in (TopicQueueMappingDetail.from_wire(w) for w in wire)}
+        if details == self.details:
+            return False
+        self.details = details
+        self.persist()
+        return True
 
     def get(self, topic: str) -> TopicQueueMappingDetail | None:
         return self.details.get(topic)

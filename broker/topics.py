@@ -103,6 +103,16 @@ class TopicTable:
             change["delete"] = delete
         self.journal.append(change)
 
+    def adopt(self, entries: list[dict[str, Any]]) -> bool:
+        """Take the master's table as it is (a slave); True when it changed."""
+        topics = {e["name"]: BrokerTopic.from_json(e) for e in entries}
+        if topics == self.topics:
+            return False
+        self.topics = topics
+        self.version += 1
+        self.compact()
+        return True
+
     def compact(self) -> None:
         """Write the whole table as the new snapshot and drop the journal it covers."""
         write_json_atomic(self.path, {"version": self.version, "topics": [t.to_json() for t in self.topics.values()]})

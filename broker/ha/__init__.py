@@ -1,0 +1,1 @@
+"""Replication inside a replica group: roles, the epoch file, log shipping and acknowledgement."""

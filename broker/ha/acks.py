@@ -1,0 +1,71 @@
+"""What the master knows of its slaves: how far each has copied, and sends waiting for them.
+
+A slave's every copy request names the log offset it asks from, which is also how far it
+holds the log: that is its acknowledgement. A send with ``in_sync_replicas`` = N waits until
+N members of the SyncStateSet, the master included, hold its last byte.
+
+The master also decides who belongs in the SyncStateSet (the controller only records it): a
+slave joins once it has caught up with the log's end, and leaves when it has not been caught
+up for ``max_lag_ms`` (RocketMQ's ``haMaxTimeSlaveNotCatchup``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+
+@dataclass
+class SlaveProgress:
+    offset: int = 0
+    caught_up_at: float = field(default_factory=time.monotonic)  # last time it held the log's end
+    seen_at: float = field(default_factory=time.monotonic)
+
+
+class AckTracker:
+    """Per slave replica id: its progress. Single-threaded (the broker's event loop)."""
+
+    def __init__(self, max_lag_ms: int) -> None:
+        self.max_lag_s = max_lag_ms / 1000
+        self.slaves: dict[int, SlaveProgress] = {}
+        self._changed = asyncio.Event()
+
+    def reset(self, members: set[int]) -> None:
+        """A new term: forget what was known; the members get a full lag period to report."""
+        self.slaves = {rid: SlaveProgress(0) for rid in members}
+
+    def report(self, replica_id: int, offset: int, log_end: int) -> None:
+        now = time.monotonic()
+        progress = self.slaves.setdefault(replica_id, SlaveProgress(offset))
+        progress.offset = max(progress.offset, offset) if offset <= log_end else offset
+        progress.seen_at = now
+        if progress.offset >= log_end:
+            progress.caught_up_at = now
+        self._changed.set()
+
+    def holding(self, offset: int, members: set[int]) -> int:
+        """How many of ``members`` (slave replica ids) hold the log up to ``offset``."""
+        return sum(1 for rid in members if rid in self.slaves and self.slaves[rid].offset >= offset)
+
+    async def wait(self, offset: int, members: set[int], needed: int, timeout_s: float) -> bool:
+        """Wait until ``needed`` of ``members`` hold ``offset``; False on timeout."""
+        deadline = time.monotonic() + timeout_s
+        while self.holding(offset, members) < needed:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), left)
+            except TimeoutError:
+                return self.holding(offset, members) >= needed
+        return True
+
+    def in_sync(self, current: set[int], log_end: int) -> set[int]:
+        """The slaves that belong in the SyncStateSet now: members not lagging too long, plus
+        any that has caught up."""
+        now = time.monotonic()
+        keep = {rid for rid in current if rid in self.slaves and now - self.slaves[rid].caught_up_at <= self.max_lag_s}
+        join = {rid for rid, p in self.slaves.items() if p.offset >= log_end and now - p.seen_at <= self.max_lag_s}
+        return keep | join

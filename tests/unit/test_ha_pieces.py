@@ -1,0 +1,71 @@
+"""Pure pieces of replication: the epoch file's common history, and the master's ack tracker."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from broker.ha.acks import AckTracker
+from broker.ha.epochs import EpochFile, common_end
+
+
+def test_a_replica_that_shares_every_epoch_keeps_its_whole_log() -> None:
+    history = [(1, 0), (2, 500)]
+    assert common_end(history, 800, history, 900) == 800
+
+
+def test_a_deposed_master_cuts_what_it_wrote_after_the_new_master_took_over() -> None:
+    old_master = [(1, 0), (2, 500)]  # it went on writing in epoch 2 up to 1,000
+    new_master = [(1, 0), (2, 500), (3, 700)]  # the group moved on at 700
+    assert common_end(old_master, 1000, new_master, 1200) == 700
+
+
+def test_a_replica_that_missed_an_epoch_keeps_up_to_the_last_one_it_shares() -> None:
+    slave = [(1, 0)]  # it stopped copying during epoch 1, at 400
+    master = [(1, 0), (3, 600)]
+    assert common_end(slave, 400, master, 900) == 400
+    assert common_end([(5, 0)], 100, master, 900) == 0  # nothing shared: start over
+
+
+def test_the_epoch_file_records_new_epochs_only_and_survives_a_reload(tmp_path: Path) -> None:
+    epochs = EpochFile(tmp_path / "epochs.json")
+    epochs.load()
+    epochs.begin(1, 0)
+    epochs.begin(2, 300)
+    epochs.begin(2, 300)  # the same term again: nothing to do
+    with pytest.raises(ValueError, match="not newer"):
+        epochs.begin(1, 400)
+    again = EpochFile(tmp_path / "epochs.json")
+    again.load()
+    assert again.entries == [(1, 0), (2, 300)] and again.last_epoch == 2
+    again.truncate_after(200)
+    assert again.entries == [(1, 0)]
+
+
+def test_a_send_waits_for_enough_in_sync_slaves_and_no_others() -> None:
+    async def scenario() -> tuple[bool, bool]:
+        acks = AckTracker(max_lag_ms=10_000)
+        acks.reset({1, 2})
+        waiting = asyncio.ensure_future(acks.wait(100, {1, 2}, 1, timeout_s=2))
+        acks.report(3, 100, 100)  # not a member: does not count
+        await asyncio.sleep(0.01)
+        assert not waiting.done()
+        acks.report(2, 100, 100)
+        first = await waiting
+        second = await acks.wait(200, {1, 2}, 2, timeout_s=0.05)
+        return first, second
+
+    assert asyncio.run(scenario()) == (True, False)
+
+
+def test_the_sync_state_set_takes_in_a_caught_up_slave_and_lets_a_lagging_one_go() -> None:
+    acks = AckTracker(max_lag_ms=50)
+    acks.reset({1})
+    acks.report(1, 50, 100)  # behind, and it stays behind longer than the lag allowed
+    time.sleep(0.1)
+    acks.report(1, 60, 100)
+    acks.report(2, 100, 100)  # caught up
+    assert acks.in_sync({1}, 100) == {2}
