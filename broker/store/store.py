@@ -256,6 +256,20 @@ class MessageStore:
         self.stats.messages_copied += count
         return count
 
+    def truncate_log(self, offset: int) -> None:
+        """Cut the log, and every entry pointing into what is cut, at ``offset`` (a replica
+        rejoining its group drops what the group never had). Queues not loaded yet are cut
+        when first used."""
+        with self._maint_lock, self._append_lock:
+            self.commitlog.truncate(offset)
+            for cq in self.queues:
+                cq.truncate_phys(offset)
+            self.queues.saved.clear()  # what the checkpoint saw of them no longer holds
+            if self.follower is not None:
+                self.follower.indexed = min(self.follower.indexed, offset)
+            self.flushed_offset = min(self.flushed_offset, offset)
+        self._write_checkpoint(force=True)
+
     def read_chunk(self, offset: int, max_bytes: int) -> bytes:
         """Up to ``max_bytes`` of the log from ``offset`` within one segment, for a slave."""
         return self.commitlog.read_chunk(offset, max_bytes)

@@ -10,6 +10,7 @@ import pytest
 
 from broker.store.store import MessageStore
 from rocketspark.protocol.record import RecordCorrupted
+from rocketspark.protocol.types import MessageExt, decode_records
 from tests.unit.test_store import SEGMENT, assert_reads, fill, open_store, read_all
 
 
@@ -61,3 +62,24 @@ def test_a_copied_log_must_start_at_a_segment_boundary(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"segment_bytes .* must be the same on every replica"):
         slave.append_copied(100, b"x" * 10)
     slave.close()
+
+
+def test_a_log_cut_back_drops_the_entries_past_it_and_copies_on_from_there(tmp_path: Path) -> None:
+    master, slave = open_store(tmp_path / "m"), open_store(tmp_path / "s")
+    fill(master, count=60)
+    copy_all(master, slave, random.Random(3))
+    boundary = master.commitlog.segments[2].base
+    slave.truncate_log(boundary)
+    assert slave.commitlog.max_offset == boundary
+    assert all(m.commitlog_offset < boundary for q in range(3) for m in _messages(slave, q))
+    copy_all(master, slave, random.Random(4))
+    assert log_bytes(slave) == log_bytes(master)
+    for q in range(3):
+        assert read_all(slave, "orders", q) == read_all(master, "orders", q)
+    master.close()
+    slave.close()
+
+
+def _messages(store: MessageStore, queue_id: int) -> list[MessageExt]:
+    result = store.get("orders", queue_id, store.min_offset("orders", queue_id), max_messages=1000, max_bytes=1 << 20)
+    return decode_records(result.body, "orders", "b") if result.count else []
