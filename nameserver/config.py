@@ -1,16 +1,20 @@
 """Nameserver configuration: a frozen dataclass loaded from TOML; unknown keys are errors.
 
 Defaults follow RocketMQ 5.x: scan for silent brokers every 5 s, drop one silent for 120 s.
+The replica-group controller (``nameserver.controller``) is off unless ``controller_enable``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rocketspark import configfile
 from rocketspark.configfile import ConfigError
+
+_HOST_PORT = re.compile(r"[^\s:]+:[0-9]{1,5}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -23,6 +27,11 @@ class NameServerConfig:
     notify_max_load_per_cpu: float = 2.0  # run queue over twice the cores: pause pushes
     notify_max_memory_used: float = 0.95  # above this fraction of memory used, pause pushes
     max_subscriptions_per_client: int = 10_000  # route subscriptions one client may hold; 0: none
+    controller_enable: bool = False  # run the replica-group controller in this nameserver
+    controller_raft_address: str = "127.0.0.1:9878"  # this node's Raft address (fixed: peers name it)
+    controller_peers: list[str] = field(default_factory=list)  # the other controller nodes' Raft addresses
+    controller_data_dir: str = "data/controller"  # Raft journal and dump: the state survives restarts
+    controller_broker_heartbeat_timeout_ms: int = 10_000  # a master silent this long is replaced
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port < 65536:
@@ -38,6 +47,19 @@ class NameServerConfig:
         if not 0 <= self.notify_max_memory_used <= 1:
             raise ConfigError(
                 f"notify_max_memory_used {self.notify_max_memory_used} must be a fraction between 0 and 1"
+            )
+        self._check_controller()
+
+    def _check_controller(self) -> None:
+        if self.controller_broker_heartbeat_timeout_ms <= 0:
+            raise ConfigError("controller_broker_heartbeat_timeout_ms must be positive")
+        for address in (self.controller_raft_address, *self.controller_peers):
+            if not isinstance(address, str) or not _HOST_PORT.fullmatch(address):
+                raise ConfigError(f"controller address {address!r} is not host:port (e.g. 127.0.0.1:9878)")
+        if self.controller_raft_address in self.controller_peers:
+            raise ConfigError(
+                f"controller_peers lists the other controller nodes; it includes this node's own "
+                f"controller_raft_address {self.controller_raft_address}"
             )
 
 

@@ -1,4 +1,5 @@
-"""The nameserver process: route table + handlers on a gRPC server, plus the liveness scan."""
+"""The nameserver process: route table + handlers on a gRPC server, plus the liveness scan;
+with ``controller_enable``, the replica-group controller (``nameserver.controller``) too."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 from grpc import aio
 
 from nameserver.config import NameServerConfig
+from nameserver.controller.service import SCAN_INTERVAL_MS, Controller, register_disabled
 from nameserver.notify import RouteNotifier
 from nameserver.routes import RouteTable
 from rocketspark.errors import BrokerNotExistError, TopicNotExistError
@@ -35,6 +37,7 @@ class NameServer:
             max_memory_used=config.notify_max_memory_used,
             max_per_client=config.max_subscriptions_per_client,
         )
+        self.controller = Controller(config) if config.controller_enable else None
         self.address = ""
         self.dropped_brokers = 0
         self._register_handlers()
@@ -53,6 +56,10 @@ class NameServer:
         d.register(RequestCode.SUBSCRIBE_TOPIC_ROUTE, self.subscribe)
         d.register(RequestCode.UNSUBSCRIBE_TOPIC_ROUTE, self.unsubscribe)
         d.register_stream(RequestCode.OPEN_PUSH_STREAM, self.push.stream)
+        if self.controller is not None:
+            self.controller.register(d)
+        else:
+            register_disabled(d)
 
     async def register_broker(self, cmd: RemotingCommand) -> RemotingCommand:
         registration = unpack(cmd.body)  # its shape was checked at the edge: shapes.Registration
@@ -146,12 +153,16 @@ class NameServer:
 
     def background_tasks(self) -> list[asyncio.Task[None]]:
         config = self.config
-        return [
+        tasks = [
             asyncio.create_task(run_every(config.scan_interval_ms, "broker expiry scan", self.expire_brokers, log)),
             asyncio.create_task(
                 run_every(config.notify_scan_interval_ms, "route-change notification round", self.notifier.scan, log)
             ),
         ]
+        if self.controller is not None:
+            scan = self.controller.scan
+            tasks.append(asyncio.create_task(run_every(SCAN_INTERVAL_MS, "controller election scan", scan, log)))
+        return tasks
 
 
 def create_server(config: NameServerConfig) -> tuple[aio.Server, int, NameServer]:
@@ -163,6 +174,8 @@ def create_server(config: NameServerConfig) -> tuple[aio.Server, int, NameServer
 
 
 async def start(server: aio.Server, nameserver: NameServer) -> list[asyncio.Task[None]]:
+    if nameserver.controller is not None:  # first: a Raft port that cannot be bound stops the start
+        await nameserver.controller.start()
     await server.start()
     return nameserver.background_tasks()
 
@@ -171,6 +184,8 @@ async def stop(server: aio.Server, nameserver: NameServer, tasks: list[asyncio.T
     for task in tasks:
         task.cancel()
     await server.stop(grace=1)
+    if nameserver.controller is not None:
+        await nameserver.controller.stop()
     log.info("nameserver %s stopped cleanly", nameserver.address)
 
 

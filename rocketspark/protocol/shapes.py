@@ -23,7 +23,8 @@ Limits: queue ids 0-1023 (a topic has at most ``MAX_QUEUES`` queues, as
 0..2^63-1; names (brokers, clusters, groups) at most 255 characters, client ids 512; topic
 names follow :mod:`rocketspark.protocol.validation`; a request lists at most
 ``MAX_TOPICS_PER_REQUEST`` topics (clients send more in several requests), and a broker's
-registration at most ``MAX_TOPICS_PER_BROKER``.
+registration at most ``MAX_TOPICS_PER_BROKER``. Replica ids of a group are 0-1023, at most
+``MAX_REPLICAS`` to a SyncStateSet.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ I64_MAX: Final = 2**63 - 1
 I32_MAX: Final = 2**31 - 1
 ADDRESS_PATTERN: Final = r"^\S+:[0-9]{1,5}$"
 QUEUE_KEY_PATTERN: Final = r"^(?:0|[1-9][0-9]{0,2}|10[01][0-9]|102[0-3])$"  # "0" to "1023", no leading zeros
+MAX_REPLICAS: Final = 64  # replicas of one group in a controller request
 
 Topic = Annotated[str, Meta(min_length=1, max_length=TOPIC_NAME_MAX, pattern=TOPIC_NAME_PATTERN)]
 Topics = Annotated[list[Topic], Meta(max_length=MAX_TOPICS_PER_REQUEST)]
@@ -65,6 +67,7 @@ OffsetOrNone = Annotated[int, Meta(ge=-1, le=I64_MAX)]  # gens, epochs, end offs
 Count = Annotated[int, Meta(ge=0, le=I32_MAX)]
 Tag = Annotated[str, Meta(max_length=NAME_MAX)]
 QueueKey = Annotated[str, Meta(pattern=QUEUE_KEY_PATTERN)]  # a map key naming a logical queue
+ReplicaId = Annotated[int, Meta(ge=0, le=MAX_QUEUES - 1)]  # a replica of a group: 0-1023, as in HA requests
 
 # Readable versions of constraints whose msgspec wording is a regex.
 _ALLOWED = {
@@ -190,6 +193,37 @@ class UnsubscribeHeader(ClientHeader):
     topics: Topics | None = None  # none: every topic of the client
 
 
+class ReplicaHeader(Shape):
+    """A replica of a group, as it registers with the controller."""
+
+    broker_name: Name
+    cluster_name: Name
+    replica_id: ReplicaId
+    address: Address
+
+
+class BrokerHeartbeatHeader(ReplicaHeader):
+    max_offset: Offset = 0  # the replica's commit-log end
+    master_epoch: OffsetOrNone = -1  # the master epoch it believes in
+
+
+class AlterSyncStateSetHeader(Shape):
+    broker_name: Name
+    master_replica_id: ReplicaId
+    master_epoch: Offset
+    sync_state_set: Annotated[list[ReplicaId], Meta(min_length=1, max_length=MAX_REPLICAS)]
+    sync_state_set_epoch: OffsetOrNone = -1  # -1: not checked
+
+
+class ElectMasterHeader(Shape):
+    broker_name: Name
+    replica_id: ReplicaId  # the replica to hand the group over to
+
+
+class GroupNamesHeader(Shape):
+    broker_names: Annotated[list[Name], Meta(max_length=MAX_TOPICS_PER_REQUEST)] | None = None  # none: all
+
+
 # -- msgpack bodies --------------------------------------------------------------------------
 
 # [gen, queue_id, bname, logic_offset, start_offset, end_offset, time_of_start, time_of_end]
@@ -299,6 +333,14 @@ SHAPES: Final[dict[int, RequestShape]] = {
     _C.OPEN_PUSH_STREAM: RequestShape(ClientHeader),
     _C.SUBSCRIBE_TOPIC_ROUTE: RequestShape(SubscribeHeader),
     _C.UNSUBSCRIBE_TOPIC_ROUTE: RequestShape(UnsubscribeHeader),
+    # nameserver: the replica-group controller
+    _C.BROKER_HEARTBEAT: RequestShape(BrokerHeartbeatHeader),
+    _C.CONTROLLER_REGISTER_BROKER: RequestShape(ReplicaHeader),
+    _C.CONTROLLER_ALTER_SYNC_STATE_SET: RequestShape(AlterSyncStateSetHeader),
+    _C.CONTROLLER_ELECT_MASTER: RequestShape(ElectMasterHeader),
+    _C.CONTROLLER_GET_REPLICA_INFO: RequestShape(BrokerHeader),
+    _C.CONTROLLER_GET_METADATA_INFO: RequestShape(NoFields),
+    _C.CONTROLLER_GET_SYNC_STATE_DATA: RequestShape(GroupNamesHeader),
 }
 
 
