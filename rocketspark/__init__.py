@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from rocketspark.errors import RocketSparkError
+from rocketspark.protocol.replica import Replica, ReplicaGroup
 from rocketspark.protocol.types import Message, MessageExt, PullResult, PullStatus, SendResult, SendStatus
 
 if TYPE_CHECKING:
@@ -32,6 +33,8 @@ __all__ = [
     "Producer",
     "PullResult",
     "PullStatus",
+    "Replica",
+    "ReplicaGroup",
     "RocketSparkError",
     "SendResult",
     "SendStatus",

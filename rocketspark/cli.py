@@ -244,6 +244,40 @@ def admin_counters(args: argparse.Namespace) -> None:
     _table("counters", ["counter", "value"], [(k, v) for k, v in counters.items() if not isinstance(v, dict)])
 
 
+def admin_replicas(args: argparse.Namespace) -> None:
+    with _admin(args) as admin:
+        groups = admin.replica_groups()
+    rows = []
+    for name, group in groups.items():
+        for r in group.replicas:
+            rows.append(
+                (
+                    name,
+                    r.role if r.alive else f"{r.role} (silent)",
+                    r.address,
+                    r.replica_id,
+                    group.epoch,
+                    "-" if r.offset < 0 else r.offset,
+                    "-" if r.lag is None else r.lag,
+                    "yes" if r.in_sync else "no",
+                )
+            )
+    _table(
+        "replica groups",
+        ["group", "role", "address", "replica id", "epoch", "offset", "lag", "in SyncStateSet"],
+        rows,
+    )
+    for name, group in groups.items():
+        if group.master is None:
+            console.print(f"group {name} has no master: no live replica of its SyncStateSet (epoch {group.epoch})")
+
+
+def admin_switchover(args: argparse.Namespace) -> None:
+    with _admin(args) as admin:
+        group = admin.switchover(args.group, to=args.to)
+    console.print(f"group {args.group}: master is now {group.master} (epoch {group.epoch})")
+
+
 # -- parser -----------------------------------------------------------------------------------
 
 
@@ -299,6 +333,10 @@ def build_parser() -> argparse.ArgumentParser:
     add("counters", admin_counters, "request counters of the nameserver or a broker").add_argument(
         "--broker", help="a broker's counters instead of the nameserver's"
     )
+    add("replicas", admin_replicas, "replica groups: roles, epochs, offsets, lag, SyncStateSet")
+    p = add("switchover", admin_switchover, "hand a replica group over to one of its in-sync replicas")
+    p.add_argument("group")
+    p.add_argument("--to", required=True, help="address of the replica that becomes master")
     return parser
 
 

@@ -1,4 +1,5 @@
-"""Admin operations, the ``mqadmin`` equivalents: topics, routes, status, cluster, permissions.
+"""Admin operations, the ``mqadmin`` equivalents: topics, routes, status, cluster, permissions,
+replica groups and switchover.
 
 Changes go to every broker concerned and then to every nameserver, and each broker registers
 the change with the nameservers before it answers, so a route query right after
@@ -20,6 +21,7 @@ from rocketspark.protocol.codec import unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.mapping import SegmentState
+from rocketspark.protocol.replica import ReplicaGroup
 from rocketspark.protocol.types import Perm, TopicRouteData
 from rocketspark.protocol.validation import validate_topic_name
 
@@ -228,6 +230,34 @@ class Admin(QueueClient):
                 )
             )
         return out
+
+    # -- replica groups (the controller) -------------------------------------------------------
+
+    def replica_groups(self) -> dict[str, ReplicaGroup]:
+        """Every replica group the controller knows: master, epoch, SyncStateSet, and each
+        replica's role, last reported offset and lag (as one nameserver saw the heartbeats)."""
+        response = self.routes.call_nameserver(RemotingCommand.request(RequestCode.CONTROLLER_GET_SYNC_STATE_DATA))
+        groups: dict[str, Any] = unpack(response.body)["groups"]
+        return {name: ReplicaGroup.from_wire(view) for name, view in groups.items()}
+
+    def replica_group(self, group: str) -> ReplicaGroup:
+        request = RemotingCommand.request(RequestCode.CONTROLLER_GET_REPLICA_INFO, {"brokerName": group})
+        return ReplicaGroup.from_wire(unpack(self.routes.call_nameserver(request).body))
+
+    def switchover(self, group: str, to: str) -> ReplicaGroup:
+        """Hand ``group`` over to its replica at address ``to`` (planned; it must be alive and in
+        the SyncStateSet). Returns the group as the controller left it: ``to`` is master, at a
+        new epoch."""
+        current = self.replica_group(group)
+        target = next((r for r in current.replicas if r.address == to), None)
+        if target is None:
+            raise InvalidParameterError(
+                f'replica group "{group}" has no replica at {to}; its replicas: '
+                f"{', '.join(f'{r.address} ({r.role})' for r in current.replicas) or 'none'}"
+            )
+        ext = {"brokerName": group, "replicaId": target.replica_id}
+        response = self.routes.call_nameserver(RemotingCommand.request(RequestCode.CONTROLLER_ELECT_MASTER, ext))
+        return ReplicaGroup.from_wire(unpack(response.body))
 
     # -- brokers ------------------------------------------------------------------------------
 
