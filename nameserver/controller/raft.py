@@ -36,7 +36,7 @@ from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replic
 from pysyncobj.syncobj import SyncObjException
 
 from nameserver.controller.state import ControllerState, GroupState
-from rocketspark.errors import ControllerNotLeaderError, RocketSparkError
+from rocketspark.errors import ControllerNotLeaderError, RocketSparkError, SystemError_
 
 log = logging.getLogger("nameserver.controller")
 
@@ -68,12 +68,19 @@ class ReplicatedState(SyncObjConsumer):
         with self._lock:
             return dict(self.state.groups)
 
+    def group(self, name: str) -> GroupState | None:
+        with self._lock:
+            return self.state.groups.get(name)
+
     def _apply(self, operation: Callable[[ControllerState], GroupState]) -> GroupState | RocketSparkError:
         with self._lock:
             try:
                 return operation(self.state)
             except RocketSparkError as refused:
                 return refused
+            except Exception as exc:  # a bug: answer it, and let pysyncobj go on to the next entry
+                log.exception("controller: applying a replicated command failed")
+                return SystemError_(f"the controller failed to apply a command: {type(exc).__name__}: {exc}")
 
     @replicated
     def barrier(self) -> None:
@@ -181,6 +188,9 @@ class RaftNode:
 
     def snapshot(self) -> dict[str, GroupState]:
         return self.state.snapshot()
+
+    def group(self, name: str) -> GroupState | None:
+        return self.state.group(name)
 
     # -- commands ------------------------------------------------------------------------------
 

@@ -121,7 +121,7 @@ class Controller:
         return cmd.response(body=pack(self.view(group)))
 
     def _group(self, name: str) -> GroupState:
-        group = self.raft.snapshot().get(name)
+        group = self.raft.group(name)
         if group is None:
             raise ControllerGroupNotExistError(
                 f'the controller at {self.raft.address} knows no replica group "{name}"; its brokers register '
@@ -133,7 +133,7 @@ class Controller:
 
     async def heartbeat(self, cmd: RemotingCommand) -> RemotingCommand:
         name, replica_id, address = get_str(cmd, "brokerName"), get_int(cmd, "replicaId"), get_str(cmd, "address")
-        group = self.raft.snapshot().get(name)
+        group = self.raft.group(name)
         if group is None or group.replicas.get(replica_id) != address:
             raise ControllerNeedRegisterError(
                 f'replica {replica_id} at {address} is not registered in group "{name}" with the controller at '
@@ -144,7 +144,7 @@ class Controller:
 
     async def register_broker(self, cmd: RemotingCommand) -> RemotingCommand:
         name, replica_id, address = get_str(cmd, "brokerName"), get_int(cmd, "replicaId"), get_str(cmd, "address")
-        known = self.raft.snapshot().get(name)
+        known = self.raft.group(name)
         holder = None if known is None else known.replicas.get(replica_id)
         silent = holder if holder not in (None, address) and self.liveness.lapsed(name, replica_id, holder) else None
         group = await self.raft.propose(
