@@ -56,6 +56,17 @@ class BrokerConfig:
     mapping_clean_interval_ms: int = 300_000  # drop expired static-topic segments this often
     dedupe_retention_hours: float = 24.0  # idempotent producers are remembered this long
 
+    # replica groups (controller mode): brokers sharing broker_name, each its own replica_id
+    controller_mode: bool = False  # learn this replica's role from the nameservers' controller
+    replica_id: int = 0  # unique in the group; 0-1023
+    in_sync_replicas: int = 1  # replicas of the SyncStateSet (master included) that must hold a send
+    ha_ack_timeout_ms: int = 3000  # longer than this without them: FLUSH_SLAVE_TIMEOUT
+    ha_max_time_slave_not_catchup_ms: int = 15_000  # a slave behind this long leaves the SyncStateSet
+    ha_chunk_bytes: int = 1 * MiB  # the most a slave copies in one request
+    ha_metadata_interval_ms: int = 1000  # how often a slave copies topics, mappings and offsets
+    controller_heartbeat_interval_ms: int = 1000  # heartbeats to every nameserver's controller
+    master_lease_ms: int = 5000  # a master stops acknowledging this long after its last heartbeat answer
+
     def __post_init__(self) -> None:
         if not _NAME.match(self.broker_name):
             raise ConfigError(f'broker_name "{self.broker_name}" must be 1-64 letters, digits, "_" or "-"')
@@ -74,6 +85,15 @@ class BrokerConfig:
             )
         if self.queue_entries_per_file < 1 or self.default_topic_queue_nums < 1:
             raise ConfigError("queue_entries_per_file and default_topic_queue_nums must be at least 1")
+        if not 0 <= self.replica_id < 1024:
+            raise ConfigError(f"replica_id {self.replica_id} must be between 0 and 1023")
+        if self.in_sync_replicas < 1:
+            raise ConfigError(f"in_sync_replicas must be at least 1 (the master itself), not {self.in_sync_replicas}")
+        if self.in_sync_replicas > 1 and not self.controller_mode:
+            raise ConfigError(
+                f"in_sync_replicas = {self.in_sync_replicas} needs replicas: set controller_mode = true and start "
+                "the group's other replicas (same broker_name, their own replica_id)"
+            )
         if self.broker_permission & ~Perm.READ_WRITE:
             raise ConfigError("broker_permission may only combine 4 (read) and 2 (write)")
 

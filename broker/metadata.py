@@ -8,10 +8,12 @@ the wire already declares (:mod:`rocketspark.protocol.shapes`).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 from msgspec import Meta, Struct
 
+from broker.store.metafile import MetadataCorrupted, read_json, write_json_atomic
 from rocketspark.protocol.shapes import MappingDetail, Name, Offset, Perm, QueueCount, Topic
 
 Count = Annotated[int, Meta(ge=0)]
@@ -69,4 +71,34 @@ class BrokerFile(Struct, frozen=True):
     brokerPermission: Perm = 6  # noqa: N815 - the file's key
 
 
-__all__ = ["BrokerFile", "MappingsFile", "Name", "OffsetsFile", "ProducersFile", "TopicsFile"]
+class IdentityFile(Struct, frozen=True):
+    """``identity.json``: which group and replica this data directory belongs to."""
+
+    group: Name
+    replicaId: Annotated[int, Meta(ge=0, le=1023)]  # noqa: N815 - the file's key
+
+
+def check_identity(data_dir: Path, group: str, replica_id: int) -> None:
+    """Refuse to start on another replica's data: a data directory holds one replica's log,
+    and serving it as another group's (or another replica's) would mix two histories."""
+    path = data_dir / "config" / "identity.json"
+    saved = read_json(path, default=None, shape=IdentityFile)
+    if saved is None:
+        write_json_atomic(path, {"group": group, "replicaId": replica_id})
+    elif (saved["group"], saved["replicaId"]) != (group, replica_id):
+        raise MetadataCorrupted(
+            f"{data_dir} holds the data of replica {saved['replicaId']} of broker group {saved['group']}, but this "
+            f"broker is replica {replica_id} of {group}: point data_dir at this replica's own directory"
+        )
+
+
+__all__ = [
+    "BrokerFile",
+    "IdentityFile",
+    "MappingsFile",
+    "Name",
+    "OffsetsFile",
+    "ProducersFile",
+    "TopicsFile",
+    "check_identity",
+]

@@ -56,6 +56,8 @@ class Registry:
         none and notifies nobody (seed 000's hotspot rule). ``incremental`` sends only the
         changed topics (a topic created or updated, never one deleted): the periodic full
         registration repairs a nameserver that missed one."""
+        if not self.broker.role.is_master:
+            return  # a slave's group is in the routes through its master (and the controller's view)
         registration = self.broker.registration(changed if incremental and changed else None)
         if changed is not None:
             registration["changed"] = changed
@@ -93,6 +95,8 @@ class Registry:
                     pass  # the nameserver will drop us after the silence timeout anyway
 
         self._stopped = True
+        if not self.broker.role.is_master:
+            return  # unregistering the group's name would take its master out of the routes
         await asyncio.gather(*(asyncio.to_thread(one, a, self._lock(a)) for a in self.nameservers))
 
     def close(self) -> None:

@@ -19,9 +19,14 @@ from grpc import aio
 from broker.config import BrokerConfig
 from broker.consumers import ConsumerGroups
 from broker.dedupe import ProducerTable
-from broker.handlers import admin, consumers, offsets, pull, send, static
+from broker.ha.controller_client import ControllerLink
+from broker.ha.epochs import EpochFile
+from broker.ha.metadata import BrokerMetadata
+from broker.ha.replication import Replication
+from broker.ha.role import Role
+from broker.handlers import admin, consumers, ha, offsets, pull, send, static
 from broker.longpoll import LongPollHub
-from broker.metadata import BrokerFile
+from broker.metadata import BrokerFile, check_identity
 from broker.offsets import ConsumerOffsets
 from broker.registry import Registry
 from broker.static_cleanup import clean_expired_segments
@@ -30,6 +35,7 @@ from broker.store.metafile import MetadataCorrupted, read_json, write_json_atomi
 from broker.store.recovery import RecoveryReport
 from broker.store.store import MessageStore
 from broker.topics import TopicTable
+from rocketspark.errors import RocketSparkError
 from rocketspark.protocol.types import Perm
 from rocketspark.remoting.server import Dispatcher, run_every, serve_until_signalled
 from rocketspark.remoting.server import create_server as bind_server
@@ -54,11 +60,40 @@ class Broker:
         self.consumers = ConsumerGroups(config.consumer_expired_ms)
         self.dispatcher = Dispatcher(f"broker {self.name}", max_inflight_bytes=config.max_inflight_request_bytes)
         self.registry = Registry(self)
+        self.role = Role(self.name, config.replica_id, config.controller_mode, config.master_lease_ms)
+        self.epochs = EpochFile(self.data_dir / "config" / "epochs.json")
+        metadata = BrokerMetadata(
+            self.topics, self.static, self.offsets, self.producers, lambda: self.store.flushed_offset
+        )
+        self.replication = Replication(
+            self.store,
+            self.role,
+            self.epochs,
+            metadata,
+            in_sync_replicas=config.in_sync_replicas,
+            ack_timeout_ms=config.ha_ack_timeout_ms,
+            max_lag_ms=config.ha_max_time_slave_not_catchup_ms,
+            chunk_bytes=config.ha_chunk_bytes,
+            metadata_interval_ms=config.ha_metadata_interval_ms,
+        )
         self.perm = config.broker_permission
         self.address = ""
         self.started_at = time.time()
         self.background: set[asyncio.Task[None]] = set()  # fire-and-forget work kept referenced
-        for module in (send, pull, offsets, consumers, admin, static):
+        self.controller = (
+            ControllerLink(
+                self.role,
+                self.replication,
+                cluster=self.cluster,
+                address=lambda: self.address,
+                nameservers=config.nameservers,
+                interval_ms=config.controller_heartbeat_interval_ms,
+                on_role_change=self._role_changed,
+            )
+            if config.controller_mode
+            else None
+        )
+        for module in (send, pull, offsets, consumers, admin, static, ha):
             module.register(self)
 
     # -- state ---------------------------------------------------------------------------
@@ -69,6 +104,8 @@ class Broker:
             self._rebuild_lost_topics()
         self.offsets.load()
         self.static.load()
+        self.epochs.load()
+        check_identity(self.data_dir, self.name, self.config.replica_id)
         self.producers.load()
         saved = read_json(self.data_dir / "config" / "broker.json", default={}, shape=BrokerFile)
         self.perm = int(saved.get("brokerPermission", self.perm))
@@ -108,7 +145,22 @@ class Broker:
                 "would hide every message and reuse offsets)"
             )
 
+    def _role_changed(self) -> None:
+        """A replica that took office tells the nameservers its topics at once (routes). A
+        topic whose config had not reached it yet, while its messages had, is recreated from
+        the copied queues, so that none of its messages is left out of the routes."""
+        if self.role.is_master:
+            found = self.topics.rebuild([*self.store.queues.loaded, *self.store.queues.on_disk], missing_only=True)
+            if found:
+                log.warning("broker %s took office with messages of topics it had no config for: %s", self.name, found)
+            task = asyncio.get_running_loop().create_task(self.registry.register_now())
+            self.background.add(task)
+            task.add_done_callback(self.background.discard)
+
     def close(self) -> None:
+        self.replication.close()
+        if self.controller is not None:
+            self.controller.close()
         self.topics.close()
         self.offsets.persist()
         self.store.close()
@@ -166,6 +218,7 @@ class Broker:
 
     def background_tasks(self) -> list[Coroutine[Any, Any, None]]:
         return [
+            *([self.controller.run()] if self.controller is not None else []),
             self.registry.run(),
             self._every(self.config.offset_flush_interval_ms, "offset persist", self.offsets.save),
             self._every(self.config.checkpoint_interval_ms, "producer table persist", self.save_producers),
@@ -205,6 +258,13 @@ async def start(server: aio.Server, broker: Broker) -> list[asyncio.Task[None]]:
             "clients will not find it",
             broker.name,
         )
+    if broker.controller is not None:
+        try:
+            await broker.controller.beat()  # learn this replica's role before serving writes
+        except RocketSparkError as exc:
+            log.warning(
+                "broker %s replica %d: the controller did not answer yet: %s", broker.name, broker.role.replica_id, exc
+            )
     tasks = [asyncio.create_task(t) for t in broker.background_tasks()]
     await broker.registry.register_now()
     return tasks

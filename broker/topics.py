@@ -10,6 +10,7 @@ and lives only on the brokers that happened to receive its first messages.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,13 +78,17 @@ class TopicTable:
                 self.topics.pop(change.delete, None)
             self.version = max(self.version, change.version)
 
-    def rebuild(self, queues: list[tuple[str, int]]) -> list[str]:
-        """Recreate a lost table from the consume queues on disk: every topic that has one,
-        with as many queues as its highest queue id says, readable and writable. Returns the
-        topics, for the log; the operator checks queue counts and permissions afterwards."""
+    def rebuild(self, queues: Iterable[tuple[str, int]], *, missing_only: bool = False) -> list[str]:
+        """Recreate a lost table (or, ``missing_only``, the topics it lacks) from the consume
+        queues: every topic that has one, with as many queues as its highest queue id says,
+        readable and writable. Returns the topics, for the log; the operator checks queue
+        counts and permissions afterwards."""
         counts: dict[str, int] = {}
         for topic, queue_id in queues:
-            counts[topic] = max(counts.get(topic, 0), queue_id + 1)
+            if not (missing_only and topic in self.topics):
+                counts[topic] = max(counts.get(topic, 0), queue_id + 1)
+        if not counts:
+            return []
         for topic, count in sorted(counts.items()):
             n = min(count, MAX_QUEUES)
             self.topics[topic] = BrokerTopic(TopicConfig(topic, n, n, Perm.READ_WRITE), 0)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from grpc import aio
@@ -19,6 +20,7 @@ from rocketspark.protocol.codec import pack, unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.headers import get_list, get_str
+from rocketspark.protocol.types import BrokerData
 from rocketspark.remoting.server import Dispatcher, PushHub, run_every, serve_until_signalled
 from rocketspark.remoting.server import create_server as bind_server
 
@@ -38,6 +40,7 @@ class NameServer:
             max_per_client=config.max_subscriptions_per_client,
         )
         self.controller = Controller(config) if config.controller_enable else None
+        self._masters: dict[str, tuple[str | None, int]] = {}  # group -> (master, epoch), last seen
         self.address = ""
         self.dropped_brokers = 0
         self._register_handlers()
@@ -84,13 +87,43 @@ class NameServer:
         route = self.routes.route(topic)
         if route is None:
             raise TopicNotExistError(f"No topic route info in name server for the topic: {topic}")
+        if self.controller is not None:
+            route = replace(route, brokers=tuple(self._where(b) for b in route.brokers))
         return cmd.response(body=pack(route.to_wire()))
+
+    def _where(self, broker: BrokerData) -> BrokerData:
+        """A replica group's entry as the controller sees it now: the master it elected (the
+        registration may still name a dead one) and the live slaves, for reads."""
+        assert self.controller is not None
+        found = self.controller.addresses(broker.broker_name)
+        if found is None:
+            return broker
+        master, slaves = found
+        return replace(broker, address=master, replicas=slaves)
+
+    def watch_masters(self) -> None:
+        """A group whose master changed: its topics' subscribers re-read their routes."""
+        assert self.controller is not None
+        masters = self.controller.masters()
+        for name, now in masters.items():
+            before = self._masters.get(name)
+            if before is not None and before != now:
+                live = self.routes.brokers.get(name)
+                self.notifier.mark(live.topics if live is not None else ())
+                log.info("group %s: master now %s (epoch %d); its routes' subscribers are told", name, now[0], now[1])
+        self._masters = masters
 
     async def topic_list(self, cmd: RemotingCommand) -> RemotingCommand:
         return cmd.response(body=pack(sorted(self.routes.topic_queues)))
 
     async def cluster_info(self, cmd: RemotingCommand) -> RemotingCommand:
-        return cmd.response(body=pack(self.routes.cluster_info()))
+        info = self.routes.cluster_info()
+        if self.controller is not None:
+            for name, entry in info["brokers"].items():
+                found = self.controller.addresses(name)
+                if found is not None:
+                    entry["addr"], entry["replicas"] = found[0], list(found[1])
+        return cmd.response(body=pack(info))
 
     async def delete_topic(self, cmd: RemotingCommand) -> RemotingCommand:
         topic = get_str(cmd, "topic")
@@ -162,6 +195,8 @@ class NameServer:
         if self.controller is not None:
             scan = self.controller.scan
             tasks.append(asyncio.create_task(run_every(SCAN_INTERVAL_MS, "controller election scan", scan, log)))
+            watch = self.watch_masters
+            tasks.append(asyncio.create_task(run_every(SCAN_INTERVAL_MS, "master change watch", watch, log)))
         return tasks
 
 

@@ -1,6 +1,7 @@
 """The ``rocketspark`` command: run a local cluster as a sidecar, and administer a cluster.
 
     rocketspark cluster up --brokers 2                 nameserver + brokers, foreground
+    rocketspark cluster up --brokers 1 --replicas 3    one replica group of three, with the controller
     rocketspark admin -n 127.0.0.1:9876 clusters       the mqadmin equivalents, as tables
     rocketspark admin create-topic orders --queues 8
     rocketspark admin status orders
@@ -62,6 +63,7 @@ def cluster_up(args: argparse.Namespace) -> int:
         broker_config=config,
         nameserver_config={"listen_port": args.port},
         processes=args.processes,
+        replicas=args.replicas,
     )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -71,7 +73,12 @@ def cluster_up(args: argparse.Namespace) -> int:
         _table(
             "rocketspark cluster",
             ["role", "name", "address"],
-            [("nameserver", "-", cluster.nameserver)] + [("broker", n, a) for n, a in cluster.brokers.items()],
+            [("nameserver", "-", cluster.nameserver)]
+            + [
+                ("broker" if args.replicas == 1 else f"replica {i}", n, a)
+                for n in cluster.brokers
+                for i, a in enumerate(cluster.replicas_of(n) or [cluster.brokers[n]])
+            ],
         )
         console.print(f"data in {cluster.data_dir}; export ROCKETSPARK_NAMESRV={cluster.nameserver}; Ctrl-C stops")
         print(f"cluster ready on {cluster.nameserver}", flush=True)
@@ -288,6 +295,9 @@ def build_parser() -> argparse.ArgumentParser:
     up = sub.add_parser("cluster", help="run a local cluster").add_subparsers(dest="action", required=True)
     run = up.add_parser("up", help="start a nameserver and brokers in the foreground; Ctrl-C stops")
     run.add_argument("--brokers", type=int, default=2)
+    run.add_argument(
+        "--replicas", type=int, default=1, help="replicas per broker group (>1: the controller elects masters)"
+    )
     run.add_argument("--port", type=int, default=9876, help="nameserver port (0: any free port)")
     run.add_argument("--data-dir", help="store directory (default: a temporary one, deleted at stop)")
     run.add_argument("--flush-mode", choices=["async", "sync"])

@@ -14,160 +14,28 @@ This is the one module of the ``rocketspark`` package that imports ``broker`` an
 
 from __future__ import annotations
 
-import asyncio
 import os
-import queue
 import shutil
-import signal
-import string
-import subprocess
+import socket
 import sys
 import tempfile
-import threading
-import time
 from collections.abc import Awaitable, Callable
-from concurrent.futures import Future
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
 from rocketspark.configfile import from_mapping
+from rocketspark.servers import (
+    READY_TIMEOUT_S,
+    ClusterError,
+    InProcess,
+    ServerProcess,
+    StopServer,
+    broker_names,
+    write_toml,
+)
 
-READY_TIMEOUT_S = 60.0
-
-
-class ClusterError(RuntimeError):
-    """A server of the local cluster failed to start or stop; the message holds its output."""
-
-
-def broker_names(count: int) -> list[str]:
-    return [f"broker-{string.ascii_lowercase[i % 26]}{'' if i < 26 else i // 26}" for i in range(count)]
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    return repr(value)
-
-
-def write_toml(path: Path, values: dict[str, Any]) -> None:
-    path.write_text("".join(f"{key} = {_toml_value(value)}\n" for key, value in values.items()))
-
-
-@dataclass
-class ServerProcess:
-    """A child server process and the address its readiness line announced."""
-
-    name: str
-    args: list[str]
-    log_path: Path
-    process: subprocess.Popen[str] | None = None
-    address: str = ""
-    ready_timeout_s: float = READY_TIMEOUT_S
-
-    def start(self, env: dict[str, str] | None = None) -> str:
-        """Start the child and wait, at most ``ready_timeout_s``, for its readiness line."""
-        log = open(self.log_path, "a")  # noqa: SIM115 - lives as long as the child
-        self.process = subprocess.Popen(
-            self.args, stdout=subprocess.PIPE, stderr=log, text=True, env=env, start_new_session=True
-        )
-        log.close()
-        lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
-        threading.Thread(target=self._read_stdout, args=(self.process, lines), daemon=True).start()
-        deadline = time.monotonic() + self.ready_timeout_s
-        why = f"did not print its readiness line within {self.ready_timeout_s:g} s"
-        while (left := deadline - time.monotonic()) > 0:
-            try:
-                line = lines.get(timeout=left)  # a child hanging before its first line cannot hang us
-            except queue.Empty:
-                break
-            if line is None:
-                try:
-                    why = f"exited with status {self.process.wait(5)} before it was ready"
-                except subprocess.TimeoutExpired:
-                    why = "closed its output before it was ready"
-                break
-            if " ready on " in line:
-                self.address = line.rsplit(" ready on ", 1)[1].strip()
-                return self.address
-        self.kill()
-        raise ClusterError(f"{self.name} {why}; its log {self.log_path} ends with:\n{self.tail()}")
-
-    @staticmethod
-    def _read_stdout(process: subprocess.Popen[str], lines: queue.SimpleQueue[str | None]) -> None:
-        """Hand stdout lines over until the readiness line (None: the child closed stdout),
-        then keep draining the pipe so that the child never blocks writing to it."""
-        assert process.stdout is not None
-        for line in process.stdout:
-            lines.put(line)
-            if " ready on " in line:
-                break
-        else:
-            lines.put(None)
-            return
-        for _ in process.stdout:
-            pass
-
-    def tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log_path.read_text().splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
-
-    @property
-    def pid(self) -> int | None:
-        return self.process.pid if self.process else None
-
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def stop(self, timeout_s: float = 15) -> None:
-        """SIGTERM and wait for the clean shutdown; SIGKILL if it hangs."""
-        if not self.alive():
-            return
-        assert self.process is not None
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            self.kill()
-
-    def kill(self) -> None:
-        """SIGKILL: the process dies at once, as in a crash."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(10)
-
-
-StopServer = Callable[[Any, Any, list[Any]], Awaitable[None]]  # broker.server.stop, nameserver.server.stop
-
-
-@dataclass
-class _InProcess:
-    """All servers on one event loop in a daemon thread."""
-
-    loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.new_event_loop)
-    thread: threading.Thread | None = None
-    servers: dict[str, tuple[Any, Any, list[Any], StopServer]] = field(default_factory=dict)
-
-    def start(self) -> None:
-        self.thread = threading.Thread(target=self.loop.run_forever, name="local-cluster", daemon=True)
-        self.thread.start()
-
-    def run(self, coro: Any, timeout_s: float = READY_TIMEOUT_S) -> Any:
-        future: Future[Any] = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        return future.result(timeout_s)
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        if self.thread is not None:
-            self.thread.join(10)
-        self.loop.close()
+__all__ = ["READY_TIMEOUT_S", "ClusterError", "LocalCluster", "ServerProcess", "broker_names", "write_toml"]
 
 
 class LocalCluster:
@@ -176,6 +44,11 @@ class LocalCluster:
     ``broker_config`` sets broker config keys for every broker (see ``conf/broker-a.toml``),
     e.g. ``{"flush_mode": "sync", "auto_create_topic_enable": False}``; ``nameserver_config``
     the same for the nameserver.
+
+    With ``replicas`` = R > 1 every broker is a replica group of R replicas (ids 0..R-1, each
+    with its own port and data directory), and the nameserver runs the controller that elects
+    their masters. ``kill``, ``pause``, ``resume`` and ``restart`` act on one replica by its
+    address; ``replicas_of(name)`` lists a group's addresses.
     """
 
     def __init__(
@@ -187,7 +60,11 @@ class LocalCluster:
         broker_config: dict[str, Any] | None = None,
         nameserver_config: dict[str, Any] | None = None,
         cluster_name: str = "DefaultCluster",
+        replicas: int = 1,
     ) -> None:
+        if replicas < 1:
+            raise ClusterError(f"replicas must be at least 1, not {replicas}")
+        self.replica_count = replicas
         self.broker_count = brokers
         self.processes = processes
         self.broker_config = dict(broker_config or {})
@@ -198,20 +75,26 @@ class LocalCluster:
         self.nameserver = ""
         self.brokers: dict[str, str] = {}  # name -> address
         self._procs: dict[str, ServerProcess] = {}
-        self._inproc: _InProcess | None = None
+        self._inproc: InProcess | None = None
         self._ports: dict[str, int] = {}  # every broker ever started: a restart reuses its port
+        self._replicas: dict[str, dict[int, str]] = {}  # group -> replica id -> address
+        self._by_address: dict[str, tuple[str, int]] = {}  # replica address -> (group, replica id)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
     def start(self) -> Self:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if not self.processes:
-            self._inproc = _InProcess()
+            self._inproc = InProcess()
             self._inproc.start()
         try:
             self._start_nameserver()
             for name in broker_names(self.broker_count):
-                self.start_broker(name)
+                if self.replica_count == 1:
+                    self.start_broker(name)
+                else:
+                    for replica_id in range(self.replica_count):
+                        self._start_replica(name, replica_id)
         except BaseException:
             self.stop()
             raise
@@ -220,6 +103,8 @@ class LocalCluster:
     def stop(self) -> None:
         for name in list(self.brokers):
             self.stop_broker(name)
+        for group, replica_id in list(self._by_address.values()):
+            self._stop_server(_key(group, replica_id))
         self._stop_server("nameserver")
         if self._inproc is not None:
             self._inproc.close()
@@ -238,7 +123,14 @@ class LocalCluster:
     # -- nameserver ---------------------------------------------------------------------------
 
     def _start_nameserver(self) -> None:
-        values = {"listen_host": "127.0.0.1", "listen_port": 0, **self.nameserver_config}
+        values: dict[str, Any] = {"listen_host": "127.0.0.1", "listen_port": 0}
+        if self.replica_count > 1:  # replica groups: the controller runs inside the nameserver
+            values |= {
+                "controller_enable": True,
+                "controller_raft_address": f"127.0.0.1:{_free_port()}",
+                "controller_data_dir": str(self.data_dir / "controller"),
+            }
+        values |= self.nameserver_config
         if self.processes:
             self.nameserver = self._start_process("nameserver", "nameserver", values)
             return
@@ -266,18 +158,74 @@ class LocalCluster:
     def start_broker(self, name: str | None = None) -> str:
         """Start a broker (a new one, or one that was stopped or killed, on its old port)."""
         name = name or broker_names(len(self._ports) + 1)[-1]
-        values = self.broker_values(name)
-        if self.processes:
-            address = self._start_process(name, "broker", values)
-        else:
-            from broker import server
-            from broker.config import BrokerConfig
-
-            config = from_mapping(BrokerConfig, values, f"broker {name} config")
-            address = self._start_inproc(name, lambda: server.create_server(config), server.start, server.stop)
+        address = self._start_broker_server(name, self.broker_values(name))
         self.brokers[name] = address
         self._ports[name] = int(address.rsplit(":", 1)[1])
         return address
+
+    def _start_broker_server(self, key: str, values: dict[str, Any]) -> str:
+        if self.processes:
+            return self._start_process(key, "broker", values)
+        from broker import server
+        from broker.config import BrokerConfig
+
+        config = from_mapping(BrokerConfig, values, f"broker {key} config")
+        return self._start_inproc(key, lambda: server.create_server(config), server.start, server.stop)
+
+    # -- replica groups -----------------------------------------------------------------------
+
+    def _start_replica(self, group: str, replica_id: int) -> str:
+        key = _key(group, replica_id)
+        values = {
+            **self.broker_values(group),
+            "listen_port": self._ports.get(key, 0),
+            "data_dir": str(self.data_dir / key),
+            "controller_mode": True,
+            "replica_id": replica_id,
+            **self.broker_config,
+        }
+        address = self._start_broker_server(key, values)
+        self._ports[key] = int(address.rsplit(":", 1)[1])
+        self._replicas.setdefault(group, {})[replica_id] = address
+        self._by_address[address] = (group, replica_id)
+        self.brokers.setdefault(group, address)
+        return address
+
+    def replicas_of(self, group: str) -> list[str]:
+        """The addresses of a replica group's replicas, by replica id."""
+        return [address for _, address in sorted(self._replicas.get(group, {}).items())]
+
+    def _replica(self, address: str) -> tuple[str, int]:
+        found = self._by_address.get(address)
+        if found is None:
+            raise ClusterError(f"no replica of this cluster is at {address}; replicas: {sorted(self._by_address)}")
+        return found
+
+    def _process(self, address: str) -> ServerProcess:
+        if not self.processes:
+            raise ClusterError("kill, pause and resume need LocalCluster(processes=True)")
+        proc = self._procs.get(_key(*self._replica(address)))
+        if proc is None:
+            raise ClusterError(f"the replica at {address} is not running; restart({address!r}) starts it")
+        return proc
+
+    def kill(self, address: str) -> None:
+        """SIGKILL one replica, as a crash would."""
+        self._process(address).kill()
+
+    def pause(self, address: str) -> None:
+        """SIGSTOP one replica: it hangs with its connections open."""
+        self._process(address).pause()
+
+    def resume(self, address: str) -> None:
+        self._process(address).resume()
+
+    def restart(self, address: str) -> str:
+        """Start a replica again on its port and data directory (stopping it cleanly first
+        if it runs)."""
+        group, replica_id = self._replica(address)
+        self._stop_server(_key(group, replica_id))
+        return self._start_replica(group, replica_id)
 
     def stop_broker(self, name: str) -> None:
         """Stop a broker cleanly (it unregisters and flushes)."""
@@ -346,3 +294,16 @@ class LocalCluster:
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "") if env.get("PYTHONPATH") else root
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env
+
+
+def _key(group: str, replica_id: int) -> str:
+    """A replica's name for its process, log and data directory."""
+    return f"{group}-r{replica_id}"
+
+
+def _free_port() -> int:
+    """A port free now (the controller's Raft needs its address before it starts)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port

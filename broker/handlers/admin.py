@@ -40,6 +40,7 @@ def register(broker: Broker) -> None:
 
 
 async def create_topic(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
+    broker.role.check_writable()  # only the group's master changes what its slaves copy
     topic = get_str(cmd, "topic")
     validate_topic_name(topic)
     write = get_int(cmd, "writeQueueNums", 8)
@@ -59,6 +60,7 @@ async def create_topic(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
 
 
 async def delete_topic(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
+    broker.role.check_writable()  # only the group's master changes what its slaves copy
     topic = get_str(cmd, "topic")
     existed = broker.topics.delete(topic)
     broker.static.delete(topic)

@@ -44,6 +44,7 @@ def register(broker: Broker) -> None:
     async def update_consumer_offset(cmd: RemotingCommand) -> RemotingCommand:
         group, topic = get_str(cmd, "consumerGroup"), get_str(cmd, "topic")
         queue_id, offset = get_int(cmd, "queueId"), get_int(cmd, "commitOffset")
+        broker.role.check_writable()  # progress lives on the master; its slaves copy it
         if offset < 0:
             raise InvalidParameterError(f"commit offset must be >= 0, got {offset}")
         if get_bool(cmd, "logical", False):

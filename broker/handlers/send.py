@@ -127,6 +127,7 @@ async def handle_send(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
     topic = get_str(cmd, "topic")
     validate_topic_name(topic)
     born, payloads, hashes = validate_entries(broker, cmd.body)  # a malformed body is reported first
+    broker.role.check_writable()  # a slave, or a master whose lease ran out, never takes a write
     config = await resolve_topic(broker, cmd, topic)
     check_writable(broker, config)
     queue_id, delta, logical_id = target_queue(broker, cmd, config)
@@ -149,8 +150,10 @@ async def handle_send(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
         broker.producers.stored((producer_id, topic, queue_id), seq + skipped, result.count, result.end_offset)
     broker.longpoll.notify((topic, queue_id))
     status = SendStatus.SEND_OK
+    broker.replication.appended()
     if broker.config.flush_mode == "sync" and not await broker.store.wait_flushed(result.end_offset):
         status = SendStatus.FLUSH_DISK_TIMEOUT
+    await broker.replication.acknowledge(result.end_offset)  # in_sync_replicas of the group hold it
     ext.update(
         queueOffset=result.first_queue_offset + delta,
         count=result.count,

@@ -30,6 +30,7 @@ def register(broker: Broker) -> None:
 
 
 async def update_static_topic(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
+    broker.role.check_writable()  # only the group's master changes what its slaves copy
     body = unpack(cmd.body)
     if not isinstance(body, dict) or "mapping" not in body:
         raise MalformedRequestError("UPDATE_AND_CREATE_STATIC_TOPIC needs a body {mapping, force}")
@@ -56,6 +57,7 @@ async def update_static_topic(broker: Broker, cmd: RemotingCommand) -> RemotingC
 
 
 async def seal_queues(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
+    broker.role.check_writable()  # only the group's master changes what its slaves copy
     """Seal the open segments of the given logical queues; answer each one's end offset."""
     topic = get_str(cmd, "topic")
     logical_ids = [_logical_id(raw) for raw in get_list(cmd, "logicQueueIds")]

@@ -117,6 +117,23 @@ class Controller:
             "replicas": replicas,
         }
 
+    def addresses(self, name: str) -> tuple[str, tuple[str, ...]] | None:
+        """Where a replica group is, for routes: its master ("" while it has none) and its
+        live slaves; None for a broker that is no replica group."""
+        group = self.raft.group(name)
+        if group is None:
+            return None
+        slaves = tuple(
+            address
+            for replica_id, address in sorted(group.replicas.items())
+            if replica_id != group.master_id and self.liveness.alive(group.name, replica_id, address)
+        )
+        return group.master_address or "", slaves
+
+    def masters(self) -> dict[str, tuple[str | None, int]]:
+        """Every group's master and master epoch, to notice a change of master."""
+        return {name: (g.master_address, g.master_epoch) for name, g in self.raft.snapshot().items()}
+
     def _answer(self, cmd: RemotingCommand, group: GroupState) -> RemotingCommand:
         return cmd.response(body=pack(self.view(group)))
 

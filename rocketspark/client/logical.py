@@ -125,7 +125,7 @@ def logical_view(route: TopicRouteData) -> list[LogicalQueue]:
             LogicalQueue(
                 route.topic,
                 logical_id,
-                tuple(Segment(item, route.address_of(item.bname)) for item in mapping.items(logical_id)),
+                tuple(Segment(item, route.read_address_of(item.bname)) for item in mapping.items(logical_id)),
                 mapping.epoch,
                 True,
             )
@@ -151,4 +151,4 @@ def physical_queue(route: TopicRouteData, broker_name: str, queue_id: int) -> Lo
 def _whole_queue(route: TopicRouteData, broker_name: str, queue_id: int) -> Segment:
     """A normal topic's queue as the one open segment of a logical queue, from offset 0."""
     item = LogicQueueMappingItem(gen=0, queue_id=queue_id, bname=broker_name, logic_offset=0)
-    return Segment(item, route.address_of(broker_name))
+    return Segment(item, route.read_address_of(broker_name))

@@ -72,7 +72,7 @@ def read_queues(route: TopicRouteData) -> list[QueueRef]:
     return [
         QueueRef(q.broker_name, i)
         for q in sorted(route.queues, key=lambda q: q.broker_name)
-        if q.perm & Perm.READ and route.address_of(q.broker_name)
+        if q.perm & Perm.READ and route.read_address_of(q.broker_name)
         for i in range(q.read_queue_nums)
     ]
 

@@ -300,16 +300,23 @@ class QueueData:
 
 @dataclass(frozen=True, slots=True)
 class BrokerData:
+    """A broker group in a route: its master's address ("" while it has none) and, for a
+    replica group, its live slaves' addresses (reads may go there)."""
+
     cluster: str
     broker_name: str
     address: str
+    replicas: tuple[str, ...] = ()
 
     def to_wire(self) -> dict[str, Any]:
-        return {"cluster": self.cluster, "broker": self.broker_name, "addr": self.address}
+        wire: dict[str, Any] = {"cluster": self.cluster, "broker": self.broker_name, "addr": self.address}
+        if self.replicas:
+            wire["replicas"] = list(self.replicas)
+        return wire
 
     @classmethod
     def from_wire(cls, d: dict[str, Any]) -> BrokerData:
-        return cls(d["cluster"], d["broker"], d["addr"])
+        return cls(d["cluster"], d["broker"], d["addr"], tuple(d.get("replicas", ())))
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,9 +330,17 @@ class TopicRouteData:
     fetched_at: float = field(default_factory=time.monotonic, compare=False)
 
     def address_of(self, broker_name: str) -> str | None:
+        """Where writes to the group go: its master ("" or None while there is none)."""
         for b in self.brokers:
             if b.broker_name == broker_name:
                 return b.address
+        return None
+
+    def read_address_of(self, broker_name: str) -> str | None:
+        """Where reads of the group go: its master, else one of its slaves."""
+        for b in self.brokers:
+            if b.broker_name == broker_name:
+                return b.address or (b.replicas[0] if b.replicas else None)
         return None
 
     def to_wire(self) -> dict[str, Any]:

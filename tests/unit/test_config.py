@@ -71,3 +71,17 @@ def test_the_shipped_nameserver_config_lists_every_key_with_its_default() -> Non
 def test_a_negative_subscription_cap_is_an_error() -> None:
     with pytest.raises(ConfigError, match="max_subscriptions_per_client -1 must be >= 0"):
         ns_config.NameServerConfig(max_subscriptions_per_client=-1)
+
+
+def test_the_replica_group_example_configs_load_as_one_group_of_three() -> None:
+    replicas = [broker_config.load(path) for path in sorted((ROOT / "conf" / "replica-group").glob("broker-*.toml"))]
+    assert [(c.broker_name, c.replica_id, c.controller_mode) for c in replicas] == [
+        ("broker-a", i, True) for i in range(3)
+    ]
+    assert len({c.data_dir for c in replicas}) == len({c.listen_port for c in replicas}) == 3
+    assert ns_config.load(ROOT / "conf" / "replica-group" / "nameserver.toml").controller_enable
+
+
+def test_in_sync_replicas_above_one_needs_controller_mode() -> None:
+    with pytest.raises(ConfigError, match="in_sync_replicas = 2 needs replicas: set controller_mode = true"):
+        broker_config.BrokerConfig(in_sync_replicas=2)

@@ -1,0 +1,49 @@
+"""What a master hands its slaves besides the log: the broker's tables, as one snapshot."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from broker.dedupe import ProducerTable
+from broker.offsets import ConsumerOffsets
+from broker.static_topics import StaticTopics
+from broker.topics import TopicTable
+
+
+class BrokerMetadata:
+    """Topic configs, static-topic mappings, consumer offsets and idempotent producers."""
+
+    def __init__(
+        self,
+        topics: TopicTable,
+        static: StaticTopics,
+        offsets: ConsumerOffsets,
+        producers: ProducerTable,
+        flushed_offset: Callable[[], int],
+    ) -> None:
+        self.topics = topics
+        self.static = static
+        self.offsets = offsets
+        self.producers = producers
+        self.flushed_offset = flushed_offset
+
+    def version(self) -> str:
+        """Changes whenever a topic config or a static-topic mapping changes: a slave copies
+        those at once (offsets and producers follow every ``ha_metadata_interval_ms``)."""
+        mappings = sum(d.epoch for d in self.static.details.values())
+        return f"{self.topics.version}.{len(self.static.details)}.{mappings}"
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "topics": [t.to_json() for t in self.topics.topics.values()],
+            "mappings": [d.to_wire() for d in self.static.details.values()],
+            "offsets": self.offsets.snapshot(),
+            "producers": self.producers.snapshot(self.flushed_offset())["producers"],
+        }
+
+    def adopt(self, snapshot: dict[str, Any]) -> None:
+        self.topics.adopt(snapshot["topics"])
+        self.static.adopt(snapshot["mappings"])
+        self.offsets.adopt(snapshot["offsets"])
+        self.producers.adopt(snapshot["producers"])
