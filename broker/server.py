@@ -35,7 +35,7 @@ from broker.store.metafile import MetadataCorrupted, read_json, write_json_atomi
 from broker.store.recovery import RecoveryReport
 from broker.store.store import MessageStore
 from broker.topics import TopicTable
-from rocketspark.errors import RocketSparkError
+from rocketspark.errors import ControllerInvalidRequestError, ControllerReplicaIdInvalidError, RocketSparkError
 from rocketspark.protocol.types import Perm
 from rocketspark.remoting.server import Dispatcher, run_every, serve_until_signalled
 from rocketspark.remoting.server import create_server as bind_server
@@ -261,6 +261,10 @@ async def start(server: aio.Server, broker: Broker) -> list[asyncio.Task[None]]:
     if broker.controller is not None:
         try:
             await broker.controller.beat()  # learn this replica's role before serving writes
+        except (ControllerReplicaIdInvalidError, ControllerInvalidRequestError):
+            await server.stop(grace=0)
+            broker.close()
+            raise  # another replica holds this id, or the group is another cluster's: a config error
         except RocketSparkError as exc:
             log.warning(
                 "broker %s replica %d: the controller did not answer yet: %s", broker.name, broker.role.replica_id, exc

@@ -39,6 +39,7 @@ from rocketspark.errors import (
     NoPermissionError,
     NoRouteInfoError,
     NotLeaderForQueueError,
+    NotMasterError,
     RequestTimeoutError,
     RocketSparkError,
     SystemBusyError,
@@ -58,8 +59,9 @@ MiB = 1024 * 1024
 RETRY_ON = (ConnectError, RequestTimeoutError, NoPermissionError, TopicNotExistError)
 # Of those, the ones that say the cached route is wrong (not just that a broker is down).
 ROUTE_WRONG = (NoPermissionError, TopicNotExistError)
-# Errors saying the queue now lives elsewhere: re-read the route and send again.
-MOVED = (NotLeaderForQueueError, MappingStaleError)
+# Errors saying the queue now lives elsewhere (a remap, or a new master of a replica group):
+# re-read the route and send again.
+MOVED = (NotLeaderForQueueError, MappingStaleError, NotMasterError)
 # Less time than this left of the send timeout: another attempt could only time out (and would
 # wrongly mark a healthy broker in the latency table), so the failure is raised instead.
 MIN_ATTEMPT_S = 0.05

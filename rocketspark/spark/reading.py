@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -84,13 +85,18 @@ def _lost(spec: ReadSpec, r: SegmentRange, start: int, end: int, why: str) -> No
 
 
 def _broker_address(spec: ReadSpec, broker_name: str) -> str | None:
-    """Ask a nameserver where a broker is now (it may have restarted on another port). Rare:
+    """Ask a nameserver where a broker is now (it may have restarted on another port, or its
+    replica group have a new master; a group without one is read from a live slave). Rare:
     only when the planned address fails or was unknown, so a short-lived admin client will do."""
     try:
         with Admin(list(spec.nameservers), timeout_ms=spec.pull_timeout_ms, route_push=False) as admin:
-            return admin.brokers().get(broker_name)
+            entry = admin.cluster_list()["brokers"].get(broker_name)
     except RocketSparkError:
         return None
+    if not entry:
+        return None
+    address: str | None = entry["addr"] or next(iter(entry.get("replicas", ())), None)
+    return address
 
 
 def _exact_tags(batch: pa.RecordBatch, tags: pa.Array) -> pa.RecordBatch:
@@ -109,18 +115,22 @@ def read_range(spec: ReadSpec, r: SegmentRange) -> Iterator[pa.RecordBatch]:
     address = segment.address or _broker_address(spec, segment.broker_name) or segment.require_address(topic)
     remoting = client()
     offset = r.start
-    retried = False
+    give_up = 0.0  # while a broker cannot be reached: when to stop looking for where it went
     pending: Future[RemotingCommand] = remoting.invoke_async(address, _request(spec, r, offset), spec.pull_timeout_ms)
     while offset < r.end:
         try:
             response = pending.result()
         except ConnectError:
-            moved = None if retried else _broker_address(spec, segment.broker_name)
-            if moved is None:
+            # Gone: restarted elsewhere, or its group is electing a master. Look again, for up
+            # to pullTimeoutMs (a failover takes the controller's heartbeat timeout).
+            give_up = give_up or time.monotonic() + spec.pull_timeout_ms / 1000
+            if time.monotonic() > give_up:
                 raise
-            address, retried = moved, True
+            time.sleep(0.2)
+            address = _broker_address(spec, segment.broker_name) or address
             pending = remoting.invoke_async(address, _request(spec, r, offset), spec.pull_timeout_ms)
             continue
+        give_up = 0.0
         code = response.code
         check(
             response, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY, ResponseCode.PULL_OFFSET_MOVED

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from rocketspark import Admin, Consumer, LocalCluster, Message, Producer
-from rocketspark.errors import NotMasterError, RocketSparkError
+from rocketspark.cluster import write_toml
+from rocketspark.errors import NotMasterError, RocketSparkError, SlaveNotAvailableError
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -251,3 +252,46 @@ def created(admin: Admin, topic: str) -> bool:
     except NotMasterError:
         return False
     return True
+
+
+def run_broker(conf: Path, values: dict[str, object]) -> subprocess.CompletedProcess[str]:
+    """Start ``python -m broker`` with ``values``; it is expected to refuse and exit."""
+    write_toml(conf, values)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    return subprocess.run(
+        [sys.executable, "-m", "broker", "--conf", str(conf)], capture_output=True, text=True, timeout=60, env=env
+    )
+
+
+def test_a_second_replica_claiming_a_live_replica_id_or_another_groups_data_is_refused(
+    replica_cluster: Callable[..., LocalCluster], tmp_path: Path
+) -> None:
+    cluster = replica_cluster(replicas=2, in_sync=1)
+    base = {
+        "broker_name": "broker-a",
+        "listen_host": "127.0.0.1",
+        "listen_port": 0,
+        "nameservers": [cluster.nameserver],
+        "controller_mode": True,
+        **BROKER,
+    }
+    twin = run_broker(tmp_path / "twin.toml", {**base, "replica_id": 1, "data_dir": str(tmp_path / "twin")})
+    assert twin.returncode == 2
+    assert "broker: " in twin.stderr and "replica" in twin.stderr.splitlines()[-1]
+    stranger = run_broker(
+        tmp_path / "b.toml",
+        {**base, "broker_name": "broker-b", "replica_id": 0, "data_dir": str(cluster.data_dir / "broker-a-r0")},
+    )
+    assert stranger.returncode == 2
+    assert "holds the data of replica 0 of broker group broker-a" in stranger.stderr.splitlines()[-1]
+    assert group(cluster).sync_state_set == sorted(cluster.replicas_of("broker-a"))  # nothing disturbed
+
+
+def test_in_sync_replicas_larger_than_the_group_fails_sends_clearly(
+    replica_cluster: Callable[..., LocalCluster],
+) -> None:
+    cluster = replica_cluster(replicas=2, in_sync=3)
+    with Admin(cluster.nameserver) as admin, Producer(cluster.nameserver) as producer:
+        admin.create_topic("too-few", queues=1)
+        with pytest.raises(SlaveNotAvailableError, match=r"2 in-sync replica\(s\), fewer than in_sync_replicas = 3"):
+            producer.send(Message("too-few", b"x", queue_id=0))
