@@ -18,7 +18,7 @@ built from the classes themselves, so adding a class is the only step::
         ├── RequestCodeNotSupported    3
         │   └── ControllerNotEnabledError 3   the nameserver runs no controller
         ├── FlushDiskTimeoutError      10     stored, but not yet flushed to disk
-        ├── SlaveNotAvailableError     11     too few in-sync replicas to acknowledge
+        ├── SlaveNotAvailableError     11     too few in-sync replicas; not stored (retriable)
         ├── FlushSlaveTimeoutError     12     not on enough replicas in time (retriable)
         ├── MessageIllegalError        13
         │   └── MessageTooLargeError   13     body over the size limit
@@ -125,10 +125,11 @@ class FlushDiskTimeoutError(ServerError):
 
 
 class SlaveNotAvailableError(ServerError):
-    """The group has fewer in-sync replicas than ``in_sync_replicas`` asks: the message was
-    stored on the master but not acknowledged."""
+    """The group has fewer in-sync replicas than ``in_sync_replicas`` asks; the send was not
+    stored (a retry is safe: slaves rejoin the set as they catch up)."""
 
     code = int(ResponseCode.SLAVE_NOT_AVAILABLE)
+    retriable = True
 
 
 class FlushSlaveTimeoutError(ServerError):

@@ -76,20 +76,29 @@ class Replication:
         """The log grew: wake the slaves' held requests."""
         self._grew.set()
 
+    def _in_sync_slaves(self) -> set[int]:
+        view = self.role.view
+        return set(view.sync_state_set) - {self.role.replica_id} if view is not None else set()
+
+    def check_can_acknowledge(self) -> None:
+        """Before a send is stored: refuse it (nothing stored, so a retry is safe) when the
+        SyncStateSet is too small to acknowledge it, e.g. right after a failover, until the
+        slaves have caught up with the new master."""
+        members = self._in_sync_slaves()
+        if len(members) < self.in_sync_replicas - 1:
+            raise SlaveNotAvailableError(
+                f"broker group {self.role.group} has {len(members) + 1} in-sync replica(s), fewer than "
+                f"in_sync_replicas = {self.in_sync_replicas}: nothing was stored. Retry (slaves rejoin as they "
+                "catch up); if it lasts, start or repair the group's slaves, or lower in_sync_replicas"
+            )
+
     async def acknowledge(self, end_offset: int) -> None:
         """Return once ``in_sync_replicas`` members of the SyncStateSet hold the log up to
-        ``end_offset``; raise when they are too few or too slow."""
+        ``end_offset``; raise when they are too slow (the message is stored on the master)."""
         needed = self.in_sync_replicas - 1
         if needed <= 0:
             return
-        view = self.role.view
-        members = set(view.sync_state_set) - {self.role.replica_id} if view is not None else set()
-        if len(members) < needed:
-            raise SlaveNotAvailableError(
-                f"broker group {self.role.group} has {len(members) + 1} in-sync replica(s), fewer than "
-                f"in_sync_replicas = {self.in_sync_replicas}: the message is stored on the master but not "
-                "acknowledged. Start or repair the group's slaves, or lower in_sync_replicas"
-            )
+        members = self._in_sync_slaves()
         if not await self.acks.wait(end_offset, members, needed, self.ack_timeout_s):
             raise FlushSlaveTimeoutError(
                 f"broker group {self.role.group}: {needed} slave(s) did not confirm the message within "

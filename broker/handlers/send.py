@@ -128,6 +128,7 @@ async def handle_send(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
     validate_topic_name(topic)
     born, payloads, hashes = validate_entries(broker, cmd.body)  # a malformed body is reported first
     broker.role.check_writable()  # a slave, or a master whose lease ran out, never takes a write
+    broker.replication.check_can_acknowledge()
     config = await resolve_topic(broker, cmd, topic)
     check_writable(broker, config)
     queue_id, delta, logical_id = target_queue(broker, cmd, config)

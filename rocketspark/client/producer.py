@@ -42,6 +42,7 @@ from rocketspark.errors import (
     NotMasterError,
     RequestTimeoutError,
     RocketSparkError,
+    SlaveNotAvailableError,
     SystemBusyError,
     TopicNotExistError,
 )
@@ -347,7 +348,7 @@ class Producer(ClientBase):
                 time.sleep(_backoff(moves))
                 log.debug("queue of %s moved (%s); retrying", topic, exc)
                 continue
-            except SystemBusyError:
+            except (SystemBusyError, SlaveNotAvailableError):  # nothing stored: wait and retry
                 busy += 1
                 pause = _busy_backoff(busy)
                 if time.monotonic() + pause + MIN_ATTEMPT_S > deadline:
@@ -359,6 +360,15 @@ class Producer(ClientBase):
             except RETRY_ON as exc:
                 if isinstance(exc, ROUTE_WRONG) and not info.template:
                     self.routes.invalidate(topic)
+                if pinned is not None and isinstance(exc, ConnectError):
+                    # A pinned queue cannot move to another broker: its broker may be a replica
+                    # group electing a new master, which the route will name. Wait for it.
+                    self.routes.invalidate(topic)
+                    moves += 1
+                    if time.monotonic() + _backoff(moves) > deadline:
+                        raise
+                    time.sleep(_backoff(moves))
+                    continue
                 failures += 1
                 if failures >= attempts or deadline - time.monotonic() < MIN_ATTEMPT_S:
                     raise

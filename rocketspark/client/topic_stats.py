@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rocketspark.client.logical import LogicalQueue, Segment
-from rocketspark.errors import TopicNotExistError
+from rocketspark.errors import ConnectError, TopicNotExistError
 from rocketspark.protocol.codec import unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.mapping import SegmentState
-from rocketspark.protocol.types import TopicRouteData
+from rocketspark.protocol.types import BrokerData, TopicRouteData
 
 if TYPE_CHECKING:
     from rocketspark.client.base import ClientBase
@@ -43,15 +43,28 @@ def fetch_topic_stats(client: ClientBase, route: TopicRouteData) -> TopicStats:
     as empty would move offsets backwards."""
     stats: TopicStats = {}
     for broker in route.brokers:
-        request = RemotingCommand.request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": route.topic})
         try:
-            rows = unpack(client.call(broker.address, request).body)
+            rows = _stats_rows(client, route.topic, broker)
         except TopicNotExistError:
             rows = []
         stats[broker.broker_name] = {
             int(r["queueId"]): QueueStats(int(r["min"]), int(r["max"]), int(r.get("lastStoreMs", 0))) for r in rows
         }
     return stats
+
+
+def _stats_rows(client: ClientBase, topic: str, broker: BrokerData) -> list[dict[str, int]]:
+    """A broker group's stats table: from its master, else (it cannot be reached, or the group
+    has none) from one of its live slaves, whose figures are at most a little behind."""
+    failed = ConnectError(f"broker group {broker.broker_name} has no live replica to read {topic} from")
+    for address in (a for a in (broker.address, *broker.replicas) if a):
+        request = RemotingCommand.request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic})
+        try:
+            rows: list[dict[str, int]] = unpack(client.call(address, request).body)
+            return rows
+        except ConnectError as exc:
+            failed = exc
+    raise failed
 
 
 def segment_stats(segment: Segment, stats: TopicStats) -> QueueStats:
