@@ -1,12 +1,16 @@
-"""The main job (``make run``): a Spark streaming ETL over a static topic, with a remap mid-stream.
+"""The main job (``make run``): a Spark streaming ETL over a static topic, with a remap and a
+master failover mid-stream.
 
-1. starts an embedded cluster (a nameserver and three brokers, in this process);
+1. starts a local cluster: a nameserver (with the replica-group controller) and three broker
+   groups of two replicas each (``in_sync_replicas = 2``: every event is on both replicas
+   before it is acknowledged), as processes;
 2. creates the static topics ``orders`` (8 logical queues on broker-a and broker-b) and
    ``customer-totals`` (4 logical queues);
 3. produces a stream of order events in the background;
 4. runs the streaming ETL of ``examples/streaming_etl.py`` (running totals per customer);
-5. moves logical queues 0 and 1 of ``orders`` to broker-c while the query runs, then
-   produces the second half of the events;
+5. moves logical queues 0 and 1 of ``orders`` to broker-c while the query runs, SIGKILLs the
+   master of broker-a (its slave takes over; the killed replica is restarted and rejoins),
+   then produces the second half of the events;
 6. waits until every event is processed, then prints the query's progress, the totals
    read back from ``customer-totals``, and whether they match what was produced.
 """
@@ -32,15 +36,51 @@ from rocketspark import Admin, Consumer, LocalCluster, Message, Producer
 
 EVENTS = 20_000
 CUSTOMERS = 40
+REPLICAS = 2
+BROKER = {
+    "in_sync_replicas": 2,
+    "controller_heartbeat_interval_ms": 300,
+    "master_lease_ms": 1500,
+    "ha_max_time_slave_not_catchup_ms": 3000,
+}
+HEARTBEAT_TIMEOUT = {"controller_broker_heartbeat_timeout_ms": 2000}
 
 
 def produce(nameserver: str, events: list[dict[str, Any]], done: threading.Event) -> None:
-    with Producer(nameserver) as producer:
+    with Producer(nameserver, send_timeout_ms=20_000) as producer:  # rides over a failover
         for start in range(0, len(events), 500):
             chunk = events[start : start + 500]
             producer.send_batch([Message(SOURCE, json.dumps(e).encode(), sharding_key=e["customer"]) for e in chunk])
             time.sleep(0.3)
     done.set()
+
+
+def wait_in_sync(nameserver: str, cluster: LocalCluster, timeout_s: float = 60) -> None:
+    """Until every replica of every group is in its group's SyncStateSet."""
+    deadline = time.monotonic() + timeout_s
+    with Admin(nameserver) as admin:
+        while any(len(g.sync_state_set) < REPLICAS for g in admin.replica_groups().values()):
+            if time.monotonic() > deadline:
+                raise SystemExit("the replica groups did not get in sync")
+            time.sleep(0.2)
+
+
+def fail_over(cluster: LocalCluster, group: str) -> None:
+    """SIGKILL the group's master mid-stream; once its slave has taken over, restart it (it
+    rejoins as a slave, cutting whatever it held that was never acknowledged)."""
+    with Admin(cluster.nameserver) as admin:
+        master = admin.replica_groups()[group].master
+        assert master is not None
+        cluster.kill(master)
+        killed = time.monotonic()
+        while admin.replica_groups()[group].master in (None, master):
+            time.sleep(0.1)
+        now = admin.replica_groups()[group]
+        print(
+            f"killed {group}'s master {master} mid-stream; {now.master} took over in {time.monotonic() - killed:.1f} s"
+        )
+        cluster.restart(master)
+        print(f"restarted {master}: it rejoins {group} as a slave")
 
 
 def caught_up(query: Any, latest: dict[str, int]) -> bool:
@@ -61,9 +101,13 @@ def main() -> None:
         {"order": i, "customer": f"c{rng.randrange(CUSTOMERS):02d}", "amount": round(rng.uniform(1, 200), 2)}
         for i in range(EVENTS)
     ]
-    with LocalCluster(brokers=3) as cluster, tempfile.TemporaryDirectory() as work:
+    cluster = LocalCluster(
+        brokers=3, replicas=REPLICAS, processes=True, broker_config=BROKER, nameserver_config=HEARTBEAT_TIMEOUT
+    )
+    with cluster, tempfile.TemporaryDirectory() as work:
         ns = cluster.nameserver
-        print(f"cluster: nameserver {ns}, brokers {', '.join(cluster.brokers)}")
+        print(f"cluster: nameserver {ns}, broker groups {', '.join(cluster.brokers)} ({REPLICAS} replicas each)")
+        wait_in_sync(ns, cluster)
         with Admin(ns) as admin:
             admin.create_static_topic(SOURCE, 8, brokers=["broker-a", "broker-b"])
             admin.create_static_topic(TARGET, 4, brokers=["broker-a", "broker-b"])
@@ -95,6 +139,7 @@ def main() -> None:
             result = admin.remap_static_topic(SOURCE, [0, 1], "broker-c")
             for queue, src, dst, start in result.moved:
                 print(f"remapped {SOURCE} logical queue {queue} mid-stream: {src} -> {dst}, new segment from {start}")
+        fail_over(cluster, "broker-a")
         first_half.join()
         threading.Thread(target=produce, args=(ns, events[half:], done), daemon=True).start()
 
