@@ -12,8 +12,9 @@ from it on are taken back, so the slave asks for them again.
 from __future__ import annotations
 
 from broker.store.commitlog import CommitLog
-from broker.store.recovery import QueueRegistry, Redispatcher
-from broker.store.scan import records_in
+from broker.store.consumequeue import ENTRY, ENTRY_SIZE, ConsumeQueue
+from broker.store.recovery import QueueRegistry, Redispatcher, tag_hash
+from broker.store.scan import ScannedRecord, records_in
 from rocketspark.protocol import record
 
 
@@ -23,6 +24,7 @@ class LogFollower:
 
     def __init__(self, commitlog: CommitLog, registry: QueueRegistry) -> None:
         self.commitlog = commitlog
+        self.registry = registry
         self.indexer = Redispatcher(registry, from_log_start=True, every_topic=True)
         self.indexed = commitlog.max_offset  # recovery indexed every whole record before it
         self.records = 0
@@ -47,11 +49,34 @@ class LogFollower:
             except record.RecordCorrupted:
                 self.commitlog.truncate(self.indexed)  # ask for these bytes again
                 raise
-            for rec in found:
-                self.indexer.dispatch(rec, lossy=True)
+            self._dispatch(found)
             self.records += len(found)
             self.indexed += used
             if sealed:
                 self.indexed = segment.base + segment.size
             elif used == 0:
                 return  # a record cut off by the chunk's end: the next chunk completes it
+
+    def _dispatch(self, records: list[ScannedRecord]) -> None:
+        """Index records, one write per queue for the runs that extend their queue in order
+        (the usual case: a copy of a log that was indexed the same way), the indexer's
+        careful path for the rest."""
+        runs: dict[tuple[str, int], tuple[ConsumeQueue, bytearray]] = {}
+        for rec in records:
+            key = (rec.topic, rec.queue_id)
+            run = runs.get(key)
+            if run is None:
+                cq = self.registry.queue(rec.topic, rec.queue_id)
+                if cq.max_offset != rec.queue_offset:
+                    self.indexer.dispatch(rec, lossy=True)
+                    continue
+                run = runs[key] = (cq, bytearray())
+            cq, entries = run
+            if cq.max_offset + len(entries) // ENTRY_SIZE != rec.queue_offset:
+                cq.append(bytes(entries))
+                del runs[key]
+                self.indexer.dispatch(rec, lossy=True)
+                continue
+            entries += ENTRY.pack(rec.phys, rec.size, tag_hash(rec.tags))
+        for cq, entries in runs.values():
+            cq.append(bytes(entries))

@@ -96,6 +96,10 @@ class PublishInfo:
     template: str | None  # "TBW102" when sending through the auto-create template
 
 
+def _replicated(route: TopicRouteData, broker_name: str) -> bool:
+    return any(b.broker_name == broker_name and b.replicas for b in route.brokers)
+
+
 def publish_info_of(route: TopicRouteData) -> PublishInfo:
     """Where sends to the route's topic can go. A normal topic: its write queues in view
     order. A static topic: one target per logical queue, at its leader segment (``hash % N``
@@ -360,6 +364,8 @@ class Producer(ClientBase):
             except RETRY_ON as exc:
                 if isinstance(exc, ROUTE_WRONG) and not info.template:
                     self.routes.invalidate(topic)
+                if isinstance(exc, ConnectError) and ref is not None and _replicated(info.route, ref.broker_name):
+                    self.routes.invalidate(topic)  # a replica group: the route may name a new master soon
                 if pinned is not None and isinstance(exc, ConnectError):
                     # A pinned queue cannot move to another broker: its broker may be a replica
                     # group electing a new master, which the route will name. Wait for it.
