@@ -29,12 +29,14 @@ class StaticTopics:
         self.path = path
         self.broker_name = broker_name
         self.details: dict[str, TopicQueueMappingDetail] = {}
+        self.version = 0
 
     def load(self) -> None:
         data = read_json(self.path, default={"mappings": []}, shape=MappingsFile)
         self.details = {d["topic"]: TopicQueueMappingDetail.from_wire(d) for d in data["mappings"]}
 
     def persist(self) -> None:
+        self.version += 1  # every change is persisted: slaves copy the mappings when this moves
         write_json_atomic(self.path, {"mappings": [d.to_wire() for d in self.details.values()]})
 
     def adopt(self, wire: list[dict[str, Any]]) -> bool:

@@ -38,7 +38,7 @@ class AckTracker:
     def report(self, replica_id: int, offset: int, log_end: int) -> None:
         now = time.monotonic()
         progress = self.slaves.setdefault(replica_id, SlaveProgress(offset))
-        progress.offset = max(progress.offset, offset) if offset <= log_end else offset
+        progress.offset = offset  # what it holds now: lower than before if it cut a damaged copy
         progress.seen_at = now
         if progress.offset >= log_end:
             progress.caught_up_at = now

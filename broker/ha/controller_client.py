@@ -67,8 +67,7 @@ class ControllerLink:
 
     async def _call(self, nameserver: str, code: int, ext: dict[str, Any]) -> GroupView:
         request = RemotingCommand.request(code, {**self._ext(), **ext})
-        response = await asyncio.wrap_future(self.client.invoke_async(nameserver, request))
-        return parse_view(check(response).body)
+        return parse_view(check(await self.client.invoke_await(nameserver, request)).body)
 
     async def register(self) -> None:
         """Join the group (idempotent); the first replica a group ever has becomes its master."""

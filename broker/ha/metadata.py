@@ -31,8 +31,7 @@ class BrokerMetadata:
     def version(self) -> str:
         """Changes whenever a topic config or a static-topic mapping changes: a slave copies
         those at once (offsets and producers follow every ``ha_metadata_interval_ms``)."""
-        mappings = sum(d.epoch for d in self.static.details.values())
-        return f"{self.topics.version}.{len(self.static.details)}.{mappings}"
+        return f"{self.topics.version}.{self.static.version}"
 
     def snapshot(self) -> dict[str, Any]:
         return {

@@ -160,9 +160,7 @@ class Replication:
     # -- the slave ---------------------------------------------------------------------------
 
     async def _call(self, master: str, code: int, ext: dict[str, Any], timeout_ms: int) -> RemotingCommand:
-        request = RemotingCommand.request(code, ext)
-        response = await asyncio.wrap_future(self.client.invoke_async(master, request, timeout_ms))
-        return check(response)
+        return check(await self.client.invoke_await(master, RemotingCommand.request(code, ext), timeout_ms))
 
     async def _copy(self, master: str) -> None:
         """Follow ``master`` until told otherwise: agree on history, then copy forever."""
@@ -178,7 +176,7 @@ class Replication:
                         await self._copy_metadata(master)
                         next_metadata, copied = time.monotonic() + self.metadata_interval_s, version
                     backoff = 0.05
-            except (RocketSparkError, RecordCorrupted, ValueError) as exc:
+            except (RocketSparkError, RecordCorrupted, ValueError, OSError) as exc:  # OSError: this disk
                 log.warning("replica %d of %s copying from %s: %s", self.role.replica_id, self.role.group, master, exc)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 1.0)

@@ -10,6 +10,7 @@ errors (``translate_rpc_error``) and error responses become exceptions (``check`
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import logging
 import os
@@ -161,6 +162,13 @@ class RemotingClient:
         """Async call: a future that resolves to the response or to a translated error (a
         timeout included: it fails at its deadline even if nobody waits on it)."""
         return self._submit(address, request, timeout_ms, peer)
+
+    async def invoke_await(
+        self, address: str, request: RemotingCommand, timeout_ms: int | None = None
+    ) -> RemotingCommand:
+        """For code on an event loop (a broker calling its master or the controller): await
+        the response, or the translated error, without blocking the loop or a thread."""
+        return await asyncio.wrap_future(self._submit(address, request, timeout_ms, None))
 
     def invoke_oneway(self, address: str, request: RemotingCommand, timeout_ms: int | None = None) -> None:
         """Fire and forget: the peer acknowledges at once and failures are only logged.

@@ -126,7 +126,7 @@ def read_range(spec: ReadSpec, r: SegmentRange) -> Iterator[pa.RecordBatch]:
             give_up = give_up or time.monotonic() + spec.pull_timeout_ms / 1000
             if time.monotonic() > give_up:
                 raise
-            time.sleep(0.2)
+            time.sleep(0.5)  # each look is a nameserver query from a fresh admin client
             address = _broker_address(spec, segment.broker_name) or address
             pending = remoting.invoke_async(address, _request(spec, r, offset), spec.pull_timeout_ms)
             continue
