@@ -1,4 +1,4 @@
-"""``LocalCluster``: a nameserver and N brokers on 127.0.0.1, for notebooks, tests and sidecars.
+"""``LocalCluster``: nameservers and N brokers on 127.0.0.1, for notebooks, tests and sidecars.
 
 Two ways to run them:
 
@@ -39,7 +39,9 @@ __all__ = ["READY_TIMEOUT_S", "ClusterError", "LocalCluster", "ServerProcess", "
 
 
 class LocalCluster:
-    """A nameserver plus ``brokers`` brokers on 127.0.0.1 with a temporary data directory.
+    """``nameservers`` nameservers (default one) plus ``brokers`` brokers on 127.0.0.1 with a
+    temporary data directory. ``nameserver`` is the address string clients take (several
+    joined by ``;``); ``nameserver_addresses`` lists them.
 
     ``broker_config`` sets broker config keys for every broker (see ``conf/broker-a.toml``),
     e.g. ``{"flush_mode": "sync", "auto_create_topic_enable": False}``; ``nameserver_config``
@@ -48,7 +50,8 @@ class LocalCluster:
     With ``replicas`` = R > 1 every broker is a replica group of R replicas (ids 0..R-1, each
     with its own port and data directory), and the nameserver runs the controller that elects
     their masters. ``kill``, ``pause``, ``resume`` and ``restart`` act on one replica by its
-    address; ``replicas_of(name)`` lists a group's addresses.
+    address; ``replicas_of(name)`` lists a group's addresses. With several nameservers their
+    controllers form one Raft group; ``kill_nameserver`` and ``restart_nameserver`` act on one.
     """
 
     def __init__(
@@ -61,9 +64,13 @@ class LocalCluster:
         nameserver_config: dict[str, Any] | None = None,
         cluster_name: str = "DefaultCluster",
         replicas: int = 1,
+        nameservers: int = 1,
     ) -> None:
         if replicas < 1:
             raise ClusterError(f"replicas must be at least 1, not {replicas}")
+        if nameservers < 1:
+            raise ClusterError(f"nameservers must be at least 1, not {nameservers}")
+        self.nameserver_count = nameservers
         self.replica_count = replicas
         self.broker_count = brokers
         self.processes = processes
@@ -72,7 +79,8 @@ class LocalCluster:
         self.cluster_name = cluster_name
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="rocketspark-"))
-        self.nameserver = ""
+        self.nameserver_addresses: list[str] = []
+        self._nameserver_values: list[dict[str, Any]] = []  # each one's config: a restart reuses its ports
         self.brokers: dict[str, str] = {}  # name -> address
         self._procs: dict[str, ServerProcess] = {}
         self._inproc: InProcess | None = None
@@ -88,7 +96,7 @@ class LocalCluster:
             self._inproc = InProcess()
             self._inproc.start()
         try:
-            self._start_nameserver()
+            self._start_nameservers()
             for name in broker_names(self.broker_count):
                 if self.replica_count == 1:
                     self.start_broker(name)
@@ -105,7 +113,8 @@ class LocalCluster:
             self.stop_broker(name)
         for group, replica_id in list(self._by_address.values()):
             self._stop_server(_key(group, replica_id))
-        self._stop_server("nameserver")
+        for index in range(len(self.nameserver_addresses)):
+            self._stop_server(_nameserver_key(index))
         if self._inproc is not None:
             self._inproc.close()
             self._inproc = None
@@ -120,27 +129,64 @@ class LocalCluster:
     ) -> None:
         self.stop()
 
-    # -- nameserver ---------------------------------------------------------------------------
+    # -- nameservers --------------------------------------------------------------------------
 
-    def _start_nameserver(self) -> None:
-        values: dict[str, Any] = {"listen_host": "127.0.0.1", "listen_port": 0}
-        if self.replica_count > 1:  # replica groups: the controller runs inside the nameserver
-            values |= {
-                "controller_enable": True,
-                "controller_raft_address": f"127.0.0.1:{_free_port()}",
-                "controller_data_dir": str(self.data_dir / "controller"),
-            }
-        values |= self.nameserver_config
+    @property
+    def nameserver(self) -> str:
+        """The nameserver address string clients take: one address, or several joined by ``;``."""
+        return ";".join(self.nameserver_addresses)
+
+    def _start_nameservers(self) -> None:
+        """Every nameserver; with replica groups each runs a controller, and several
+        controllers form one Raft group (each one's peers are the others)."""
+        raft = [f"127.0.0.1:{_free_port()}" for _ in range(self.nameserver_count)]
+        for index in range(self.nameserver_count):
+            values: dict[str, Any] = {"listen_host": "127.0.0.1", "listen_port": 0}
+            if self.replica_count > 1:  # replica groups: the controller runs inside the nameserver
+                values |= {
+                    "controller_enable": True,
+                    "controller_raft_address": raft[index],
+                    "controller_peers": [a for a in raft if a != raft[index]],
+                    "controller_data_dir": str(self.data_dir / f"{_nameserver_key(index)}-controller"),
+                }
+            self._nameserver_values.append(values | self.nameserver_config)
+            self.nameserver_addresses.append("")
+        for index in range(self.nameserver_count):  # the first waits for a Raft quorum: start all first
+            self._start_nameserver(index)
+
+    def _start_nameserver(self, index: int) -> str:
+        values = self._nameserver_values[index]
+        key = _nameserver_key(index)
         if self.processes:
-            self.nameserver = self._start_process("nameserver", "nameserver", values)
-            return
-        from nameserver import server
-        from nameserver.config import NameServerConfig
+            address = self._start_process(key, "nameserver", values)
+        else:
+            from nameserver import server
+            from nameserver.config import NameServerConfig
 
-        config = from_mapping(NameServerConfig, values, "nameserver config")
-        self.nameserver = self._start_inproc(
-            "nameserver", lambda: server.create_server(config), server.start, server.stop
-        )
+            config = from_mapping(NameServerConfig, values, "nameserver config")
+            address = self._start_inproc(key, lambda: server.create_server(config), server.start, server.stop)
+        values["listen_port"] = int(address.rsplit(":", 1)[1])
+        self.nameserver_addresses[index] = address
+        return address
+
+    def _nameserver_index(self, address: str) -> int:
+        if address not in self.nameserver_addresses:
+            raise ClusterError(f"no nameserver of this cluster is at {address}; nameservers: {self.nameserver}")
+        return self.nameserver_addresses.index(address)
+
+    def kill_nameserver(self, address: str) -> None:
+        """SIGKILL one nameserver (and the controller in it), as a crash would."""
+        if not self.processes:
+            raise ClusterError("kill_nameserver needs LocalCluster(processes=True)")
+        proc = self._procs.pop(_nameserver_key(self._nameserver_index(address)), None)
+        if proc is not None:
+            proc.kill()
+
+    def restart_nameserver(self, address: str) -> str:
+        """Start a nameserver again on its ports and controller data (stopping it first if it runs)."""
+        index = self._nameserver_index(address)
+        self._stop_server(_nameserver_key(index))
+        return self._start_nameserver(index)
 
     # -- brokers ------------------------------------------------------------------------------
 
@@ -151,7 +197,7 @@ class LocalCluster:
             "listen_host": "127.0.0.1",
             "listen_port": self._ports.get(name, 0),
             "data_dir": str(self.data_dir / name),
-            "nameservers": [self.nameserver],
+            "nameservers": list(self.nameserver_addresses),
             **self.broker_config,
         }
 
@@ -294,6 +340,11 @@ class LocalCluster:
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "") if env.get("PYTHONPATH") else root
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env
+
+
+def _nameserver_key(index: int) -> str:
+    """A nameserver's name for its process and log: ``nameserver``, then ``nameserver-1``, ..."""
+    return "nameserver" if index == 0 else f"nameserver-{index}"
 
 
 def _key(group: str, replica_id: int) -> str:

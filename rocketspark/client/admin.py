@@ -259,6 +259,16 @@ class Admin(QueueClient):
         response = self.routes.call_nameserver(RemotingCommand.request(RequestCode.CONTROLLER_ELECT_MASTER, ext))
         return ReplicaGroup.from_wire(unpack(response.body))
 
+    def controller_metadata(self, address: str | None = None) -> dict[str, Any]:
+        """One nameserver's controller as it sees itself (mqadmin ``getControllerMetaData``):
+        ``controllerLeaderAddress`` (the Raft leader it last heard), ``isLeader``, ``self``,
+        ``peers``, ``term`` and ``hasQuorum``."""
+        response = self.routes.call_nameserver_at(
+            self._nameserver(address), RemotingCommand.request(RequestCode.CONTROLLER_GET_METADATA_INFO)
+        )
+        metadata: dict[str, Any] = unpack(response.body)
+        return metadata
+
     # -- brokers ------------------------------------------------------------------------------
 
     def wipe_write_perm(self, broker_name: str) -> None:
@@ -290,9 +300,15 @@ class Admin(QueueClient):
 
     def nameserver_counters(self, address: str | None = None) -> dict[str, Any]:
         """Requests served by code (route queries are code 105), brokers, topics."""
+        response = self.routes.call_nameserver_at(
+            self._nameserver(address), RemotingCommand.request(RequestCode.GET_COUNTERS)
+        )
+        counters: dict[str, Any] = unpack(response.body)
+        return counters
+
+    def _nameserver(self, address: str | None) -> str:
+        """``address`` if it is one of this client's nameservers (default: the first)."""
         target = address or self.nameservers[0]
         if target not in self.nameservers:
             raise InvalidParameterError(f"{target} is not one of this client's nameservers: {self.nameservers}")
-        response = self.routes.call_nameserver_at(target, RemotingCommand.request(RequestCode.GET_COUNTERS))
-        counters: dict[str, Any] = unpack(response.body)
-        return counters
+        return target

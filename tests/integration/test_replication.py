@@ -59,6 +59,13 @@ def group(cluster: LocalCluster):  # type: ignore[no-untyped-def]
         return admin.replica_groups()["broker-a"]
 
 
+def in_sync(cluster: LocalCluster) -> int:
+    """The size of broker-a's SyncStateSet; 0 before the controller has heard of the group."""
+    with Admin(cluster.nameserver) as admin:
+        found = admin.replica_groups().get("broker-a")
+    return 0 if found is None else len(found.sync_state_set)
+
+
 def wait_for(condition: Callable[[], object], what: str, timeout_s: float = 20) -> float:
     started = time.monotonic()
     while not condition():
@@ -295,3 +302,55 @@ def test_in_sync_replicas_larger_than_the_group_fails_sends_clearly(
         admin.create_topic("too-few", queues=1)
         with pytest.raises(SlaveNotAvailableError, match=r"2 in-sync replica\(s\), fewer than in_sync_replicas = 3"):
             producer.send(Message("too-few", b"x", queue_id=0))
+
+
+def test_failover_still_works_after_the_nameserver_leading_raft_is_killed() -> None:
+    cluster = LocalCluster(
+        brokers=1,
+        replicas=3,
+        nameservers=3,
+        processes=True,
+        broker_config={**BROKER, "in_sync_replicas": 2},
+        nameserver_config=NAMESERVER,
+    ).start()
+    try:
+        wait_for(lambda: in_sync(cluster) == 3, "every replica in sync", 40)
+        with Admin(cluster.nameserver) as admin:
+            admin.create_topic("ledger", queues=2)
+            raft_leader = raft_leader_of(admin, cluster.nameserver_addresses)
+        load = Load(cluster.nameserver, "ledger", threads=2)
+        try:
+            wait_for(lambda: load.count() > 100, "traffic")
+            cluster.kill_nameserver(raft_leader)  # SIGKILL the controller that leads Raft
+            survivors = [a for a in cluster.nameserver_addresses if a != raft_leader]
+            with Admin(";".join(survivors)) as admin:
+                wait_for(lambda: raft_leader_of(admin, survivors) is not None, "a new Raft leader", 20)
+            master = group(cluster).master
+            assert master is not None
+            before = load.count()
+            cluster.kill(master)  # and now the group's master: the two left must elect a new one
+            killed_at = time.monotonic()
+            wait_for(lambda: load.count() > before + 50 and load.last_ok > killed_at, "writes after the kill")
+            assert group(cluster).master not in (None, master)
+        finally:
+            load.finish()
+        assert_every_ack_readable(cluster.nameserver, "ledger", load.acked)
+    finally:
+        cluster.stop()
+
+
+def raft_leader_of(admin: Admin, nameservers: list[str]) -> str | None:
+    """The nameserver whose controller leads Raft, when the given ones agree on one."""
+    leaders = set()
+    for address in nameservers:
+        try:
+            leaders.add(admin.controller_metadata(address)["controllerLeaderAddress"])
+        except RocketSparkError:
+            return None
+    if len(leaders) != 1 or None in leaders:
+        return None
+    raft = leaders.pop()
+    for address in nameservers:
+        if admin.controller_metadata(address)["self"] == raft:
+            return address
+    return None
