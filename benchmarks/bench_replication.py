@@ -3,10 +3,12 @@
 Real processes on this machine (2 cores: the replicas share them with the producers, so the
 ratio is a lower bound of what separate machines give):
 
-- ingest: ``Producer.send_batch`` of 100-message batches of 100 B from 4 threads into one
-  unreplicated broker, then into a 3-replica group with ``in_sync_replicas = 2`` (every send
-  waits for a slave's copy); msgs/s and the ratio (target: at least 0.6x), measured in the
-  same run;
+- ingest: ``Producer.send_batch`` of 100-message batches of 100 B from 4 and from 16 threads
+  into one unreplicated broker, then into a 3-replica group with ``in_sync_replicas = 2``
+  (every send waits for a slave's copy); msgs/s of each, and the ratio of the replicated
+  group's best to the unreplicated broker's best, the ceiling (target: at least 0.6x),
+  measured in the same run. A replicated send waits longer (a slave's copy), so it takes more
+  sends in flight to keep the broker busy: with 4 the group idles between them;
 - failover: the master of a 3-replica group is SIGKILLed under a steady trickle of sends;
   seconds from the kill to the first send acknowledged after it, median over 5 kills
   (target: at most the controller's heartbeat timeout + 1 s).
@@ -25,7 +27,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_broker import BATCH, THREADS, ingest_broker
+import bench_broker
+from bench_broker import BATCH, ingest_broker
 
 from rocketspark import Admin, LocalCluster, Message, Producer
 from rocketspark.errors import RocketSparkError
@@ -49,14 +52,22 @@ def wait_for_sync_state_set(cluster: LocalCluster, size: int, timeout_s: float =
             time.sleep(0.1)
 
 
-def ingest(cluster: LocalCluster, messages_n: int) -> float:
+THREAD_COUNTS = (4, 16)
+
+
+def ingest(cluster: LocalCluster, messages_n: int) -> dict[int, float]:
+    """msgs/s with each of THREAD_COUNTS producer threads."""
     with Admin(cluster.nameserver) as admin:
         admin.create_topic("bench", queues=8)
     messages = [Message("bench", b"x" * 100) for _ in range(BATCH)]
-    return ingest_broker(cluster.nameserver, messages, messages_n // BATCH)
+    rates = {}
+    for threads in THREAD_COUNTS:
+        bench_broker.THREADS = threads
+        rates[threads] = ingest_broker(cluster.nameserver, messages, messages_n // BATCH)
+    return rates
 
 
-def replicated_ingest(messages_n: int) -> tuple[float, float]:
+def replicated_ingest(messages_n: int) -> tuple[dict[int, float], dict[int, float]]:
     with LocalCluster(brokers=1, processes=True, broker_config={"auto_create_topic_enable": False}) as single:
         plain = ingest(single, messages_n)
     config = {**REPLICA, "in_sync_replicas": 2}
@@ -99,11 +110,15 @@ def main() -> None:
     args = parser.parse_args()
 
     plain, replicated = replicated_ingest(args.messages)
-    ratio = replicated / plain
-    print(f"\ningest, 100 B, batches of {BATCH}, {THREADS} threads, async flush:")
-    print(f"  unreplicated broker              {plain:>10,.0f} msg/s")
-    print(f"  3 replicas, in_sync_replicas = 2 {replicated:>10,.0f} msg/s")
-    print(f"  ratio {ratio:.2f} ({'meets' if ratio >= 0.6 else 'MISSES'} the target: at least 0.6)")
+    ratio = max(replicated.values()) / max(plain.values())
+    print(f"\ningest, 100 B, batches of {BATCH}, async flush (msg/s by producer threads):")
+    print("  threads                          " + "".join(f"{t:>12}" for t in THREAD_COUNTS))
+    print("  unreplicated broker              " + "".join(f"{plain[t]:>12,.0f}" for t in THREAD_COUNTS))
+    print("  3 replicas, in_sync_replicas = 2 " + "".join(f"{replicated[t]:>12,.0f}" for t in THREAD_COUNTS))
+    print(
+        f"  ratio of the bests {ratio:.2f} ({'meets' if ratio >= 0.6 else 'MISSES'} the target: at least 0.6); "
+        f"at 4 threads {replicated[4] / plain[4]:.2f}"
+    )
 
     times = failover_times(args.kills)
     median = statistics.median(times)

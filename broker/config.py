@@ -62,7 +62,8 @@ class BrokerConfig:
     in_sync_replicas: int = 1  # replicas of the SyncStateSet (master included) that must hold a send
     ha_ack_timeout_ms: int = 3000  # longer than this without them: FLUSH_SLAVE_TIMEOUT
     ha_max_time_slave_not_catchup_ms: int = 15_000  # a slave behind this long leaves the SyncStateSet
-    ha_chunk_bytes: int = 1 * MiB  # the most a slave copies in one request
+    ha_listen_port: int = 0  # the HA port the log travels to slaves on (0: any free one; slaves ask)
+    ha_chunk_bytes: int = 1 * MiB  # the most of the log the master pushes to a slave at once
     ha_metadata_interval_ms: int = 1000  # how often a slave copies topics, mappings and offsets
     controller_heartbeat_interval_ms: int = 1000  # heartbeats to every nameserver's controller
     master_lease_ms: int = 5000  # a master stops acknowledging this long after its last heartbeat answer

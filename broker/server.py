@@ -259,9 +259,11 @@ async def start(server: aio.Server, broker: Broker) -> list[asyncio.Task[None]]:
             broker.name,
         )
     if broker.controller is not None:
+        await broker.replication.start(broker.config.listen_host, broker.config.ha_listen_port)
         try:
             await broker.controller.beat()  # learn this replica's role before serving writes
         except (ControllerReplicaIdInvalidError, ControllerInvalidRequestError):
+            await broker.replication.stop()
             await server.stop(grace=0)
             broker.close()
             raise  # another replica holds this id, or the group is another cluster's: a config error
@@ -280,6 +282,7 @@ async def stop(server: aio.Server, broker: Broker, tasks: list[asyncio.Task[None
     for task in tasks:
         task.cancel()
     broker.longpoll.close()
+    await broker.replication.stop()
     await server.stop(grace=2)
     await broker.registry.unregister_all()
     broker.close()

@@ -23,13 +23,21 @@ class SlaveProgress:
     seen_at: float = field(default_factory=time.monotonic)
 
 
+@dataclass(eq=False)
+class _Waiter:
+    offset: int
+    members: set[int]
+    needed: int
+    future: asyncio.Future[None]
+
+
 class AckTracker:
     """Per slave replica id: its progress. Single-threaded (the broker's event loop)."""
 
     def __init__(self, max_lag_ms: int) -> None:
         self.max_lag_s = max_lag_ms / 1000
         self.slaves: dict[int, SlaveProgress] = {}
-        self._changed = asyncio.Event()
+        self._waiters: set[_Waiter] = set()
 
     def reset(self, members: set[int]) -> None:
         """A new term: forget what was known; the members get a full lag period to report."""
@@ -42,7 +50,10 @@ class AckTracker:
         progress.seen_at = now
         if progress.offset >= log_end:
             progress.caught_up_at = now
-        self._changed.set()
+        for waiter in [w for w in self._waiters if self.holding(w.offset, w.members) >= w.needed]:
+            self._waiters.discard(waiter)  # only the sends this report completes wake up
+            if not waiter.future.done():
+                waiter.future.set_result(None)
 
     def holding(self, offset: int, members: set[int]) -> int:
         """How many of ``members`` (slave replica ids) hold the log up to ``offset``."""
@@ -50,16 +61,16 @@ class AckTracker:
 
     async def wait(self, offset: int, members: set[int], needed: int, timeout_s: float) -> bool:
         """Wait until ``needed`` of ``members`` hold ``offset``; False on timeout."""
-        deadline = time.monotonic() + timeout_s
-        while self.holding(offset, members) < needed:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            self._changed.clear()
-            try:
-                await asyncio.wait_for(self._changed.wait(), left)
-            except TimeoutError:
-                return self.holding(offset, members) >= needed
+        if self.holding(offset, members) >= needed:
+            return True
+        waiter = _Waiter(offset, members, needed, asyncio.get_running_loop().create_future())
+        self._waiters.add(waiter)
+        try:
+            await asyncio.wait_for(waiter.future, timeout_s)
+        except TimeoutError:
+            return self.holding(offset, members) >= needed
+        finally:
+            self._waiters.discard(waiter)
         return True
 
     def in_sync(self, current: set[int], log_end: int) -> set[int]:

@@ -28,10 +28,10 @@ class BrokerMetadata:
         self.producers = producers
         self.flushed_offset = flushed_offset
 
-    def version(self) -> str:
+    def version(self) -> tuple[int, int]:
         """Changes whenever a topic config or a static-topic mapping changes: a slave copies
         those at once (offsets and producers follow every ``ha_metadata_interval_ms``)."""
-        return f"{self.topics.version}.{self.static.version}"
+        return self.topics.version, self.static.version
 
     def snapshot(self) -> dict[str, Any]:
         return {

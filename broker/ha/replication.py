@@ -1,12 +1,11 @@
 """Replication in a replica group: the master's side (acknowledging sends) and the slave's
 (copying the master's log and metadata).
 
-A slave copies by asking its master for the log from its own end, over and over
-(``HA_PULL_LOG``); the master holds a request while there is nothing new, like a long poll.
-Each request names the offset it asks from, which is the slave's acknowledgement (see
-:mod:`broker.ha.acks`). Before a slave copies anything from a master of a new epoch, it
-compares epoch files with it and cuts whatever it holds that the group never had (a master
-that was deposed keeps writes that were never acknowledged; they go).
+A slave first compares epoch files with a master of a new epoch (``HA_GET_EPOCHS``) and cuts
+whatever it holds that the group never had (a master that was deposed keeps writes that were
+never acknowledged; they go). Then it connects to the master's HA port and receives the log
+as the master pushes it, acknowledging each piece it stored with its new log end (see
+:mod:`broker.ha.transfer` and :mod:`broker.ha.acks`).
 
 Topic configs, static-topic mappings, consumer offsets and idempotent producers' sequences
 reach the slave as a snapshot every ``ha_metadata_interval_ms`` (``HA_GET_METADATA``).
@@ -22,6 +21,7 @@ from typing import Any, Protocol
 from broker.ha.acks import AckTracker
 from broker.ha.epochs import EpochFile, common_end
 from broker.ha.role import Role
+from broker.ha.transfer import LogClient, LogServer, TransferError
 from broker.store.store import MessageStore
 from rocketspark.errors import FlushSlaveTimeoutError, RocketSparkError, SlaveNotAvailableError
 from rocketspark.protocol.codec import pack, unpack
@@ -32,11 +32,13 @@ from rocketspark.remoting.client import RemotingClient, check
 
 log = logging.getLogger(__name__)
 
+INDEX_DELAY_S = 0.005  # a slave indexes what it copied this long after it arrived
+
 
 class Metadata(Protocol):
     """What a master shares with its slaves besides the log."""
 
-    def version(self) -> str: ...
+    def version(self) -> tuple[int, int]: ...
     def snapshot(self) -> dict[str, Any]: ...
     def adopt(self, snapshot: dict[str, Any]) -> None: ...
 
@@ -65,7 +67,7 @@ class Replication:
         self.metadata_interval_s = metadata_interval_ms / 1000
         self.acks = AckTracker(max_lag_ms)
         self.client = RemotingClient(peer_kind="broker", default_timeout_ms=10_000)
-        self._grew = asyncio.Event()
+        self.server = LogServer(store, role, self.acks, metadata.version, chunk_bytes)
         self._copying: asyncio.Task[None] | None = None
         self._term: tuple[str, int] | None = None  # (role, epoch) acted on last
         self._floor = 0  # where an empty slave starts copying: the master's first segment
@@ -73,8 +75,8 @@ class Replication:
     # -- the master --------------------------------------------------------------------------
 
     def appended(self) -> None:
-        """The log grew: wake the slaves' held requests."""
-        self._grew.set()
+        """The log grew: push it to the slaves."""
+        self.server.appended()
 
     def _in_sync_slaves(self) -> set[int]:
         view = self.role.view
@@ -105,23 +107,6 @@ class Replication:
                 f"{self.ack_timeout_s:g} s; it is on the master and may still reach them. A retry may store it twice"
             )
 
-    async def serve_pull(self, replica_id: int, offset: int, wait_ms: int) -> bytes:
-        """A slave asks for the log from ``offset``: note its progress, then answer with a
-        chunk, holding the request up to ``wait_ms`` while there is nothing new."""
-        log_end = self.store.commitlog.max_offset
-        self.acks.report(replica_id, offset, log_end)
-        deadline = time.monotonic() + wait_ms / 1000
-        while True:
-            chunk = self.store.read_chunk(offset, self.chunk_bytes)
-            left = deadline - time.monotonic()
-            if chunk or left <= 0:
-                return chunk
-            self._grew.clear()
-            try:
-                await asyncio.wait_for(self._grew.wait(), left)
-            except TimeoutError:
-                return b""
-
     def sync_state_set_wanted(self) -> set[int] | None:
         """The SyncStateSet this master would have now, or None when it is right as it is."""
         view = self.role.view
@@ -142,7 +127,9 @@ class Replication:
         if self._copying is not None:
             self._copying.cancel()
             self._copying = None
+        self.server.drop_all()  # slaves following the term that ended
         if self.role.is_master:
+            self._index_copied()  # every record it holds readable before it takes a write
             self.epochs.begin(self.role.epoch, self.store.commitlog.max_offset)
             view = self.role.view
             self.acks.reset(set(view.sync_state_set) - {self.role.replica_id} if view else set())
@@ -168,21 +155,25 @@ class Replication:
         backoff = 0.05
         while True:
             try:
-                await self._rejoin(master, epoch)
-                next_metadata, copied = 0.0, ""
-                while True:
-                    version = await self._copy_chunk(master, epoch)
-                    if version != copied or time.monotonic() >= next_metadata:
-                        await self._copy_metadata(master)
-                        next_metadata, copied = time.monotonic() + self.metadata_interval_s, version
-                    backoff = 0.05
-            except (RocketSparkError, RecordCorrupted, ValueError, OSError) as exc:  # OSError: this disk
-                log.warning("replica %d of %s copying from %s: %s", self.role.replica_id, self.role.group, master, exc)
+                port = await self._rejoin(master, epoch)
+                await self._receive(master, port, epoch)
+            except (RocketSparkError, RecordCorrupted, TransferError, ValueError, OSError, EOFError) as exc:
+                # OSError: the connection, or this replica's own disk; EOFError: the master closed it
+                log.warning(
+                    "replica %d of %s copying from %s: %s",
+                    self.role.replica_id,
+                    self.role.group,
+                    master,
+                    str(exc) or type(exc).__name__,
+                )
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
+            else:
+                backoff = 0.05
 
-    async def _rejoin(self, master: str, epoch: int) -> None:
-        """Cut what this replica holds past the history it shares with the master."""
+    async def _rejoin(self, master: str, epoch: int) -> int:
+        """Cut what this replica holds past the history it shares with the master; return the
+        master's HA port."""
         response = await self._call(master, RequestCode.HA_GET_EPOCHS, {"masterEpoch": epoch}, 5000)
         theirs = [(int(e), int(o)) for e, o in unpack(response.body)]
         their_end = int(response.ext["logEnd"])
@@ -201,16 +192,56 @@ class Replication:
             self.store.truncate_log(keep)
             self.epochs.truncate_after(keep)
         self.epochs.adopt(theirs, their_end)
+        return int(response.ext["haPort"])
 
-    async def _copy_chunk(self, master: str, epoch: int) -> str:
-        """Copy the next chunk; return the master's metadata version (topics and mappings)."""
+    async def _receive(self, master: str, port: int, epoch: int) -> None:
+        """Store what the master pushes, acknowledging each piece; copy the metadata when the
+        master's changes (topics, mappings) and every ``ha_metadata_interval_ms``."""
         log_ = self.store.commitlog
         offset = log_.max_offset if log_.segments else self._floor
-        ext = {"replicaId": self.role.replica_id, "offset": offset, "masterEpoch": epoch, "waitMs": 1000}
-        response = await self._call(master, RequestCode.HA_PULL_LOG, ext, 6000)
-        if response.body:
-            self.store.append_copied(offset, response.body)
-        return str(response.ext.get("metadata", ""))
+        host = master.rsplit(":", 1)[0]
+        link = await LogClient.connect(host, port, self.role.replica_id, epoch, offset)
+        copied = asyncio.Event()
+        indexer = asyncio.get_running_loop().create_task(self._index_behind(copied, link))
+        next_metadata, known = 0.0, (-1, -1)
+        try:
+            while True:
+                chunk, versions = await link.receive(offset)
+                if chunk:
+                    self.store.append_copied(offset, chunk)
+                    offset += len(chunk)
+                    copied.set()
+                link.acknowledge(offset)  # a keepalive too: the master sees this replica is there
+                if versions != known or time.monotonic() >= next_metadata:
+                    await self._copy_metadata(master)
+                    next_metadata, known = time.monotonic() + self.metadata_interval_s, versions
+        finally:
+            indexer.cancel()
+            await link.close()
+            self._index_copied()
+
+    async def _index_behind(self, copied: asyncio.Event, link: LogClient) -> None:
+        """Index what was copied, a few milliseconds after it was acknowledged, many pieces
+        in one pass. A damaged record cuts the log back before it and ends the connection:
+        the slave connects again from there."""
+        while True:
+            await copied.wait()
+            await asyncio.sleep(INDEX_DELAY_S)
+            copied.clear()
+            try:
+                self.store.index_copied()
+            except RecordCorrupted as exc:
+                log.warning(
+                    "replica %d of %s: a copied record is damaged: %s", self.role.replica_id, self.role.group, exc
+                )
+                await link.close()
+                return
+
+    def _index_copied(self) -> None:
+        try:
+            self.store.index_copied()
+        except RecordCorrupted as exc:
+            log.warning("replica %d of %s: a copied record is damaged: %s", self.role.replica_id, self.role.group, exc)
 
     async def _copy_metadata(self, master: str) -> None:
         response = await self._call(master, RequestCode.HA_GET_METADATA, {}, 5000)
@@ -218,6 +249,15 @@ class Replication:
 
     def metadata_body(self) -> bytes:
         return pack(self.metadata.snapshot())
+
+    async def start(self, host: str, port: int) -> int:
+        """Open the HA port (every replica: any may become master)."""
+        return await self.server.start(host, port)
+
+    async def stop(self) -> None:
+        if self._copying is not None:
+            self._copying.cancel()
+        await self.server.stop()
 
     def close(self) -> None:
         if self._copying is not None:

@@ -1,4 +1,5 @@
-"""The master's side of replication: HA_PULL_LOG, HA_GET_EPOCHS and HA_GET_METADATA.
+"""The master's side of replication over requests: HA_GET_EPOCHS (history, and where the
+HA port is: the log itself travels there, see :mod:`broker.ha.transfer`) and HA_GET_METADATA.
 
 Only the group's master at the epoch the slave names answers; anyone else refuses with
 NOT_MASTER, so a slave never copies from a deposed master.
@@ -9,7 +10,7 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING
 
-from rocketspark.errors import InvalidParameterError, NotMasterError
+from rocketspark.errors import NotMasterError
 from rocketspark.protocol.codec import pack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
@@ -20,7 +21,6 @@ if TYPE_CHECKING:
 
 
 def register(broker: Broker) -> None:
-    broker.dispatcher.register(RequestCode.HA_PULL_LOG, partial(pull_log, broker))
     broker.dispatcher.register(RequestCode.HA_GET_EPOCHS, partial(get_epochs, broker))
     broker.dispatcher.register(RequestCode.HA_GET_METADATA, partial(get_metadata, broker))
 
@@ -35,34 +35,12 @@ def _check_master(broker: Broker, epoch: int | None) -> None:
         )
 
 
-async def pull_log(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
-    _check_master(broker, get_int(cmd, "masterEpoch"))
-    offset = get_int(cmd, "offset")
-    log = broker.store.commitlog
-    if offset > log.max_offset:
-        raise InvalidParameterError(
-            f"replica asks for the log from {offset}, past this master's end {log.max_offset}: "
-            "it must cut its log first"
-        )
-    if log.segments and offset < log.min_offset:
-        raise InvalidParameterError(
-            f"replica asks for the log from {offset}, before this master's first segment {log.min_offset} "
-            "(retention deleted it): empty that replica's data directory and start it again"
-        )
-    chunk = await broker.replication.serve_pull(get_int(cmd, "replicaId"), offset, get_int(cmd, "waitMs", 0))
-    ext = {
-        "masterEpoch": broker.role.epoch,
-        "logEnd": log.max_offset,
-        "metadata": broker.replication.metadata.version(),
-    }
-    return cmd.response(ext=ext, body=chunk)
-
-
 async def get_epochs(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
     _check_master(broker, get_int(cmd, "masterEpoch"))
     log = broker.store.commitlog
     body = pack([list(e) for e in broker.epochs.entries])
-    return cmd.response(ext={"logEnd": log.max_offset, "logMin": log.min_offset}, body=body)
+    ext = {"logEnd": log.max_offset, "logMin": log.min_offset, "haPort": broker.replication.server.port}
+    return cmd.response(ext=ext, body=body)
 
 
 async def get_metadata(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:

@@ -6,15 +6,16 @@ records, gaps and segment boundaries included) and a record's log offset, messag
 queue offset mean the same on every replica. A chunk may end in the middle of a record:
 the follower indexes only whole records, each CRC-checked, and picks the rest up when the
 next chunk completes it. A damaged record is refused before it is indexed, and the bytes
-from it on are taken back, so the slave asks for them again.
+from it on are taken back, so the slave asks for them again. Appending and indexing are
+separate steps: a slave indexes the pieces it received in one pass, after acknowledging them.
 """
 
 from __future__ import annotations
 
+from broker.store.chunkscan import QueueRun, scan_chunk
 from broker.store.commitlog import CommitLog
-from broker.store.consumequeue import ENTRY, ENTRY_SIZE, ConsumeQueue
-from broker.store.recovery import QueueRegistry, Redispatcher, tag_hash
-from broker.store.scan import ScannedRecord, records_in
+from broker.store.recovery import QueueRegistry, Redispatcher
+from broker.store.scan import parse_record
 from rocketspark.protocol import record
 
 
@@ -29,15 +30,20 @@ class LogFollower:
         self.indexed = commitlog.max_offset  # recovery indexed every whole record before it
         self.records = 0
 
-    def append(self, offset: int, chunk: bytes) -> int:
-        """Append a chunk that starts at ``offset`` (this log's end); return the records it
-        completed. Raises ``RecordCorrupted`` (and keeps nothing from the damaged record on)."""
+    def append(self, offset: int, chunk: bytes) -> None:
+        """Append a chunk that starts at ``offset`` (this log's end); ``index`` makes its
+        records readable. Copying and indexing are apart so that a slave acknowledges a piece
+        as soon as it holds it and indexes many pieces at once."""
         self.commitlog.append_raw(offset, chunk)
+
+    def index(self) -> int:
+        """Index every whole record appended so far; return how many. Raises
+        ``RecordCorrupted`` (and keeps nothing from the damaged record on)."""
         before = self.records
-        self.index()
+        self._index()
         return self.records - before
 
-    def index(self) -> None:
+    def _index(self) -> None:
         while self.indexed < self.commitlog.max_offset:
             segment = self.commitlog.segment_for(self.indexed)
             if segment is None:
@@ -45,38 +51,26 @@ class LogFollower:
             pos = self.indexed - segment.base
             data = segment.read(pos, segment.wrote - pos)
             try:
-                found, used, sealed = records_in(data, self.indexed)
+                scan = scan_chunk(data, self.indexed, segment.size - pos)
             except record.RecordCorrupted:
                 self.commitlog.truncate(self.indexed)  # ask for these bytes again
                 raise
-            self._dispatch(found)
-            self.records += len(found)
-            self.indexed += used
-            if sealed:
+            for run in scan.runs:
+                self._dispatch(run, data)
+            self.records += scan.records
+            self.indexed += scan.used
+            if scan.sealed:
                 self.indexed = segment.base + segment.size
-            elif used == 0:
+            elif scan.used == 0:
                 return  # a record cut off by the chunk's end: the next chunk completes it
 
-    def _dispatch(self, records: list[ScannedRecord]) -> None:
-        """Index records, one write per queue for the runs that extend their queue in order
-        (the usual case: a copy of a log that was indexed the same way), the indexer's
-        careful path for the rest."""
-        runs: dict[tuple[str, int], tuple[ConsumeQueue, bytearray]] = {}
-        for rec in records:
-            key = (rec.topic, rec.queue_id)
-            run = runs.get(key)
-            if run is None:
-                cq = self.registry.queue(rec.topic, rec.queue_id)
-                if cq.max_offset != rec.queue_offset:
-                    self.indexer.dispatch(rec, lossy=True)
-                    continue
-                run = runs[key] = (cq, bytearray())
-            cq, entries = run
-            if cq.max_offset + len(entries) // ENTRY_SIZE != rec.queue_offset:
-                cq.append(bytes(entries))
-                del runs[key]
-                self.indexer.dispatch(rec, lossy=True)
-                continue
-            entries += ENTRY.pack(rec.phys, rec.size, tag_hash(rec.tags))
-        for cq, entries in runs.values():
-            cq.append(bytes(entries))
+    def _dispatch(self, run: QueueRun, data: bytes) -> None:
+        """Index one queue's records: one write when they extend the queue in order (the
+        usual case: a copy of a log that was indexed the same way), the indexer's careful
+        path record by record otherwise."""
+        cq = self.registry.queue(run.topic, run.queue_id)
+        if cq.max_offset == int(run.queue_offsets[0]) and run.contiguous:
+            cq.append(run.entries())
+            return
+        for phys in run.phys.tolist():
+            self.indexer.dispatch(parse_record(data, phys - self.indexed, self.indexed, True), lossy=True)

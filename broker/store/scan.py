@@ -53,7 +53,7 @@ class SegmentScan:
     sealed: bool = False  # ended with a blank record: the log continues in the next segment
 
 
-def _parse(mm: memoryview | bytes, pos: int, base: int, with_tags: bool) -> ScannedRecord:
+def parse_record(mm: memoryview | bytes, pos: int, base: int, with_tags: bool) -> ScannedRecord:
     total, _m, _c, qid, qoff, _phys, _born, store, _flag, tlen = record.HEADER.unpack_from(mm, pos)
     topic = bytes(mm[pos + record.HEADER_SIZE : pos + record.HEADER_SIZE + tlen]).decode()
     tags = None
@@ -61,30 +61,6 @@ def _parse(mm: memoryview | bytes, pos: int, base: int, with_tags: bool) -> Scan
         tag = record.payload_tag(mm, pos + record.HEADER_SIZE + tlen, pos + total)[0]
         tags = None if tag is None else tag.decode()
     return ScannedRecord(base + pos, total, topic, qid, qoff, store, tags)
-
-
-def records_in(buf: bytes | memoryview, base: int) -> tuple[list[ScannedRecord], int, bool]:
-    """The whole records at the start of ``buf`` (``base``: its log offset), each CRC-checked;
-    how many bytes they take; and whether a blank record (the segment's end) follows them.
-    A record cut off by the end of ``buf`` is left for later; a damaged one raises
-    ``RecordCorrupted``. For a log copied from another replica, which arrives in pieces."""
-    out: list[ScannedRecord] = []
-    pos, size = 0, len(buf)
-    while size - pos >= record.MIN_BLANK_SIZE:
-        total, magic = _HEAD.unpack_from(buf, pos)
-        if magic == record.BLANK_MAGIC:
-            return out, pos, True
-        if magic == GAP_MAGIC and total >= record.MIN_BLANK_SIZE:
-            if pos + total > size:
-                break
-            pos += total  # a region the other replica's recovery cut out: copied, not indexed
-            continue
-        if size - pos < record.HEADER_SIZE or (pos + total > size and magic == record.RECORD_MAGIC):
-            break
-        record.check_record(buf, pos, size)
-        out.append(_parse(buf, pos, base, True))
-        pos += total
-    return out, pos, False
 
 
 def _resync(mm: memoryview, raw: mmap.mmap, start: int, limit: int) -> int | None:
@@ -138,7 +114,7 @@ def scan_segment(
                     record.check_record(mm, pos, size)
                 elif magic != record.RECORD_MAGIC or total < record.HEADER_SIZE or pos + total > size:
                     raise record.RecordCorrupted("bad header", pos)
-                yield _parse(mm, pos, segment.base, with_tags)
+                yield parse_record(mm, pos, segment.base, with_tags)
                 pos += total
                 state.end = pos
             except (record.RecordCorrupted, ValueError, msgpack.UnpackException) as exc:

@@ -246,13 +246,19 @@ class MessageStore:
         self.stats.bytes_put += appended.nbytes
         return PutResult(first, appended.first_offset, appended.end_offset, appended.count, store_ms)
 
-    def append_copied(self, offset: int, chunk: bytes) -> int:
-        """A slave appends a chunk of its master's log at ``offset``; returns the records it
-        completed, indexed and readable (see :mod:`broker.store.follow`)."""
+    def append_copied(self, offset: int, chunk: bytes) -> None:
+        """A slave appends a chunk of its master's log at ``offset``; ``index_copied`` makes
+        its records readable (see :mod:`broker.store.follow`)."""
         with self._append_lock:
             if self.follower is None:
                 self.follower = LogFollower(self.commitlog, self)
-            count = self.follower.append(offset, chunk)
+            self.follower.append(offset, chunk)
+
+    def index_copied(self) -> int:
+        """Index every whole record copied so far; return how many. Raises ``RecordCorrupted``
+        for a damaged one (the log is cut back before it: it must be copied again)."""
+        with self._append_lock:
+            count = self.follower.index() if self.follower is not None else 0
         self.stats.messages_copied += count
         return count
 
@@ -394,7 +400,9 @@ class MessageStore:
         if not force and now - self._last_checkpoint < self.config.checkpoint_interval_ms / 1000:
             return
         with self._append_lock:
-            end = self.commitlog.max_offset
+            # Everything before the checkpoint is whole and indexed: a slave's copy may end
+            # in records not indexed yet, or in the middle of one.
+            end = self.commitlog.max_offset if self.follower is None else self.follower.indexed
             queues = self.queues.table()
         if not force and self._checkpointed == (end, queues):
             return

@@ -51,7 +51,6 @@ code  name                                 served by
 9005  UNSUBSCRIBE_TOPIC_ROUTE (ours)       nameserver
 9006  NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED    nameserver -> client, over the push stream (ours;
       (ours)                               RocketMQ's proposal #3870 was never merged)
-9020  HA_PULL_LOG (ours)                   master: a slave copies the log from its end (its ack)
 9021  HA_GET_EPOCHS (ours)                 master: its epoch file, for a rejoining replica
 9022  HA_GET_METADATA (ours)               master: topics, mappings, offsets, producers
 ====  ===================================  =============================================
@@ -110,7 +109,6 @@ class RequestCode(IntEnum):
     SUBSCRIBE_TOPIC_ROUTE = 9004
     UNSUBSCRIBE_TOPIC_ROUTE = 9005
     NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED = 9006
-    HA_PULL_LOG = 9020
     HA_GET_EPOCHS = 9021
     HA_GET_METADATA = 9022
 

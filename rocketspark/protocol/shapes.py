@@ -157,13 +157,6 @@ class BrokerConfigHeader(Shape):
     broker_permission: Perm
 
 
-class HaPullHeader(Shape):
-    replica_id: QueueId  # replica ids share the queue-id range, 0-1023
-    offset: Offset
-    master_epoch: Offset
-    wait_ms: Annotated[int, Meta(ge=0, le=60_000)] = 0
-
-
 class HaEpochsHeader(Shape):
     master_epoch: Offset
 
@@ -330,7 +323,6 @@ SHAPES: Final[dict[int, RequestShape]] = {
     _C.GET_CONSUMER_LIST_BY_GROUP: RequestShape(GroupHeader),
     _C.UPDATE_AND_CREATE_STATIC_TOPIC: RequestShape(NoFields, StaticTopicBody),
     _C.SEAL_LOGIC_QUEUES: RequestShape(SealHeader),
-    _C.HA_PULL_LOG: RequestShape(HaPullHeader),
     _C.HA_GET_EPOCHS: RequestShape(HaEpochsHeader),
     _C.HA_GET_METADATA: RequestShape(NoFields),
     # both
