@@ -1,15 +1,19 @@
-"""Pure pieces of replication: the epoch file's common history, and the master's ack tracker."""
+"""Pieces of replication: the epoch file's common history, the master's ack tracker, and what a
+slave accepts from the HA port."""
 
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
+import zlib
 from pathlib import Path
 
 import pytest
 
 from broker.ha.acks import AckTracker
 from broker.ha.epochs import EpochFile, common_end
+from broker.ha.transfer import PUSH, LogClient, TransferError
 
 
 def test_a_replica_that_shares_every_epoch_keeps_its_whole_log() -> None:
@@ -69,3 +73,35 @@ def test_the_sync_state_set_takes_in_a_caught_up_slave_and_lets_a_lagging_one_go
     acks.report(1, 60, 100)
     acks.report(2, 100, 100)  # caught up
     assert acks.in_sync({1}, 100) == {2}
+
+
+async def _client_fed(frames: bytes, epoch: int = 3) -> LogClient:
+    """A LogClient on one end of a real socket pair whose other end sent ``frames``."""
+    ours, theirs = socket.socketpair()
+    theirs.sendall(frames)
+    theirs.close()
+    reader, writer = await asyncio.open_connection(sock=ours)
+    return LogClient(reader, writer, epoch)
+
+
+def _frame(offset: int, body: bytes, epoch: int = 3, crc: int | None = None) -> bytes:
+    return PUSH.pack(offset, len(body), zlib.crc32(body) if crc is None else crc, epoch, 1, 1) + body
+
+
+def test_a_slave_takes_only_pushed_log_that_is_whole_in_place_and_from_its_master_s_epoch() -> None:
+    async def scenario() -> None:
+        good = await _client_fed(_frame(100, b"records") + _frame(107, b""))
+        assert await good.receive(100) == (b"records", (1, 1))
+        assert await good.receive(107) == (b"", (1, 1))  # a keepalive
+        await good.close()
+        for frames, expected, why in (
+            (_frame(100, b"records", crc=1), 100, "arrived damaged"),
+            (_frame(90, b"records"), 100, "not from this replica's end 100"),
+            (_frame(100, b"records", epoch=2), 100, "at epoch 2, not 3"),
+        ):
+            client = await _client_fed(frames)
+            with pytest.raises(TransferError, match=why):
+                await client.receive(expected)
+            await client.close()
+
+    asyncio.run(scenario())
