@@ -11,24 +11,37 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Any
 
+from broker.config import BrokerConfig
+from broker.ha.role import Role
 from rocketspark.errors import RocketSparkError
 from rocketspark.protocol.codec import pack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.client import RemotingClient, check
 
-if TYPE_CHECKING:
-    from broker.server import Broker
-
 log = logging.getLogger(__name__)
 
 
+Registration = Callable[[list[str] | None], dict[str, Any]]  # what to tell: all topics, or these
+
+
 class Registry:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.client = RemotingClient(peer_kind="nameserver", default_timeout_ms=broker.config.register_timeout_ms)
+    """``registration(None)`` gives a full registration, ``registration(topics)`` an
+    increment; ``address()`` is this broker's address once it is bound."""
+
+    def __init__(
+        self, config: BrokerConfig, role: Role, registration: Registration, address: Callable[[], str]
+    ) -> None:
+        self.config = config
+        self.name = config.broker_name
+        self.role = role
+        self.registration = registration
+        self.address = address
+        self.client = RemotingClient(peer_kind="nameserver", default_timeout_ms=config.register_timeout_ms)
+        self._tasks: set[asyncio.Task[None]] = set()  # registrations that outlive their caller
         self._failing: set[str] = set()
         # One lock per nameserver: an UNREGISTER must not be overtaken by a late REGISTER to the
         # same nameserver, while a hung nameserver must not hold back the others.
@@ -37,7 +50,7 @@ class Registry:
 
     @property
     def nameservers(self) -> list[str]:
-        return list(self.broker.config.nameservers)
+        return list(self.config.nameservers)
 
     def _lock(self, address: str) -> threading.Lock:
         """The nameserver's lock (created on the event loop, before any thread uses it)."""
@@ -45,7 +58,7 @@ class Registry:
 
     async def run(self) -> None:
         """Re-register every ``register_interval_ms``; start-up registers on its own first."""
-        interval = self.broker.config.register_interval_ms / 1000
+        interval = self.config.register_interval_ms / 1000
         while True:
             await asyncio.sleep(interval)
             await self.register_now()
@@ -56,9 +69,9 @@ class Registry:
         none and notifies nobody (seed 000's hotspot rule). ``incremental`` sends only the
         changed topics (a topic created or updated, never one deleted): the periodic full
         registration repairs a nameserver that missed one."""
-        if not self.broker.role.is_master:
+        if not self.role.is_master:
             return  # a slave's group is in the routes through its master (and the controller's view)
-        registration = self.broker.registration(changed if incremental and changed else None)
+        registration = self.registration(changed if incremental and changed else None)
         if changed is not None:
             registration["changed"] = changed
         body = pack(registration)
@@ -66,9 +79,17 @@ class Registry:
             *(asyncio.to_thread(self._register_one, addr, self._lock(addr), body) for addr in self.nameservers)
         )
 
+    async def register_shielded(self, changed: list[str]) -> None:
+        """``register_now(changed, incremental=True)`` that finishes even when the caller is
+        cancelled (a send that auto-created a topic and then timed out)."""
+        task = asyncio.get_running_loop().create_task(self.register_now(changed, incremental=True))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        await asyncio.shield(task)
+
     def _register_one(self, address: str, lock: threading.Lock, body: bytes) -> None:
         request = RemotingCommand.request(
-            RequestCode.REGISTER_BROKER, {"brokerName": self.broker.name, "clusterName": self.broker.cluster}, body
+            RequestCode.REGISTER_BROKER, {"brokerName": self.name, "clusterName": self.config.cluster_name}, body
         )
         try:
             with lock:
@@ -77,15 +98,15 @@ class Registry:
                 check(self.client.invoke(address, request))
         except RocketSparkError as exc:
             if address not in self._failing:
-                log.warning("broker %s cannot register with nameserver %s: %s", self.broker.name, address, exc)
+                log.warning("broker %s cannot register with nameserver %s: %s", self.name, address, exc)
                 self._failing.add(address)
             return
         if address in self._failing:
-            log.info("broker %s registered with nameserver %s again", self.broker.name, address)
+            log.info("broker %s registered with nameserver %s again", self.name, address)
             self._failing.discard(address)
 
     async def unregister_all(self) -> None:
-        ext = {"brokerName": self.broker.name, "clusterName": self.broker.cluster, "addr": self.broker.address}
+        ext = {"brokerName": self.name, "clusterName": self.config.cluster_name, "addr": self.address()}
 
         def one(address: str, lock: threading.Lock) -> None:
             with lock:  # after a REGISTER in flight to this nameserver; later ones see _stopped
@@ -95,7 +116,7 @@ class Registry:
                     pass  # the nameserver will drop us after the silence timeout anyway
 
         self._stopped = True
-        if not self.broker.role.is_master:
+        if not self.role.is_master:
             return  # unregistering the group's name would take its master out of the routes
         await asyncio.gather(*(asyncio.to_thread(one, a, self._lock(a)) for a in self.nameservers))
 

@@ -29,7 +29,7 @@ from broker.longpoll import LongPollHub
 from broker.metadata import BrokerFile, check_identity
 from broker.offsets import ConsumerOffsets
 from broker.registry import Registry
-from broker.static_cleanup import clean_expired_segments
+from broker.static_cleanup import SegmentOffsets, clean_expired_segments
 from broker.static_topics import StaticTopics
 from broker.store.metafile import MetadataCorrupted, read_json, write_json_atomic
 from broker.store.recovery import RecoveryReport
@@ -44,14 +44,14 @@ log = logging.getLogger("broker")
 
 
 class Broker:
-    """Everything one broker holds; handlers receive it."""
+    """Everything one broker holds; each handler module gets the pieces it uses."""
 
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.name = config.broker_name
         self.cluster = config.cluster_name
         self.data_dir = Path(config.data_dir)
-        self.topics = TopicTable(self.data_dir / "config" / "topics.json")
+        self.topics = TopicTable(self.data_dir / "config" / "topics.json", self.name, config.broker_permission)
         self.offsets = ConsumerOffsets(self.data_dir / "config" / "consumerOffset.json")
         self.static = StaticTopics(self.data_dir / "config" / "topicQueueMapping.json", self.name)
         self.producers = ProducerTable(self.data_dir / "config" / "producers.json", config.dedupe_retention_hours)
@@ -59,8 +59,8 @@ class Broker:
         self.longpoll = LongPollHub()
         self.consumers = ConsumerGroups(config.consumer_expired_ms)
         self.dispatcher = Dispatcher(f"broker {self.name}", max_inflight_bytes=config.max_inflight_request_bytes)
-        self.registry = Registry(self)
         self.role = Role(self.name, config.replica_id, config.controller_mode, config.master_lease_ms)
+        self.registry = Registry(config, self.role, self.registration, lambda: self.address)
         self.epochs = EpochFile(self.data_dir / "config" / "epochs.json")
         metadata = BrokerMetadata(
             self.topics, self.static, self.offsets, self.producers, lambda: self.store.flushed_offset
@@ -76,7 +76,6 @@ class Broker:
             chunk_bytes=config.ha_chunk_bytes,
             metadata_interval_ms=config.ha_metadata_interval_ms,
         )
-        self.perm = config.broker_permission
         self.address = ""
         self.started_at = time.time()
         self.background: set[asyncio.Task[None]] = set()  # fire-and-forget work kept referenced
@@ -93,8 +92,51 @@ class Broker:
             if config.controller_mode
             else None
         )
-        for module in (send, pull, offsets, consumers, admin, static, ha):
-            module.register(self)
+        self._register_handlers()
+
+    def _register_handlers(self) -> None:
+        """Each handler module gets the narrow pieces it uses (kept here for tests to call
+        a handler directly)."""
+        store, topics, static_, role, registry, longpoll = (
+            self.store,
+            self.topics,
+            self.static,
+            self.role,
+            self.registry,
+            self.longpoll,
+        )
+        self.send_context = send.SendContext(
+            self.name, self.config, topics, static_, store, self.producers, longpoll, role, self.replication, registry
+        )
+        self.pull_context = pull.PullContext(self.config, topics, static_, store, longpoll)
+        self.static_context = static.StaticContext(self.name, topics, static_, store, longpoll, role, registry)
+        admin_context = admin.AdminContext(
+            self.name,
+            role,
+            topics,
+            static_,
+            store,
+            self.offsets,
+            self.producers,
+            longpoll,
+            registry,
+            self.dispatcher,
+            self.runtime_info,
+            self.set_permission,
+        )
+        d = self.dispatcher
+        send.register(d, self.send_context)
+        pull.register(d, self.pull_context)
+        offsets.register(d, offsets.OffsetsContext(topics, store, self.offsets, role))
+        consumers.register(d, self.consumers)
+        admin.register(d, admin_context)
+        static.register(d, self.static_context)
+        ha.register(d, ha.HaContext(role, store, self.epochs, self.replication))
+
+    @property
+    def perm(self) -> int:
+        """The broker's permission (the topic table applies it to every topic)."""
+        return self.topics.broker_perm
 
     # -- state ---------------------------------------------------------------------------
 
@@ -108,9 +150,9 @@ class Broker:
         check_identity(self.data_dir, self.name, self.config.replica_id)
         self.producers.load()
         saved = read_json(self.data_dir / "config" / "broker.json", default={}, shape=BrokerFile)
-        self.perm = int(saved.get("brokerPermission", self.perm))
+        self.topics.broker_perm = int(saved.get("brokerPermission", self.perm))
         report = self.store.open()
-        for pid, topic, queue_id in self.producers.forget_beyond(self.store.commitlog.max_offset):
+        for pid, topic, queue_id in self.producers.forget_beyond(self.store.log_max_offset):
             log.warning(
                 "broker %s: producer %s's sequence on %s/%d covered records lost in recovery; its resend will be "
                 "stored again",
@@ -120,14 +162,14 @@ class Broker:
                 queue_id,
             )
         self.topics.set_auto_create(
-            self.config.auto_create_topic_enable, self.config.default_topic_queue_nums, self.store.commitlog.max_offset
+            self.config.auto_create_topic_enable, self.config.default_topic_queue_nums, self.store.log_max_offset
         )
         return report
 
     def _rebuild_lost_topics(self) -> None:
         """A store with messages but no topics.json would start with every message invisible
         and hand out offsets again: rebuild the table from the consume queues, or refuse."""
-        queues = self.store.queues.scan_disk()
+        queues = self.store.queue_keys_on_disk()
         if queues:
             topics = self.topics.rebuild(queues)
             log.warning(
@@ -150,7 +192,7 @@ class Broker:
         topic whose config had not reached it yet, while its messages had, is recreated from
         the copied queues, so that none of its messages is left out of the routes."""
         if self.role.is_master:
-            found = self.topics.rebuild([*self.store.queues.loaded, *self.store.queues.on_disk], missing_only=True)
+            found = self.topics.rebuild(self.store.known_queues(), missing_only=True)
             if found:
                 log.warning("broker %s took office with messages of topics it had no config for: %s", self.name, found)
             task = asyncio.get_running_loop().create_task(self.registry.register_now())
@@ -168,7 +210,7 @@ class Broker:
         self.registry.close()
 
     def set_permission(self, perm: int) -> None:
-        self.perm = perm
+        self.topics.broker_perm = perm
         write_json_atomic(self.data_dir / "config" / "broker.json", {"brokerPermission": perm})
 
     def registration(self, only: list[str] | None = None) -> dict[str, Any]:
@@ -200,10 +242,10 @@ class Broker:
             "perm": Perm.describe(self.perm),
             "uptimeS": int(time.time() - self.started_at),
             "topics": len(self.topics.topics),
-            "logMinOffset": self.store.commitlog.min_offset,
-            "logMaxOffset": self.store.commitlog.max_offset,
+            "logMinOffset": self.store.log_min_offset,
+            "logMaxOffset": self.store.log_max_offset,
             "logFlushedOffset": self.store.flushed_offset,
-            "segments": len(self.store.commitlog.segments),
+            "segments": self.store.log_segments,
             "diskBytes": self.store.disk_usage(),
             "messagesStored": stats.messages_put,
             "bytesStored": stats.bytes_put,
@@ -233,7 +275,8 @@ class Broker:
         await self.producers.save(self.store.flushed_offset)
 
     async def clean_mappings(self) -> None:
-        dropped = await clean_expired_segments(self)
+        sources = SegmentOffsets(self.name, self.store, self.registry.client, self.config.nameservers)
+        dropped = await clean_expired_segments(self.static, sources)
         if dropped:
             await self.registry.register_now(dropped)  # named: their subscribers hear of it
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from broker.static_topics import StaticTopics
+from broker.store.store import MessageStore
 from rocketspark.errors import RocketSparkError
 from rocketspark.protocol.codec import unpack
 from rocketspark.protocol.codes import RequestCode
@@ -19,22 +21,27 @@ from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.mapping import LogicQueueMappingItem
 from rocketspark.remoting.client import check
 
-if TYPE_CHECKING:
-    from broker.server import Broker
-
 log = logging.getLogger(__name__)
 
 
-def broker_addresses(broker: Broker) -> dict[str, str]:
+class Invoker(Protocol):
+    """The calls cleanup makes (a ``RemotingClient``)."""
+
+    def invoke(
+        self, address: str, request: RemotingCommand, timeout_ms: int | None = None, *, peer: str | None = None
+    ) -> RemotingCommand: ...
+
+
+def broker_addresses(client: Invoker, nameservers: list[str], name: str) -> dict[str, str]:
     """Broker name -> address, from every nameserver (one that just restarted may not know
     every broker yet; the first address heard for a name is kept). Blocking: run in a thread."""
     addresses: dict[str, str] = {}
     request = RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO)
-    for nameserver in broker.config.nameservers:
+    for nameserver in nameservers:
         try:
-            info = unpack(check(broker.registry.client.invoke(nameserver, request)).body)
+            info = unpack(check(client.invoke(nameserver, request)).body)
         except RocketSparkError as exc:
-            log.debug("broker %s: nameserver %s gave no broker addresses: %s", broker.name, nameserver, exc)
+            log.debug("broker %s: nameserver %s gave no broker addresses: %s", name, nameserver, exc)
             continue
         for name, live in info["brokers"].items():
             if live.get("addr"):
@@ -42,50 +49,49 @@ def broker_addresses(broker: Broker) -> dict[str, str]:
     return addresses
 
 
-def remote_min_offset(broker: Broker, address: str, topic: str, item: LogicQueueMappingItem) -> int | None:
+def remote_min_offset(client: Invoker, address: str, topic: str, item: LogicQueueMappingItem) -> int | None:
     """Min offset of a segment's physical queue on another broker; None if it does not answer."""
     request = RemotingCommand.request(RequestCode.GET_MIN_OFFSET, {"topic": topic, "queueId": item.queue_id})
     try:
-        return int(check(broker.registry.client.invoke(address, request, peer="broker")).ext["offset"])
+        return int(check(client.invoke(address, request, peer="broker")).ext["offset"])
     except RocketSparkError as exc:
         log.debug("cannot read min offset of %s/%s on %s: %s", topic, item.queue_id, item.bname, exc)
         return None
 
 
-class _SegmentOffsets:
+class SegmentOffsets:
     """Min offsets of segments for one cleanup round: a local segment's from the store, a
-    remote one's from its broker, whose address is looked up once per round."""
+    remote one's from its broker, whose address is looked up (from the nameservers) once
+    per round."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, name: str, store: MessageStore, client: Invoker, nameservers: list[str]) -> None:
+        self.name = name
+        self.store = store
+        self.client = client
+        self.nameservers = nameservers
         self._addresses: dict[str, str] | None = None
 
     async def min_offset(self, topic: str, item: LogicQueueMappingItem) -> int | None:
         """None when the segment's broker is unknown or does not answer."""
-        if item.bname == self.broker.name:
-            return self.broker.store.min_offset(topic, item.queue_id)
+        if item.bname == self.name:
+            return self.store.min_offset(topic, item.queue_id)
         if self._addresses is None:
-            self._addresses = await asyncio.to_thread(broker_addresses, self.broker)
+            self._addresses = await asyncio.to_thread(broker_addresses, self.client, self.nameservers, self.name)
         address = self._addresses.get(item.bname)
         if address is None:
             return None
-        return await asyncio.to_thread(remote_min_offset, self.broker, address, topic, item)
+        return await asyncio.to_thread(remote_min_offset, self.client, address, topic, item)
 
 
-async def clean_expired_segments(broker: Broker) -> list[str]:
+async def clean_expired_segments(static: StaticTopics, offsets: SegmentOffsets) -> list[str]:
     """Drop every expired first segment of the queues this broker leads; return the topics."""
     dropped: list[str] = []
-    offsets = _SegmentOffsets(broker)
-    for topic, detail in list(broker.static.details.items()):
+    for topic, detail in list(static.details.items()):
         for logical_id, items in list(detail.hosted_queues.items()):
             if detail.leader_of(logical_id) is None or len(items) < 2 or not items[0].sealed:
                 continue
             low = await offsets.min_offset(topic, items[0])
-            if (
-                low is not None
-                and low >= items[0].end_offset
-                and broker.static.drop_front(topic, logical_id, items[0].gen)
-            ):
+            if low is not None and low >= items[0].end_offset and static.drop_front(topic, logical_id, items[0].gen):
                 log.info(
                     "static topic %s: dropped expired segment gen %d of logical queue %d (%s queue %d)",
                     topic,

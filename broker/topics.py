@@ -19,7 +19,7 @@ import msgspec
 
 from broker.metadata import TopicChange, TopicsFile
 from broker.store.metafile import Journal, read_json, write_json_atomic
-from rocketspark.errors import InvalidParameterError
+from rocketspark.errors import InvalidParameterError, NoPermissionError, TopicNotExistError
 from rocketspark.protocol.types import Perm, TopicConfig
 
 AUTO_CREATE_TOPIC = "TBW102"
@@ -61,11 +61,41 @@ class TopicTable:
 
     COMPACT_MIN_LINES = 1000
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, broker_name: str, broker_perm: int = Perm.READ_WRITE) -> None:
         self.path = path
+        self.broker_name = broker_name
+        self.broker_perm = broker_perm  # the whole broker's (wiped for maintenance), over every topic's
         self.topics: dict[str, BrokerTopic] = {}
         self.version = 0  # rises on every change; registration carries it
         self.journal = Journal(path)
+
+    # -- the checks every request makes -------------------------------------------------------
+
+    def check_readable(self, topic: str, queue_id: int) -> TopicConfig:
+        """The topic's config, if the topic exists here, is readable and has the queue."""
+        config = self.get(topic)
+        if config is None:
+            raise TopicNotExistError(f'topic "{topic}" does not exist on broker {self.broker_name}')
+        if not config.perm & Perm.READ or not self.broker_perm & Perm.READ:
+            raise NoPermissionError(f'topic "{topic}" is not readable on broker {self.broker_name}')
+        if not 0 <= queue_id < max(config.read_queue_nums, config.write_queue_nums):
+            raise InvalidParameterError(
+                f'queue {queue_id} does not exist: topic "{topic}" has {config.read_queue_nums} read queues on '
+                f"broker {self.broker_name}"
+            )
+        return config
+
+    def check_writable(self, config: TopicConfig) -> None:
+        if not self.broker_perm & Perm.WRITE:
+            raise NoPermissionError(
+                f"broker {self.broker_name} is not accepting writes (its write permission was wiped, usually for "
+                "maintenance); send to another broker of the topic"
+            )
+        if not config.perm & Perm.WRITE:
+            raise NoPermissionError(
+                f'topic "{config.name}" is not writable on broker {self.broker_name} '
+                f"(perm {Perm.describe(config.perm)})"
+            )
 
     def load(self) -> None:
         data = read_json(self.path, default={"topics": []}, shape=TopicsFile)

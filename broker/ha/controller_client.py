@@ -89,7 +89,7 @@ class ControllerLink:
             await self.register()
         ext = {
             "address": self.address(),
-            "maxOffset": self.replication.store.commitlog.max_offset,
+            "maxOffset": self.replication.store.log_max_offset,
             "masterEpoch": self.role.epoch,
         }
         answers = await asyncio.gather(

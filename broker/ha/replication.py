@@ -113,7 +113,7 @@ class Replication:
         if view is None or not self.role.is_master:
             return None
         current = set(view.sync_state_set) - {self.role.replica_id}
-        wanted = self.acks.in_sync(current, self.store.commitlog.max_offset) | {self.role.replica_id}
+        wanted = self.acks.in_sync(current, self.store.log_max_offset) | {self.role.replica_id}
         return None if wanted == set(view.sync_state_set) else wanted
 
     # -- changes of role ---------------------------------------------------------------------
@@ -130,7 +130,7 @@ class Replication:
         self.server.drop_all()  # slaves following the term that ended
         if self.role.is_master:
             self._index_copied()  # every record it holds readable before it takes a write
-            self.epochs.begin(self.role.epoch, self.store.commitlog.max_offset)
+            self.epochs.begin(self.role.epoch, self.store.log_max_offset)
             view = self.role.view
             self.acks.reset(set(view.sync_state_set) - {self.role.replica_id} if view else set())
             log.info("replica %d of %s is master at epoch %d", self.role.replica_id, self.role.group, self.role.epoch)
@@ -178,7 +178,7 @@ class Replication:
         theirs = [(int(e), int(o)) for e, o in unpack(response.body)]
         their_end = int(response.ext["logEnd"])
         self._floor = int(response.ext["logMin"])
-        mine_end = self.store.commitlog.max_offset
+        mine_end = self.store.log_max_offset
         keep = common_end(self.epochs.entries, mine_end, theirs, their_end) if self.epochs.entries else mine_end
         keep = min(keep, their_end)
         if keep < mine_end:
@@ -197,8 +197,7 @@ class Replication:
     async def _receive(self, master: str, port: int, epoch: int) -> None:
         """Store what the master pushes, acknowledging each piece; copy the metadata when the
         master's changes (topics, mappings) and every ``ha_metadata_interval_ms``."""
-        log_ = self.store.commitlog
-        offset = log_.max_offset if log_.segments else self._floor
+        offset = self.store.log_max_offset if self.store.log_segments else self._floor
         host = master.rsplit(":", 1)[0]
         link = await LogClient.connect(host, port, self.role.replica_id, epoch, offset)
         copied = asyncio.Event()

@@ -92,7 +92,7 @@ class LogServer:
                 await asyncio.wait_for(reader.readexactly(HELLO.size), SILENCE_S)
             )
             self._check_hello(magic, epoch, offset)
-            self.acks.report(replica_id, offset, self.store.commitlog.max_offset)
+            self.acks.report(replica_id, offset, self.store.log_max_offset)
             await self._run(reader, writer, replica_id, epoch, offset, wake)
         except TransferError as exc:
             log.warning("HA connection from %s refused: %s", peer, exc)
@@ -104,7 +104,7 @@ class LogServer:
             writer.close()
 
     def _check_hello(self, magic: int, epoch: int, offset: int) -> None:
-        role, log_ = self.role, self.store.commitlog
+        role, low, high = self.role, self.store.log_min_offset, self.store.log_max_offset
         if magic != MAGIC:
             raise TransferError(f"not a replica of this cluster (magic 0x{magic:08X})")
         if not role.is_master or epoch != role.epoch:
@@ -112,10 +112,8 @@ class LogServer:
                 f"it follows epoch {epoch}, and replica {role.replica_id} of {role.group} is not master at it "
                 f"(it knows master {role.master_address} at epoch {role.epoch})"
             )
-        if offset > log_.max_offset or (log_.segments and offset < log_.min_offset):
-            raise TransferError(
-                f"it asks for the log from {offset}, outside this master's [{log_.min_offset}, {log_.max_offset}]"
-            )
+        if offset > high or (self.store.log_segments and offset < low):
+            raise TransferError(f"it asks for the log from {offset}, outside this master's [{low}, {high}]")
 
     async def _run(
         self,
@@ -141,7 +139,7 @@ class LogServer:
     async def _read_acks(self, reader: asyncio.StreamReader, replica_id: int) -> None:
         while True:
             (offset,) = ACK.unpack(await reader.readexactly(ACK.size))
-            self.acks.report(replica_id, offset, self.store.commitlog.max_offset)
+            self.acks.report(replica_id, offset, self.store.log_max_offset)
 
     async def _push(self, writer: asyncio.StreamWriter, epoch: int, offset: int, wake: asyncio.Event) -> None:
         while self.role.is_master and self.role.epoch == epoch:

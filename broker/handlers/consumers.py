@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from broker.consumers import ConsumerGroups
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.headers import get_str
-
-if TYPE_CHECKING:
-    from broker.server import Broker
+from rocketspark.remoting.server import Dispatcher
 
 
-def register(broker: Broker) -> None:
-    groups = broker.consumers
+def register(dispatcher: Dispatcher, groups: ConsumerGroups) -> None:
 
     async def heartbeat(cmd: RemotingCommand) -> RemotingCommand:
         group, client_id = get_str(cmd, "consumerGroup"), get_str(cmd, "clientId")
@@ -28,6 +24,6 @@ def register(broker: Broker) -> None:
     async def member_list(cmd: RemotingCommand) -> RemotingCommand:
         return cmd.response(ext={"members": groups.members(get_str(cmd, "consumerGroup"))})
 
-    broker.dispatcher.register(RequestCode.HEART_BEAT, heartbeat)
-    broker.dispatcher.register(RequestCode.UNREGISTER_CLIENT, unregister)
-    broker.dispatcher.register(RequestCode.GET_CONSUMER_LIST_BY_GROUP, member_list)
+    dispatcher.register(RequestCode.HEART_BEAT, heartbeat)
+    dispatcher.register(RequestCode.UNREGISTER_CLIENT, unregister)
+    dispatcher.register(RequestCode.GET_CONSUMER_LIST_BY_GROUP, member_list)

@@ -7,44 +7,55 @@ a group that never committed answers QUERY_NOT_FOUND, a status the client turns 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
-from broker.handlers.pull import check_readable
+from broker.ha.role import Role
+from broker.offsets import ConsumerOffsets
+from broker.store.store import MessageStore
+from broker.topics import TopicTable
 from rocketspark.errors import InvalidParameterError
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.headers import get_bool, get_int, get_str
 from rocketspark.protocol.validation import validate_topic_name
-
-if TYPE_CHECKING:
-    from broker.server import Broker
+from rocketspark.remoting.server import Dispatcher
 
 LOGICAL_PREFIX = "%LOGICAL%"
 
 
-def register(broker: Broker) -> None:
-    store, offsets = broker.store, broker.offsets
+@dataclass(frozen=True, slots=True)
+class OffsetsContext:
+    """What offset queries and commits touch."""
+
+    topics: TopicTable
+    store: MessageStore
+    offsets: ConsumerOffsets
+    role: Role
+
+
+def register(dispatcher: Dispatcher, ctx: OffsetsContext) -> None:
+    store, offsets = ctx.store, ctx.offsets
 
     async def max_offset(cmd: RemotingCommand) -> RemotingCommand:
         topic, queue_id = get_str(cmd, "topic"), get_int(cmd, "queueId")
-        check_readable(broker, topic, queue_id)
+        ctx.topics.check_readable(topic, queue_id)
         return cmd.response(ext={"offset": store.max_offset(topic, queue_id)})
 
     async def min_offset(cmd: RemotingCommand) -> RemotingCommand:
         topic, queue_id = get_str(cmd, "topic"), get_int(cmd, "queueId")
-        check_readable(broker, topic, queue_id)
+        ctx.topics.check_readable(topic, queue_id)
         return cmd.response(ext={"offset": store.min_offset(topic, queue_id)})
 
     async def search_by_time(cmd: RemotingCommand) -> RemotingCommand:
         topic, queue_id = get_str(cmd, "topic"), get_int(cmd, "queueId")
-        check_readable(broker, topic, queue_id)
+        ctx.topics.check_readable(topic, queue_id)
         timestamp = get_int(cmd, "timestamp")
         return cmd.response(ext={"offset": store.offset_for_time(topic, queue_id, timestamp)})
 
     async def update_consumer_offset(cmd: RemotingCommand) -> RemotingCommand:
         group, topic = get_str(cmd, "consumerGroup"), get_str(cmd, "topic")
         queue_id, offset = get_int(cmd, "queueId"), get_int(cmd, "commitOffset")
-        broker.role.check_writable()  # progress lives on the master; its slaves copy it
+        ctx.role.check_writable()  # progress lives on the master; its slaves copy it
         if offset < 0:
             raise InvalidParameterError(f"commit offset must be >= 0, got {offset}")
         if get_bool(cmd, "logical", False):
@@ -53,7 +64,7 @@ def register(broker: Broker) -> None:
             # queue when it was committed; readers look back through the segments' brokers.
             offsets.commit(group, LOGICAL_PREFIX + topic, queue_id, offset)
             return cmd.response()
-        check_readable(broker, topic, queue_id)
+        ctx.topics.check_readable(topic, queue_id)
         offsets.commit(group, topic, queue_id, offset)
         return cmd.response()
 
@@ -67,8 +78,8 @@ def register(broker: Broker) -> None:
             )
         return cmd.response(ext={"offset": offset})
 
-    broker.dispatcher.register(RequestCode.GET_MAX_OFFSET, max_offset)
-    broker.dispatcher.register(RequestCode.GET_MIN_OFFSET, min_offset)
-    broker.dispatcher.register(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, search_by_time)
-    broker.dispatcher.register(RequestCode.UPDATE_CONSUMER_OFFSET, update_consumer_offset)
-    broker.dispatcher.register(RequestCode.QUERY_CONSUMER_OFFSET, query_consumer_offset)
+    dispatcher.register(RequestCode.GET_MAX_OFFSET, max_offset)
+    dispatcher.register(RequestCode.GET_MIN_OFFSET, min_offset)
+    dispatcher.register(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, search_by_time)
+    dispatcher.register(RequestCode.UPDATE_CONSUMER_OFFSET, update_consumer_offset)
+    dispatcher.register(RequestCode.QUERY_CONSUMER_OFFSET, query_consumer_offset)

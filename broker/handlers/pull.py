@@ -15,20 +15,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
 
+from broker.config import BrokerConfig
+from broker.longpoll import LongPollHub
+from broker.static_topics import StaticTopics
 from broker.store.reading import GetResult, GetStatus
 from broker.store.recovery import tag_hash
-from rocketspark.errors import InvalidParameterError, NoPermissionError, TopicNotExistError
+from broker.store.store import MessageStore
+from broker.topics import TopicTable
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.headers import get_int, get_list, get_str
 from rocketspark.protocol.mapping import LogicQueueMappingItem
-from rocketspark.protocol.types import Perm, TopicConfig
-
-if TYPE_CHECKING:
-    from broker.server import Broker
+from rocketspark.remoting.server import Dispatcher
 
 MAX_MESSAGES_PER_PULL = 65_536
 
@@ -43,39 +44,35 @@ _CODES = {
 }
 
 
-def register(broker: Broker) -> None:
-    broker.dispatcher.register(RequestCode.PULL_MESSAGE, partial(handle_pull, broker))
-    broker.dispatcher.register_stream(RequestCode.PULL_MESSAGE, partial(stream_pull, broker))
+@dataclass(frozen=True, slots=True)
+class PullContext:
+    """What a pull touches."""
+
+    config: BrokerConfig
+    topics: TopicTable
+    static: StaticTopics
+    store: MessageStore
+    longpoll: LongPollHub
 
 
-def check_readable(broker: Broker, topic: str, queue_id: int) -> TopicConfig:
-    """The topic's config, if the topic exists here, is readable and has the queue."""
-    config = broker.topics.get(topic)
-    if config is None:
-        raise TopicNotExistError(f'topic "{topic}" does not exist on broker {broker.name}')
-    if not config.perm & Perm.READ or not broker.perm & Perm.READ:
-        raise NoPermissionError(f'topic "{topic}" is not readable on broker {broker.name}')
-    if not 0 <= queue_id < max(config.read_queue_nums, config.write_queue_nums):
-        raise InvalidParameterError(
-            f'queue {queue_id} does not exist: topic "{topic}" has {config.read_queue_nums} read queues on '
-            f"broker {broker.name}"
-        )
-    return config
+def register(dispatcher: Dispatcher, ctx: PullContext) -> None:
+    dispatcher.register(RequestCode.PULL_MESSAGE, partial(handle_pull, ctx))
+    dispatcher.register_stream(RequestCode.PULL_MESSAGE, partial(stream_pull, ctx))
 
 
 class _PullRequest:
     """A parsed pull request; ``read`` reads from any offset with its limits."""
 
-    def __init__(self, broker: Broker, cmd: RemotingCommand) -> None:
-        self.broker = broker
+    def __init__(self, ctx: PullContext, cmd: RemotingCommand) -> None:
+        self.ctx = ctx
         self.topic = get_str(cmd, "topic")
         self.queue_id = get_int(cmd, "queueId")
         self.offset = get_int(cmd, "queueOffset")
-        check_readable(broker, self.topic, self.queue_id)
+        ctx.topics.check_readable(self.topic, self.queue_id)
         self.max_messages = min(max(get_int(cmd, "maxMsgNums", 32), 1), MAX_MESSAGES_PER_PULL)
-        limit = broker.config.max_pull_bytes
+        limit = ctx.config.max_pull_bytes
         self.max_bytes = min(max(get_int(cmd, "maxBytes", limit), 1), limit)
-        self.suspend_ms = min(max(get_int(cmd, "suspendTimeoutMs", 0), 0), broker.config.max_long_poll_ms)
+        self.suspend_ms = min(max(get_int(cmd, "suspendTimeoutMs", 0), 0), ctx.config.max_long_poll_ms)
         tags = get_list(cmd, "tags", None)
         self.tag_hashes = frozenset(tag_hash(str(t)) for t in tags) if tags else None
         end = get_int(cmd, "endOffset", -1)
@@ -84,12 +81,12 @@ class _PullRequest:
         self.logical_id = get_int(cmd, "logicQueueId", -1)
         self.gen = get_int(cmd, "gen", -1)
         self.epoch = get_int(cmd, "epoch", -1)
-        self.segmented = self.logical_id >= 0 and broker.static.is_static(self.topic)
+        self.segmented = self.logical_id >= 0 and ctx.static.is_static(self.topic)
         if self.segmented:
             self._item()
 
     def _item(self) -> LogicQueueMappingItem:
-        return self.broker.static.item_for_read(self.topic, self.logical_id, self.gen, self.queue_id, self.epoch)
+        return self.ctx.static.item_for_read(self.topic, self.logical_id, self.gen, self.queue_id, self.epoch)
 
     @property
     def key(self) -> tuple[str, int]:
@@ -103,9 +100,9 @@ class _PullRequest:
             item = self._item()
             if item.sealed:
                 if offset >= item.end_offset:
-                    raise self.broker.static.stale_read(self.topic, self.logical_id, item, self.epoch)
+                    raise self.ctx.static.stale_read(self.topic, self.logical_id, item, self.epoch)
                 limit = min(limit, item.end_offset - offset)
-        return self.broker.store.get(
+        return self.ctx.store.get(
             self.topic,
             self.queue_id,
             offset,
@@ -127,7 +124,7 @@ def _response(cmd: RemotingCommand, result: GetResult) -> RemotingCommand:
 async def _read_held(request: _PullRequest, offset: int, deadline: float) -> GetResult:
     """Read from ``offset``; while there is nothing new, hold until a send to the queue wakes
     us, ``deadline`` (monotonic) passes, or the broker shuts down."""
-    hub = request.broker.longpoll
+    hub = request.ctx.longpoll
     while True:
         result = request.read(offset)
         remaining = deadline - time.monotonic()
@@ -136,19 +133,19 @@ async def _read_held(request: _PullRequest, offset: int, deadline: float) -> Get
         await hub.wait(request.key, remaining)
 
 
-async def handle_pull(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
-    request = _PullRequest(broker, cmd)
+async def handle_pull(ctx: PullContext, cmd: RemotingCommand) -> RemotingCommand:
+    request = _PullRequest(ctx, cmd)
     result = await _read_held(request, request.offset, time.monotonic() + request.suspend_ms / 1000)
     return _response(cmd, result)
 
 
-async def stream_pull(broker: Broker, cmd: RemotingCommand) -> AsyncIterator[RemotingCommand]:
+async def stream_pull(ctx: PullContext, cmd: RemotingCommand) -> AsyncIterator[RemotingCommand]:
     """A pull that keeps going: send each batch as soon as it is stored, for ``suspendTimeoutMs``.
 
     It ends at that deadline with a PULL_NOT_FOUND carrying the next offset, or at once on
     PULL_OFFSET_MOVED. gRPC flow control holds the loop back when the consumer is slower.
     """
-    request = _PullRequest(broker, cmd)
+    request = _PullRequest(ctx, cmd)
     offset = request.offset
     deadline = time.monotonic() + max(request.suspend_ms, 1) / 1000
     while True:

@@ -8,9 +8,15 @@ so that no message can land after the point the new segment starts from.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
 
+from broker.ha.role import Role
+from broker.longpoll import LongPollHub
+from broker.registry import Registry
+from broker.static_topics import StaticTopics
+from broker.store.store import MessageStore
+from broker.topics import TopicTable
 from rocketspark.errors import InvalidParameterError, MalformedRequestError
 from rocketspark.protocol.codec import pack, unpack
 from rocketspark.protocol.codes import RequestCode
@@ -19,18 +25,29 @@ from rocketspark.protocol.headers import get_list, get_str
 from rocketspark.protocol.mapping import LogicQueueMappingItem, TopicQueueMappingDetail
 from rocketspark.protocol.types import Perm, TopicConfig
 from rocketspark.protocol.validation import validate_topic_name
-
-if TYPE_CHECKING:
-    from broker.server import Broker
+from rocketspark.remoting.server import Dispatcher
 
 
-def register(broker: Broker) -> None:
-    broker.dispatcher.register(RequestCode.UPDATE_AND_CREATE_STATIC_TOPIC, partial(update_static_topic, broker))
-    broker.dispatcher.register(RequestCode.SEAL_LOGIC_QUEUES, partial(seal_queues, broker))
+@dataclass(frozen=True, slots=True)
+class StaticContext:
+    """What static-topic changes touch."""
+
+    name: str
+    topics: TopicTable
+    static: StaticTopics
+    store: MessageStore
+    longpoll: LongPollHub
+    role: Role
+    registry: Registry
 
 
-async def update_static_topic(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
-    broker.role.check_writable()  # only the group's master changes what its slaves copy
+def register(dispatcher: Dispatcher, ctx: StaticContext) -> None:
+    dispatcher.register(RequestCode.UPDATE_AND_CREATE_STATIC_TOPIC, partial(update_static_topic, ctx))
+    dispatcher.register(RequestCode.SEAL_LOGIC_QUEUES, partial(seal_queues, ctx))
+
+
+async def update_static_topic(ctx: StaticContext, cmd: RemotingCommand) -> RemotingCommand:
+    ctx.role.check_writable()  # only the group's master changes what its slaves copy
     body = unpack(cmd.body)
     if not isinstance(body, dict) or "mapping" not in body:
         raise MalformedRequestError("UPDATE_AND_CREATE_STATIC_TOPIC needs a body {mapping, force}")
@@ -39,38 +56,36 @@ async def update_static_topic(broker: Broker, cmd: RemotingCommand) -> RemotingC
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise MalformedRequestError(f"the mapping in the request does not parse: {exc!r}") from None
     validate_topic_name(detail.topic)
-    existing = broker.topics.get(detail.topic)
-    if existing is not None and not broker.static.is_static(detail.topic):
+    existing = ctx.topics.get(detail.topic)
+    if existing is not None and not ctx.static.is_static(detail.topic):
         raise InvalidParameterError(
-            f'"{detail.topic}" is already a normal topic on broker {broker.name}; a static topic needs a name of '
+            f'"{detail.topic}" is already a normal topic on broker {ctx.name}; a static topic needs a name of '
             "its own (or delete the normal topic first)"
         )
-    changed = broker.static.update(detail, force=bool(body.get("force", False)))
+    changed = ctx.static.update(detail, force=bool(body.get("force", False)))
     queues = max(detail.physical_queue_count(), existing.write_queue_nums if existing else 0, 1)
-    changed |= broker.topics.put(
-        TopicConfig(detail.topic, queues, queues, Perm.READ_WRITE), broker.store.commitlog.max_offset
-    )
+    changed |= ctx.topics.put(TopicConfig(detail.topic, queues, queues, Perm.READ_WRITE), ctx.store.log_max_offset)
     if changed:
-        broker.longpoll.notify_topic(detail.topic)  # readers held on a segment that changed re-check it
-        await broker.registry.register_now([detail.topic])
+        ctx.longpoll.notify_topic(detail.topic)  # readers held on a segment that changed re-check it
+        await ctx.registry.register_now([detail.topic])
     return cmd.response(ext={"changed": changed, "epoch": detail.epoch})
 
 
-async def seal_queues(broker: Broker, cmd: RemotingCommand) -> RemotingCommand:
-    broker.role.check_writable()  # only the group's master changes what its slaves copy
+async def seal_queues(ctx: StaticContext, cmd: RemotingCommand) -> RemotingCommand:
+    ctx.role.check_writable()  # only the group's master changes what its slaves copy
     """Seal the open segments of the given logical queues; answer each one's end offset."""
     topic = get_str(cmd, "topic")
     logical_ids = [_logical_id(raw) for raw in get_list(cmd, "logicQueueIds")]
-    before = broker.static.get(topic)
+    before = ctx.static.get(topic)
     sealed: dict[int, LogicQueueMappingItem] | None = None
     try:
-        sealed = broker.static.seal(topic, logical_ids, partial(broker.store.max_offset, topic))
+        sealed = ctx.static.seal(topic, logical_ids, partial(ctx.store.max_offset, topic))
     finally:
         # Tell the nameservers, also when saving the seal failed after it took effect here.
-        if sealed is not None or broker.static.get(topic) is not before:
-            await broker.registry.register_now([topic])
+        if sealed is not None or ctx.static.get(topic) is not before:
+            await ctx.registry.register_now([topic])
     for item in sealed.values():
-        broker.longpoll.notify((topic, item.queue_id))  # held reads of the segment stop at its end
+        ctx.longpoll.notify((topic, item.queue_id))  # held reads of the segment stop at its end
     return cmd.response(body=pack({str(logical_id): item.end_offset for logical_id, item in sealed.items()}))
 
 

@@ -14,15 +14,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING
 
 from broker.store.commitlog import CommitLog
 from broker.store.consumequeue import ENTRY, ConsumeQueue
 from broker.store.entrycheck import Mismatch, first_mismatch
+from broker.store.stats import StoreStats
 from rocketspark.errors import QueueRebuiltError, StoreDamagedError
-
-if TYPE_CHECKING:
-    from broker.store.store import StoreStats
 
 log = logging.getLogger(__name__)
 

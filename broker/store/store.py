@@ -36,7 +36,8 @@ from broker.store.queues import QueueSet, parse_table
 from broker.store.reading import GetResult, GetStatus, QueueReader
 from broker.store.recovery import QueueKey, RecoveryReport, rebuild_queues, recover
 from broker.store.scan import Damage, scan_segment
-from broker.store.scrub import Scrubber
+from broker.store.scrub import Scrubber, ScrubStats
+from broker.store.stats import StoreStats
 from rocketspark.errors import StoreWriteError
 
 log = logging.getLogger(__name__)
@@ -64,17 +65,6 @@ class PutResult:
     end_offset: int  # commit-log offset just past the last record
     count: int
     store_ms: int
-
-
-@dataclass
-class StoreStats:
-    messages_put: int = 0
-    bytes_put: int = 0
-    messages_got: int = 0
-    segments_deleted: int = 0
-    index_mismatches: int = 0  # reads refused because an entry disagreed with its record
-    queues_rebuilt: int = 0
-    messages_copied: int = 0  # records a slave copied from its master
 
 
 @dataclass
@@ -275,6 +265,33 @@ class MessageStore:
                 self.follower.indexed = min(self.follower.indexed, offset)
             self.flushed_offset = min(self.flushed_offset, offset)
         self._write_checkpoint(force=True)
+
+    # -- the log as a whole (what the broker around the store asks of it) -------------------------
+
+    @property
+    def log_min_offset(self) -> int:
+        return self.commitlog.min_offset
+
+    @property
+    def log_max_offset(self) -> int:
+        """The log's end: where the next record goes."""
+        return self.commitlog.max_offset
+
+    @property
+    def log_segments(self) -> int:
+        return len(self.commitlog.segments)
+
+    @property
+    def scrub_stats(self) -> ScrubStats:
+        return self.scrub.stats
+
+    def queue_keys_on_disk(self) -> list[QueueKey]:
+        """Every queue with files on disk (scanned now)."""
+        return self.queues.scan_disk()
+
+    def known_queues(self) -> list[QueueKey]:
+        """Every queue loaded or found on disk."""
+        return [*self.queues.loaded, *self.queues.on_disk]
 
     def read_chunk(self, offset: int, max_bytes: int) -> bytes:
         """Up to ``max_bytes`` of the log from ``offset`` within one segment, for a slave."""

@@ -50,7 +50,7 @@ def pull_request(topic: str, queue_id: int, offset: int, suspend_ms: int) -> Rem
 
 def test_a_held_pull_answers_at_once_when_the_broker_closes(broker: Broker) -> None:
     async def scenario() -> int:
-        held = asyncio.create_task(handle_pull(broker, pull_request("orders", 0, 0, 30_000)))
+        held = asyncio.create_task(handle_pull(broker.pull_context, pull_request("orders", 0, 0, 30_000)))
         await asyncio.sleep(0.05)
         assert not held.done()
         broker.longpoll.close()
@@ -73,7 +73,7 @@ def test_changing_one_topic_wakes_only_the_pulls_held_on_it(broker: Broker) -> N
 
 def test_a_held_pull_is_answered_when_a_message_arrives(broker: Broker) -> None:
     async def scenario() -> tuple[int, int]:
-        held = asyncio.create_task(handle_pull(broker, pull_request("orders", 1, 0, 30_000)))
+        held = asyncio.create_task(handle_pull(broker.pull_context, pull_request("orders", 1, 0, 30_000)))
         await asyncio.sleep(0.05)
         put(broker, "orders", 1)
         broker.longpoll.notify(("orders", 1))
@@ -101,9 +101,9 @@ def test_a_producer_sequence_past_the_recovered_log_does_not_drop_the_resend(tmp
     broker.open()
     broker.topics.put(TopicConfig("orders", 1, 1), 0)
     try:
-        response = asyncio.run(handle_send(broker, idempotent_send("orders", "p1", 0, 3)))
+        response = asyncio.run(handle_send(broker.send_context, idempotent_send("orders", "p1", 0, 3)))
         assert (response.ext["count"], response.ext["duplicates"]) == (3, 0)
-        again = asyncio.run(handle_send(broker, idempotent_send("orders", "p1", 0, 3)))
+        again = asyncio.run(handle_send(broker.send_context, idempotent_send("orders", "p1", 0, 3)))
         assert (again.ext["count"], again.ext["duplicates"]) == (0, 3)
     finally:
         broker.close()
@@ -141,7 +141,7 @@ def static_broker(broker: Broker, monkeypatch: pytest.MonkeyPatch) -> tuple[list
 
 def seal(broker: Broker, ids: list[object]) -> dict[str, int]:
     cmd = RemotingCommand.request(RequestCode.SEAL_LOGIC_QUEUES, {"topic": "st", "logicQueueIds": ids})
-    result: dict[str, int] = unpack(asyncio.run(seal_queues(broker, cmd)).body)
+    result: dict[str, int] = unpack(asyncio.run(seal_queues(broker.static_context, cmd)).body)
     return result
 
 

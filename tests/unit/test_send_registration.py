@@ -40,7 +40,7 @@ def test_the_first_send_to_a_new_topic_is_answered_after_its_registration(
     body = encode_send_batch([message_payload(Message("fresh", b"first"))])
 
     async def send() -> tuple[RemotingCommand, list[list[str] | None]]:
-        response = await handle_send(broker, RemotingCommand.request(RequestCode.SEND_MESSAGE, ext, body))
+        response = await handle_send(broker.send_context, RemotingCommand.request(RequestCode.SEND_MESSAGE, ext, body))
         return response, list(registered)  # what the nameservers had been told when the answer left
 
     response, registered_by_then = asyncio.run(send())

@@ -11,7 +11,7 @@ import pytest
 
 from broker.config import BrokerConfig
 from broker.server import Broker
-from broker.static_cleanup import clean_expired_segments
+from broker.static_cleanup import SegmentOffsets, clean_expired_segments
 from rocketspark.errors import ConnectError
 from rocketspark.protocol.codec import pack
 from rocketspark.protocol.codes import RequestCode
@@ -38,13 +38,14 @@ def broker(tmp_path: Path) -> Iterator[Broker]:
     b.close()
 
 
-def test_a_remote_segment_s_broker_is_found_through_any_nameserver_asked_once_per_round(
-    broker: Broker, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    calls: list[tuple[str, int]] = []
+class FakeNetwork:
+    """Three nameservers (one down, one that does not know broker-b yet) and broker-b."""
 
-    def invoke(address: str, request: RemotingCommand, *args: Any, **kwargs: Any) -> RemotingCommand:
-        calls.append((address, request.code))
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int]] = []
+
+    def invoke(self, address: str, request: RemotingCommand, *args: Any, **kwargs: Any) -> RemotingCommand:
+        self.calls.append((address, request.code))
         if address == NS_DOWN:
             raise ConnectError(f"nameserver at {address}: connection refused", address=address)
         if request.code == RequestCode.GET_BROKER_CLUSTER_INFO:
@@ -55,8 +56,12 @@ def test_a_remote_segment_s_broker_is_found_through_any_nameserver_asked_once_pe
         assert (address, request.code) == (BROKER_B, RequestCode.GET_MIN_OFFSET)
         return request.response(ext={"offset": 5})  # retention emptied the segment
 
-    monkeypatch.setattr(broker.registry.client, "invoke", invoke)
-    assert asyncio.run(clean_expired_segments(broker)) == ["st"]
+
+def test_a_remote_segment_s_broker_is_found_through_any_nameserver_asked_once_per_round(broker: Broker) -> None:
+    network = FakeNetwork()
+    offsets = SegmentOffsets("broker-a", broker.store, network, [NS_DOWN, NS_STALE, NS_FULL])
+    assert asyncio.run(clean_expired_segments(broker.static, offsets)) == ["st"]
+    calls = network.calls
     detail = broker.static.details["st"]
     assert [item.gen for item in detail.hosted_queues[0]] == [1]
     assert [item.gen for item in detail.hosted_queues[1]] == [1]
