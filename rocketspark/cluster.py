@@ -151,8 +151,8 @@ class LocalCluster:
                 }
             self._nameserver_values.append(values | self.nameserver_config)
             self.nameserver_addresses.append("")
-        for index in range(self.nameserver_count):  # the first waits for a Raft quorum: start all first
-            self._start_nameserver(index)
+        for index in range(self.nameserver_count):  # one by one: a controller with peers serves at once,
+            self._start_nameserver(index)  # and requests wait for a Raft leader
 
     def _start_nameserver(self, index: int) -> str:
         values = self._nameserver_values[index]

@@ -21,13 +21,12 @@ from typing import Any, Protocol
 from broker.ha.acks import AckTracker
 from broker.ha.epochs import EpochFile, common_end
 from broker.ha.role import Role
-from broker.ha.transfer import LogClient, LogServer, TransferError
+from broker.ha.transfer import LogClient, LogServer
 from broker.store.store import MessageStore
-from rocketspark.errors import FlushSlaveTimeoutError, RocketSparkError, SlaveNotAvailableError
+from rocketspark.errors import FlushSlaveTimeoutError, InvalidParameterError, SlaveNotAvailableError
 from rocketspark.protocol.codec import pack, unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.protocol.record import RecordCorrupted
 from rocketspark.remoting.client import RemotingClient, check
 
 log = logging.getLogger(__name__)
@@ -71,6 +70,7 @@ class Replication:
         self._copying: asyncio.Task[None] | None = None
         self._term: tuple[str, int] | None = None  # (role, epoch) acted on last
         self._floor = 0  # where an empty slave starts copying: the master's first segment
+        self._backoff = 0.05  # before following the master again after an error
 
     # -- the master --------------------------------------------------------------------------
 
@@ -129,7 +129,12 @@ class Replication:
             self._copying = None
         self.server.drop_all()  # slaves following the term that ended
         if self.role.is_master:
-            self._index_copied()  # every record it holds readable before it takes a write
+            try:
+                self.store.stop_copying()  # all it copied readable, a half-copied record cut, before any write
+            except Exception:  # a disk error: logged; the records stay in the log for recovery to index
+                log.exception(
+                    "replica %d of %s: indexing its copy on taking office", self.role.replica_id, self.role.group
+                )
             self.epochs.begin(self.role.epoch, self.store.log_max_offset)
             view = self.role.view
             self.acks.reset(set(view.sync_state_set) - {self.role.replica_id} if view else set())
@@ -150,15 +155,16 @@ class Replication:
         return check(await self.client.invoke_await(master, RemotingCommand.request(code, ext), timeout_ms))
 
     async def _copy(self, master: str) -> None:
-        """Follow ``master`` until told otherwise: agree on history, then copy forever."""
+        """Follow ``master`` until told otherwise (this task is cancelled): agree on history,
+        then copy; start over after any error (the connection, the master's answers, this
+        replica's own disk), waiting longer each time the master cannot be followed."""
         epoch = self.role.epoch
-        backoff = 0.05
+        self._backoff = 0.05
         while True:
             try:
                 port = await self._rejoin(master, epoch)
                 await self._receive(master, port, epoch)
-            except (RocketSparkError, RecordCorrupted, TransferError, ValueError, OSError, EOFError) as exc:
-                # OSError: the connection, or this replica's own disk; EOFError: the master closed it
+            except Exception as exc:  # not CancelledError: that ends the task
                 log.warning(
                     "replica %d of %s copying from %s: %s",
                     self.role.replica_id,
@@ -166,10 +172,9 @@ class Replication:
                     master,
                     str(exc) or type(exc).__name__,
                 )
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 1.0)
-            else:
-                backoff = 0.05
+                self._index_copied()  # what arrived is readable while the master is away
+                await asyncio.sleep(self._backoff)
+                self._backoff = min(self._backoff * 2, 1.0)
 
     async def _rejoin(self, master: str, epoch: int) -> int:
         """Cut what this replica holds past the history it shares with the master; return the
@@ -179,6 +184,12 @@ class Replication:
         their_end = int(response.ext["logEnd"])
         self._floor = int(response.ext["logMin"])
         mine_end = self.store.log_max_offset
+        if self.store.log_segments and mine_end < self._floor:
+            raise InvalidParameterError(
+                f"replica {self.role.replica_id} of {self.role.group} holds the log up to {mine_end}, but its master "
+                f"{master} has deleted everything before {self._floor} (retention): it can never catch up. Stop it, "
+                "empty its data directory and start it again; it copies the master's log from the start"
+            )
         keep = common_end(self.epochs.entries, mine_end, theirs, their_end) if self.epochs.entries else mine_end
         keep = min(keep, their_end)
         if keep < mine_end:
@@ -206,6 +217,7 @@ class Replication:
         try:
             while True:
                 chunk, versions = await link.receive(offset)
+                self._backoff = 0.05  # the master is followed again
                 if chunk:
                     self.store.append_copied(offset, chunk)
                     offset += len(chunk)
@@ -217,30 +229,28 @@ class Replication:
         finally:
             indexer.cancel()
             await link.close()
-            self._index_copied()
 
     async def _index_behind(self, copied: asyncio.Event, link: LogClient) -> None:
         """Index what was copied, a few milliseconds after it was acknowledged, many pieces
-        in one pass. A damaged record cuts the log back before it and ends the connection:
-        the slave connects again from there."""
-        while True:
+        in one pass. A damaged record cuts the log back before it; the slave tells the master
+        its shorter log and connects again from there."""
+        while not self.role.is_master:  # taking office indexes it all at once
             await copied.wait()
             await asyncio.sleep(INDEX_DELAY_S)
             copied.clear()
-            try:
-                self.store.index_copied()
-            except RecordCorrupted as exc:
-                log.warning(
-                    "replica %d of %s: a copied record is damaged: %s", self.role.replica_id, self.role.group, exc
-                )
-                await link.close()
+            if not self._index_copied():
+                link.acknowledge(self.store.log_max_offset)
+                await link.close()  # the copy loop sees the connection end and starts over
                 return
 
-    def _index_copied(self) -> None:
+    def _index_copied(self) -> bool:
+        """Index what was copied; False (logged) when that failed."""
         try:
             self.store.index_copied()
-        except RecordCorrupted as exc:
-            log.warning("replica %d of %s: a copied record is damaged: %s", self.role.replica_id, self.role.group, exc)
+        except Exception as exc:  # a damaged record (cut, copied again), or this replica's disk
+            log.warning("replica %d of %s: indexing its copy: %s", self.role.replica_id, self.role.group, exc)
+            return False
+        return True
 
     async def _copy_metadata(self, master: str) -> None:
         response = await self._call(master, RequestCode.HA_GET_METADATA, {}, 5000)

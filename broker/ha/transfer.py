@@ -35,8 +35,9 @@ HELLO: Final = struct.Struct(">IiqQ")  # magic, replica id, master epoch it foll
 # log offset, bytes that follow, their CRC32, master epoch, topics and mappings versions
 PUSH: Final = struct.Struct(">QIIqQQ")
 ACK: Final = struct.Struct(">Q")  # the slave's log end after storing a frame
-KEEPALIVE_S: Final = 1.0  # an empty PUSH at least this often
-SILENCE_S: Final = 5.0  # a slave that hears nothing this long reconnects
+KEEPALIVE_S: Final = 1.0  # an empty PUSH at least this often (and its ACK)
+SILENCE_S: Final = 5.0  # a side that hears nothing this long drops the connection
+MAX_PUSH_BYTES: Final = 64 * 1024 * 1024  # the most one PUSH carries (ha_chunk_bytes is capped to it)
 
 
 class TransferError(Exception):
@@ -53,11 +54,12 @@ class LogServer:
         self.role = role
         self.acks = acks
         self.versions = versions
-        self.chunk_bytes = chunk
+        self.chunk_bytes = min(chunk, MAX_PUSH_BYTES)
         self.port = 0
         self._server: asyncio.Server | None = None
         self._wakeups: set[asyncio.Event] = set()
         self._connections: set[asyncio.Task[None]] = set()
+        self._by_replica: dict[int, asyncio.Task[None]] = {}  # a replica's newest connection
 
     async def start(self, host: str, port: int) -> int:
         self._server = await asyncio.start_server(self._serve, host, port)
@@ -87,11 +89,16 @@ class LogServer:
         wake = asyncio.Event()
         self._wakeups.add(wake)
         peer = writer.get_extra_info("peername")
+        replica_id = -1
         try:
             magic, replica_id, epoch, offset = HELLO.unpack(
                 await asyncio.wait_for(reader.readexactly(HELLO.size), SILENCE_S)
             )
             self._check_hello(magic, epoch, offset)
+            older = self._by_replica.get(replica_id)
+            if older is not None:
+                older.cancel()  # it reconnected: the old connection is half-open, or about to close
+            self._by_replica[replica_id] = task
             self.acks.report(replica_id, offset, self.store.log_max_offset)
             await self._run(reader, writer, replica_id, epoch, offset, wake)
         except TransferError as exc:
@@ -101,6 +108,8 @@ class LogServer:
         finally:
             self._wakeups.discard(wake)
             self._connections.discard(task)
+            if self._by_replica.get(replica_id) is task:
+                del self._by_replica[replica_id]
             writer.close()
 
     def _check_hello(self, magic: int, epoch: int, offset: int) -> None:
@@ -131,18 +140,22 @@ class LogServer:
             for task in done:
                 task.result()  # the error that ended it, if any
         finally:
-            for task in (acks, push):
-                task.cancel()
-                with contextlib.suppress(BaseException):
-                    await task
+            acks.cancel()
+            push.cancel()
+            await asyncio.gather(acks, push, return_exceptions=True)
 
     async def _read_acks(self, reader: asyncio.StreamReader, replica_id: int) -> None:
-        while True:
-            (offset,) = ACK.unpack(await reader.readexactly(ACK.size))
+        while True:  # an ACK follows every PUSH, a keepalive too: silence means the slave is gone
+            (offset,) = ACK.unpack(await asyncio.wait_for(reader.readexactly(ACK.size), SILENCE_S))
             self.acks.report(replica_id, offset, self.store.log_max_offset)
 
     async def _push(self, writer: asyncio.StreamWriter, epoch: int, offset: int, wake: asyncio.Event) -> None:
         while self.role.is_master and self.role.epoch == epoch:
+            if self.store.log_segments and offset < self.store.log_min_offset:
+                raise TransferError(
+                    f"retention deleted the log before {self.store.log_min_offset} while a slave still needed it "
+                    f"from {offset}"
+                )
             chunk = self.store.read_chunk(offset, self.chunk_bytes)
             if not chunk:
                 wake.clear()
@@ -175,11 +188,13 @@ class LogClient:
         and the master's metadata versions."""
         head = await asyncio.wait_for(self.reader.readexactly(PUSH.size), SILENCE_S)
         offset, size, crc, epoch, topics, mappings = PUSH.unpack(head)
+        if size > MAX_PUSH_BYTES:
+            raise TransferError(f"a PUSH header claims {size} bytes, more than any master sends: not a master's frame")
         if epoch != self.epoch:
             raise TransferError(f"the master pushes at epoch {epoch}, not {self.epoch} as this replica follows")
         if offset != expected:
             raise TransferError(f"the master pushes the log from {offset}, not from this replica's end {expected}")
-        body = await self.reader.readexactly(size) if size else b""
+        body = await asyncio.wait_for(self.reader.readexactly(size), SILENCE_S) if size else b""
         if zlib.crc32(body) != crc:
             raise TransferError(f"{size} bytes of the log from {offset} arrived damaged (CRC mismatch)")
         return body, (topics, mappings)

@@ -1,5 +1,5 @@
 """The master's side of replication over requests: HA_GET_EPOCHS (history, and where the
-HA port is: the log itself travels there, see :mod:`ctx.ha.transfer`) and HA_GET_METADATA.
+HA port is: the log itself travels there, see :mod:`broker.ha.transfer`) and HA_GET_METADATA.
 
 Only the group's master at the epoch the slave names answers; anyone else refuses with
 NOT_MASTER, so a slave never copies from a deposed master.

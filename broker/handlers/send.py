@@ -3,7 +3,7 @@
 Header fields: ``topic``, ``queueId`` (-1 or absent: the broker picks), ``defaultTopic`` and
 ``defaultTopicQueueNums`` (auto-create template, as RocketMQ's producer sends them),
 ``logicQueueId`` + ``epoch`` (static topics) and ``producerId`` + ``seq`` (idempotent sends,
-see :mod:`ctx.dedupe`). The body
+see :mod:`broker.dedupe`). The body
 is a batch (see :mod:`rocketspark.protocol.codec`); a single send is a batch of one.
 """
 

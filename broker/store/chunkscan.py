@@ -36,7 +36,6 @@ class QueueRun:
     sizes: npt.NDArray[np.int64]
     queue_offsets: npt.NDArray[np.int64]
     tags: npt.NDArray[np.uint64]
-    store_ms: npt.NDArray[np.int64]
 
     @property
     def contiguous(self) -> bool:
@@ -86,7 +85,9 @@ def _walk(buf: bytes | memoryview, capacity: int) -> tuple[list[int], int, bool]
                 raise record.RecordCorrupted(f"CRC mismatch in record at {pos}", pos)
             starts.append(pos)
             pos += total
-        elif magic == record.BLANK_MAGIC:
+        elif magic == record.BLANK_MAGIC and total == capacity - pos:
+            if pos + total > size:
+                break  # the padding that ends the segment, not all here yet
             return starts, pos, True
         elif magic == GAP_MAGIC and record.MIN_BLANK_SIZE <= total <= capacity - pos:
             if pos + total > size:
@@ -131,7 +132,7 @@ def _columns(buf: bytes | memoryview, base: int, starts: npt.NDArray[np.int64]) 
     keys = topic_ids * (1 << 32) + queue_ids
     order = np.argsort(keys, kind="stable")  # by queue, log order within each
     bounds = np.flatnonzero(np.diff(keys[order])) + 1
-    phys, offsets, store_ms = base + starts, heads["queue_offset"].astype(np.int64), heads["store_ms"].astype(np.int64)
+    phys, offsets = base + starts, heads["queue_offset"].astype(np.int64)
     runs = []
     for rows in np.split(order, bounds):
         first = int(rows[0])
@@ -143,7 +144,6 @@ def _columns(buf: bytes | memoryview, base: int, starts: npt.NDArray[np.int64]) 
                 totals[rows],
                 offsets[rows],
                 tags[rows],
-                store_ms[rows],
             )
         )
     return runs

@@ -44,6 +44,8 @@ class LogFollower:
         return self.records - before
 
     def _index(self) -> None:
+        # An empty replica's copy starts at the master's first segment, not at 0.
+        self.indexed = max(self.indexed, self.commitlog.min_offset)
         while self.indexed < self.commitlog.max_offset:
             segment = self.commitlog.segment_for(self.indexed)
             if segment is None:
@@ -52,8 +54,9 @@ class LogFollower:
             data = segment.read(pos, segment.wrote - pos)
             try:
                 scan = scan_chunk(data, self.indexed, segment.size - pos)
-            except record.RecordCorrupted:
-                self.commitlog.truncate(self.indexed)  # ask for these bytes again
+            except record.RecordCorrupted as exc:
+                self._index_before(data, exc.position)
+                self.commitlog.truncate(self.indexed)  # ask for the damaged record on again
                 raise
             for run in scan.runs:
                 self._dispatch(run, data)
@@ -63,6 +66,14 @@ class LogFollower:
                 self.indexed = segment.base + segment.size
             elif scan.used == 0:
                 return  # a record cut off by the chunk's end: the next chunk completes it
+
+    def _index_before(self, data: bytes, damaged_at: int) -> None:
+        """Index the whole records in front of a damaged one (they are good)."""
+        scan = scan_chunk(data[:damaged_at], self.indexed, damaged_at)
+        for run in scan.runs:
+            self._dispatch(run, data)
+        self.records += scan.records
+        self.indexed += scan.used
 
     def _dispatch(self, run: QueueRun, data: bytes) -> None:
         """Index one queue's records: one write when they extend the queue in order (the

@@ -39,6 +39,7 @@ from broker.store.scan import Damage, scan_segment
 from broker.store.scrub import Scrubber, ScrubStats
 from broker.store.stats import StoreStats
 from rocketspark.errors import StoreWriteError
+from rocketspark.protocol.record import RecordCorrupted
 
 log = logging.getLogger(__name__)
 
@@ -247,10 +248,30 @@ class MessageStore:
     def index_copied(self) -> int:
         """Index every whole record copied so far; return how many. Raises ``RecordCorrupted``
         for a damaged one (the log is cut back before it: it must be copied again)."""
-        with self._append_lock:
-            count = self.follower.index() if self.follower is not None else 0
+        try:
+            with self._append_lock:
+                count = self.follower.index() if self.follower is not None else 0
+        except RecordCorrupted:
+            self.flushed_offset = min(self.flushed_offset, self.commitlog.max_offset)
+            raise
         self.stats.messages_copied += count
         return count
+
+    def stop_copying(self) -> None:
+        """This replica takes office: index all it copied and cut a record the old master
+        never finished sending (it could never be completed, and new records go after it);
+        from now on it writes its own records."""
+        if self.follower is None:
+            return
+        try:
+            self.index_copied()
+        finally:
+            indexed, self.follower = self.follower.indexed, None
+            if indexed < self.commitlog.max_offset:
+                log.warning(
+                    "cut %d bytes of a record copied in part at log offset %d", self.log_max_offset - indexed, indexed
+                )
+                self.truncate_log(indexed)
 
     def truncate_log(self, offset: int) -> None:
         """Cut the log, and every entry pointing into what is cut, at ``offset`` (a replica

@@ -20,6 +20,7 @@ import pytest
 from rocketspark import Admin, Consumer, LocalCluster, Message, Producer
 from rocketspark.cluster import write_toml
 from rocketspark.errors import NotMasterError, RocketSparkError, SlaveNotAvailableError
+from tests.helpers import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -317,7 +318,7 @@ def test_failover_still_works_after_the_nameserver_leading_raft_is_killed() -> N
         wait_for(lambda: in_sync(cluster) == 3, "every replica in sync", 40)
         with Admin(cluster.nameserver) as admin:
             admin.create_topic("ledger", queues=2)
-            raft_leader = raft_leader_of(admin, cluster.nameserver_addresses)
+            raft_leader: str = eventually(lambda: raft_leader_of(admin, cluster.nameserver_addresses), 20)
         load = Load(cluster.nameserver, "ledger", threads=2)
         try:
             wait_for(lambda: load.count() > 100, "traffic")

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from broker.store.store import MessageStore
-from rocketspark.protocol.record import RecordCorrupted
+from rocketspark.protocol.record import RECORD_MAGIC, RecordCorrupted
 from rocketspark.protocol.types import MessageExt, decode_records
-from tests.unit.test_store import SEGMENT, assert_reads, fill, open_store, read_all
+from tests.unit.test_store import SEGMENT, assert_reads, fill, open_store, put, read_all
 
 
 def copy_all(master: MessageStore, slave: MessageStore, rng: random.Random) -> None:
@@ -87,3 +87,56 @@ def test_a_log_cut_back_drops_the_entries_past_it_and_copies_on_from_there(tmp_p
 def _messages(store: MessageStore, queue_id: int) -> list[MessageExt]:
     result = store.get("orders", queue_id, store.min_offset("orders", queue_id), max_messages=1000, max_bytes=1 << 20)
     return decode_records(result.body, "orders", "b") if result.count else []
+
+
+def test_a_slave_taking_office_cuts_a_record_it_holds_only_in_part_and_writes_on_from_there(tmp_path: Path) -> None:
+    master, slave = open_store(tmp_path / "m"), open_store(tmp_path / "s")
+    fill(master, count=5, queues=1)
+    whole = master.commitlog.max_offset
+    put(master, "orders", 0, b"never finished")
+    slave.append_copied(0, master.read_chunk(0, master.commitlog.max_offset - 3))  # the old master died mid-send
+    slave.stop_copying()
+    assert slave.commitlog.max_offset == whole and slave.follower is None
+    assert put(slave, "orders", 0, b"first of the new master") == 5
+    assert [body for _, body in read_all(slave, "orders", 0)][-1] == b"first of the new master"
+    master.close()
+    slave.close()
+
+
+def test_an_empty_slave_copies_from_the_master_s_first_segment_not_from_zero(tmp_path: Path) -> None:
+    master, slave = open_store(tmp_path / "m"), open_store(tmp_path / "s")
+    fill(master, count=60, queues=1)
+    floor = master.commitlog.segments[3].base  # retention took the older ones
+    offset = floor
+    while offset < master.commitlog.max_offset:
+        chunk = master.read_chunk(offset, 700)
+        slave.append_copied(offset, chunk)
+        offset += len(chunk)
+    slave.index_copied()
+    later = [m for m in _messages(slave, 0)]
+    assert later and later[0].commitlog_offset >= floor
+    assert [m.body for m in later] == [m.body for m in _messages(master, 0) if m.commitlog_offset >= floor]
+    master.close()
+    slave.close()
+
+
+def test_records_in_front_of_a_damaged_one_are_indexed_and_kept(tmp_path: Path) -> None:
+    master, slave = open_store(tmp_path / "m"), open_store(tmp_path / "s")
+    fill(master, count=8, queues=1)
+    segment_end = master.commitlog.segments[0].wrote
+    chunk = bytearray(master.read_chunk(0, SEGMENT))
+    third = sum(int.from_bytes(chunk[p : p + 4], "big") for p in _starts(chunk)[:2])
+    chunk[third + 40] ^= 0xFF  # the third record's born_ms: its CRC fails
+    slave.append_copied(0, bytes(chunk[:segment_end]))
+    with pytest.raises(RecordCorrupted):
+        slave.index_copied()
+    assert slave.commitlog.max_offset == third
+    assert len(_messages(slave, 0)) == 2
+
+
+def _starts(buf: bytearray) -> list[int]:
+    starts, pos = [], 0
+    while pos < len(buf) and int.from_bytes(buf[pos + 4 : pos + 8], "big") == RECORD_MAGIC:
+        starts.append(pos)
+        pos += int.from_bytes(buf[pos : pos + 4], "big")
+    return starts
