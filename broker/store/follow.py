@@ -4,10 +4,11 @@ The master ships its log as plain byte chunks, cut wherever its reads end, and t
 appends them at the same log offsets, so the two logs stay byte for byte the same (blank
 records, gaps and segment boundaries included) and a record's log offset, message id and
 queue offset mean the same on every replica. A chunk may end in the middle of a record:
-the follower indexes only whole records, each CRC-checked, and picks the rest up when the
-next chunk completes it. A damaged record is refused before it is indexed, and the bytes
-from it on are taken back, so the slave asks for them again. Appending and indexing are
-separate steps: a slave indexes the pieces it received in one pass, after acknowledging them.
+the follower indexes only whole records, each checked for shape and place, and picks the
+rest up when the next chunk completes it. A damaged record is refused before it is indexed,
+and the bytes from it on are taken back, so the slave asks for them again. Appending and
+indexing are separate steps: a slave indexes the pieces it received in one pass, after
+acknowledging them.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from broker.store.commitlog import CommitLog
 from broker.store.recovery import QueueRegistry, Redispatcher
 from broker.store.scan import parse_record
 from rocketspark.protocol import record
+
+WINDOW_BYTES = 1 << 20  # indexed in one pass at most: numpy's temporaries stay small
 
 
 class LogFollower:
@@ -51,9 +54,13 @@ class LogFollower:
             if segment is None:
                 return
             pos = self.indexed - segment.base
-            data = segment.read(pos, segment.wrote - pos)
+            left = segment.wrote - pos
+            data = segment.read(pos, min(left, WINDOW_BYTES))
             try:
                 scan = scan_chunk(data, self.indexed, segment.size - pos)
+                if scan.used == 0 and not scan.sealed and len(data) < left:  # one record larger than the window
+                    data = segment.read(pos, left)
+                    scan = scan_chunk(data, self.indexed, segment.size - pos)
             except record.RecordCorrupted as exc:
                 self._index_before(data, exc.position)
                 self.commitlog.truncate(self.indexed)  # ask for the damaged record on again

@@ -8,17 +8,18 @@ from pathlib import Path
 
 import pytest
 
+from broker.store.follow import WINDOW_BYTES
 from broker.store.store import MessageStore
 from rocketspark.protocol.record import RECORD_MAGIC, RecordCorrupted
 from rocketspark.protocol.types import MessageExt, decode_records
 from tests.unit.test_store import SEGMENT, assert_reads, fill, open_store, put, read_all
 
 
-def copy_all(master: MessageStore, slave: MessageStore, rng: random.Random) -> None:
+def copy_all(master: MessageStore, slave: MessageStore, rng: random.Random, largest: int = 300) -> None:
     """Ship the master's log from the slave's end in chunks of random sizes, as a slave pulls."""
     while slave.commitlog.max_offset < master.commitlog.max_offset:
         offset = slave.commitlog.max_offset
-        chunk = master.read_chunk(offset, rng.randint(1, 300))
+        chunk = master.read_chunk(offset, rng.randint(1, largest))
         assert chunk
         slave.append_copied(offset, chunk)
         if rng.random() < 0.3:
@@ -49,12 +50,12 @@ def test_a_damaged_chunk_is_refused_and_nothing_from_it_is_kept(tmp_path: Path) 
     master, slave = open_store(tmp_path / "m"), open_store(tmp_path / "s")
     fill(master, count=20)
     chunk = bytearray(master.read_chunk(0, SEGMENT))
-    chunk[200] ^= 0xFF
+    chunk[_starts(chunk)[2] + 30] ^= 0xFF  # the third record's own log offset: it is not where it says
     slave.append_copied(0, bytes(chunk))
     with pytest.raises(RecordCorrupted):
         slave.index_copied()
     good = slave.commitlog.max_offset
-    assert good < 200 and slave.read_chunk(0, SEGMENT) == master.read_chunk(0, good)
+    assert good == _starts(chunk)[2] and slave.read_chunk(0, SEGMENT) == master.read_chunk(0, good)
     copy_all(master, slave, random.Random(1))  # asked again, it heals
     assert log_bytes(slave) == log_bytes(master)
     master.close()
@@ -126,7 +127,7 @@ def test_records_in_front_of_a_damaged_one_are_indexed_and_kept(tmp_path: Path) 
     segment_end = master.commitlog.segments[0].wrote
     chunk = bytearray(master.read_chunk(0, SEGMENT))
     third = sum(int.from_bytes(chunk[p : p + 4], "big") for p in _starts(chunk)[:2])
-    chunk[third + 40] ^= 0xFF  # the third record's born_ms: its CRC fails
+    chunk[third + 30] ^= 0xFF  # the third record's own log offset: it is not where it says
     slave.append_copied(0, bytes(chunk[:segment_end]))
     with pytest.raises(RecordCorrupted):
         slave.index_copied()
@@ -140,3 +141,15 @@ def _starts(buf: bytearray) -> list[int]:
         starts.append(pos)
         pos += int.from_bytes(buf[pos : pos + 4], "big")
     return starts
+
+
+def test_a_record_larger_than_the_index_window_is_indexed(tmp_path: Path) -> None:
+    master = open_store(tmp_path / "m", segment_bytes=4 << 20)
+    slave = open_store(tmp_path / "s", segment_bytes=4 << 20)
+    put(master, "orders", 0, b"small")
+    put(master, "orders", 0, b"L" * (WINDOW_BYTES + 1000))
+    put(master, "orders", 0, b"after")
+    copy_all(master, slave, random.Random(5), largest=600_000)
+    assert [len(body) for _, body in read_all(slave, "orders", 0)] == [5, WINDOW_BYTES + 1000, 5]
+    master.close()
+    slave.close()
