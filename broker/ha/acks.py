@@ -66,7 +66,8 @@ class AckTracker:
         waiter = _Waiter(offset, members, needed, asyncio.get_running_loop().create_future())
         self._waiters.add(waiter)
         try:
-            await asyncio.wait_for(waiter.future, timeout_s)
+            async with asyncio.timeout(timeout_s):
+                await waiter.future
         except TimeoutError:
             return self.holding(offset, members) >= needed
         finally:

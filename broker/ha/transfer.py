@@ -146,7 +146,8 @@ class LogServer:
 
     async def _read_acks(self, reader: asyncio.StreamReader, replica_id: int) -> None:
         while True:  # an ACK follows every PUSH, a keepalive too: silence means the slave is gone
-            (offset,) = ACK.unpack(await asyncio.wait_for(reader.readexactly(ACK.size), SILENCE_S))
+            async with asyncio.timeout(SILENCE_S):  # (a deadline, not a task per read as wait_for makes)
+                (offset,) = ACK.unpack(await reader.readexactly(ACK.size))
             self.acks.report(replica_id, offset, self.store.log_max_offset)
 
     async def _push(self, writer: asyncio.StreamWriter, epoch: int, offset: int, wake: asyncio.Event) -> None:
@@ -160,7 +161,8 @@ class LogServer:
             if not chunk:
                 wake.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(wake.wait(), KEEPALIVE_S)
+                    async with asyncio.timeout(KEEPALIVE_S):
+                        await wake.wait()
                 chunk = self.store.read_chunk(offset, self.chunk_bytes)
             writer.write(PUSH.pack(offset, len(chunk), zlib.crc32(chunk), epoch, *self.versions()))
             if chunk:
@@ -186,7 +188,8 @@ class LogClient:
     async def receive(self, expected: int) -> tuple[bytes, tuple[int, int]]:
         """The next frame's bytes (empty for a keepalive), which must start at ``expected``,
         and the master's metadata versions."""
-        head = await asyncio.wait_for(self.reader.readexactly(PUSH.size), SILENCE_S)
+        async with asyncio.timeout(SILENCE_S):
+            head = await self.reader.readexactly(PUSH.size)
         offset, size, crc, epoch, topics, mappings = PUSH.unpack(head)
         if size > MAX_PUSH_BYTES:
             raise TransferError(f"a PUSH header claims {size} bytes, more than any master sends: not a master's frame")
@@ -194,7 +197,10 @@ class LogClient:
             raise TransferError(f"the master pushes at epoch {epoch}, not {self.epoch} as this replica follows")
         if offset != expected:
             raise TransferError(f"the master pushes the log from {offset}, not from this replica's end {expected}")
-        body = await asyncio.wait_for(self.reader.readexactly(size), SILENCE_S) if size else b""
+        body = b""
+        if size:
+            async with asyncio.timeout(SILENCE_S):
+                body = await self.reader.readexactly(size)
         if zlib.crc32(body) != crc:
             raise TransferError(f"{size} bytes of the log from {offset} arrived damaged (CRC mismatch)")
         return body, (topics, mappings)
