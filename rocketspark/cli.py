@@ -279,6 +279,29 @@ def admin_replicas(args: argparse.Namespace) -> None:
             console.print(f"group {name} has no master: no live replica of its SyncStateSet (epoch {group.epoch})")
 
 
+def admin_controller(args: argparse.Namespace) -> None:
+    """Each nameserver's controller as it sees itself (mqadmin getControllerMetaData)."""
+    rows = []
+    with _admin(args) as admin:
+        for address in admin.nameservers:
+            try:
+                meta = admin.controller_metadata(address)
+            except RocketSparkError as exc:
+                rows.append((address, "-", "-", "-", "-", exc.message))
+                continue
+            rows.append(
+                (
+                    address,
+                    meta["self"],
+                    meta["controllerLeaderAddress"] or "none",
+                    "yes" if meta["isLeader"] else "no",
+                    meta["term"],
+                    "yes" if meta["hasQuorum"] else "NO",
+                )
+            )
+    _table("controllers", ["nameserver", "raft address", "raft leader", "leads", "term", "quorum"], rows)
+
+
 def admin_switchover(args: argparse.Namespace) -> None:
     with _admin(args) as admin:
         group = admin.switchover(args.group, to=args.to)
@@ -344,6 +367,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--broker", help="a broker's counters instead of the nameserver's"
     )
     add("replicas", admin_replicas, "replica groups: roles, epochs, offsets, lag, SyncStateSet")
+    add("controller", admin_controller, "each nameserver's controller: Raft leader, term, quorum")
     p = add("switchover", admin_switchover, "hand a replica group over to one of its in-sync replicas")
     p.add_argument("group")
     p.add_argument("--to", required=True, help="address of the replica that becomes master")

@@ -326,6 +326,14 @@ def test_failover_still_works_after_the_nameserver_leading_raft_is_killed() -> N
             survivors = [a for a in cluster.nameserver_addresses if a != raft_leader]
             with Admin(";".join(survivors)) as admin:
                 wait_for(lambda: raft_leader_of(admin, survivors) is not None, "a new Raft leader", 20)
+            shown = subprocess.run(  # the README's command: the dead nameserver, the two left and their leader
+                [sys.executable, "-m", "rocketspark.cli", "admin", "controller"],
+                capture_output=True,
+                text=True,
+                env={**os.environ, "ROCKETSPARK_NAMESRV": cluster.nameserver, "COLUMNS": "200"},
+                timeout=60,
+            )
+            assert shown.returncode == 0 and raft_leader in shown.stdout and "yes" in shown.stdout, shown.stdout
             master = group(cluster).master
             assert master is not None
             before = load.count()
