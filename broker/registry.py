@@ -79,13 +79,18 @@ class Registry:
             *(asyncio.to_thread(self._register_one, addr, self._lock(addr), body) for addr in self.nameservers)
         )
 
-    async def register_shielded(self, changed: list[str]) -> None:
-        """``register_now(changed, incremental=True)`` that finishes even when the caller is
-        cancelled (a send that auto-created a topic and then timed out)."""
-        task = asyncio.get_running_loop().create_task(self.register_now(changed, incremental=True))
+    def register_soon(self, changed: list[str] | None = None, *, incremental: bool = False) -> asyncio.Task[None]:
+        """``register_now`` as a task of its own, kept until it is done: it finishes even when
+        whoever started it does not wait, or is cancelled."""
+        task = asyncio.get_running_loop().create_task(self.register_now(changed, incremental=incremental))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-        await asyncio.shield(task)
+        return task
+
+    async def register_shielded(self, changed: list[str]) -> None:
+        """An incremental registration of ``changed`` that finishes even when the caller is
+        cancelled (a send that auto-created a topic and then timed out)."""
+        await asyncio.shield(self.register_soon(changed, incremental=True))
 
     def _register_one(self, address: str, lock: threading.Lock, body: bytes) -> None:
         request = RemotingCommand.request(

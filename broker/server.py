@@ -78,7 +78,6 @@ class Broker:
         )
         self.address = ""
         self.started_at = time.time()
-        self.background: set[asyncio.Task[None]] = set()  # fire-and-forget work kept referenced
         self.controller = (
             ControllerLink(
                 self.role,
@@ -195,9 +194,7 @@ class Broker:
             found = self.topics.rebuild(self.store.known_queues(), missing_only=True)
             if found:
                 log.warning("broker %s took office with messages of topics it had no config for: %s", self.name, found)
-            task = asyncio.get_running_loop().create_task(self.registry.register_now())
-            self.background.add(task)
-            task.add_done_callback(self.background.discard)
+            self.registry.register_soon()
 
     def close(self) -> None:
         self.replication.close()

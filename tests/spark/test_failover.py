@@ -23,6 +23,24 @@ BROKER = {
 }
 
 
+def replica_group(replicas: int) -> LocalCluster:
+    """One replica group (processes) with every replica in the SyncStateSet."""
+    cluster = LocalCluster(
+        brokers=1,
+        replicas=replicas,
+        processes=True,
+        broker_config=BROKER,
+        nameserver_config={"controller_broker_heartbeat_timeout_ms": 1500},
+    ).start()
+    try:
+        with Admin(cluster.nameserver) as admin:
+            eventually(lambda: len(admin.replica_groups()["broker-a"].sync_state_set) == replicas, 30)
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
+
+
 def produce(ns: str, topic: str, start: int, count: int) -> list[tuple[int, int, str]]:
     rows: list[tuple[int, int, str]] = []
     with Producer(ns, send_timeout_ms=10_000) as producer:
@@ -34,17 +52,10 @@ def produce(ns: str, topic: str, start: int, count: int) -> list[tuple[int, int,
 
 
 def test_a_streaming_query_is_exactly_once_across_a_master_failover(spark: Any, tmp_path: Path) -> None:
-    cluster = LocalCluster(
-        brokers=1,
-        replicas=3,
-        processes=True,
-        broker_config=BROKER,
-        nameserver_config={"controller_broker_heartbeat_timeout_ms": 1500},
-    ).start()
+    cluster = replica_group(3)
     try:
         ns, topic = cluster.nameserver, "failover-stream"
         with Admin(ns) as admin:
-            eventually(lambda: len(admin.replica_groups()["broker-a"].sync_state_set) == 3, 30)
             admin.create_static_topic(topic, QUEUES, brokers=["broker-a"])
         sent = produce(ns, topic, 0, 600)
         out, checkpoint = str(tmp_path / "out"), str(tmp_path / "cp")
@@ -82,17 +93,10 @@ def test_a_streaming_query_is_exactly_once_across_a_master_failover(spark: Any, 
 
 
 def test_a_batch_read_of_a_group_without_a_master_reads_every_acknowledged_message_from_a_slave(spark: Any) -> None:
-    cluster = LocalCluster(
-        brokers=1,
-        replicas=2,
-        processes=True,
-        broker_config=BROKER,
-        nameserver_config={"controller_broker_heartbeat_timeout_ms": 1500},
-    ).start()
+    cluster = replica_group(2)
     try:
         ns, topic = cluster.nameserver, "stranded-batch"
         with Admin(ns) as admin:
-            eventually(lambda: len(admin.replica_groups()["broker-a"].sync_state_set) == 2, 30)
             admin.create_topic(topic, queues=QUEUES)
             sent = produce(ns, topic, 0, 400)
             master = admin.replica_groups()["broker-a"].master
