@@ -41,7 +41,8 @@ class BrokerConfig:
     scrub_pause_ms: int = 60_000  # pause between two scrub passes
     retention_hours: float = 72.0
     retention_check_interval_ms: int = 10_000
-    max_message_bytes: int = 4 * MiB
+    max_message_bytes: int = 4 * MiB  # one message's body
+    max_batch_bytes: int = 0  # one sent batch record, its section uncompressed (0: see batch_limit)
     max_pull_bytes: int = 8 * MiB  # cap on one pull response
     max_long_poll_ms: int = 30_000  # longest a pull may be held waiting for data
     max_inflight_request_bytes: int = 256 * MiB  # past it, requests get SYSTEM_BUSY (remoting.admission)
@@ -79,10 +80,16 @@ class BrokerConfig:
             raise ConfigError(f"listen_port {self.listen_port} is not a port number (0-65535)")
         if self.max_message_bytes <= 0 or self.max_inflight_request_bytes <= 0:
             raise ConfigError("max_message_bytes and max_inflight_request_bytes must be positive")
-        if self.segment_bytes < 2 * self.max_message_bytes + 4096:
+        if self.max_batch_bytes and self.max_batch_bytes < self.max_message_bytes + 65536:
             raise ConfigError(
-                f"segment_bytes ({self.segment_bytes}) must be at least twice max_message_bytes "
-                f"({self.max_message_bytes}) plus 4096, so that any message fits in a segment"
+                f"max_batch_bytes ({self.max_batch_bytes}) must be at least max_message_bytes "
+                f"({self.max_message_bytes}) plus 65536, so that a batch of one largest message fits"
+            )
+        if self.segment_bytes < 2 * self.batch_limit + 4096:
+            raise ConfigError(
+                f"segment_bytes ({self.segment_bytes}) must be at least twice the batch limit "
+                f"({self.batch_limit}: max_batch_bytes, or twice max_message_bytes) plus 4096, so that any batch "
+                "fits in a segment"
             )
         if self.queue_entries_per_file < 1 or self.default_topic_queue_nums < 1:
             raise ConfigError("queue_entries_per_file and default_topic_queue_nums must be at least 1")
@@ -97,6 +104,12 @@ class BrokerConfig:
             )
         if self.broker_permission & ~Perm.READ_WRITE:
             raise ConfigError("broker_permission may only combine 4 (read) and 2 (write)")
+
+    @property
+    def batch_limit(self) -> int:
+        """The largest batch record a send may carry: ``max_batch_bytes``, by default twice
+        ``max_message_bytes`` (and room for one largest message with its header)."""
+        return self.max_batch_bytes or max(2 * self.max_message_bytes, self.max_message_bytes + 65536)
 
     @property
     def advertised_address(self) -> str:
@@ -114,7 +127,7 @@ class BrokerConfig:
             checkpoint_interval_ms=self.checkpoint_interval_ms,
             scrub_bytes_per_s=self.scrub_bytes_per_s,
             scrub_pause_ms=self.scrub_pause_ms,
-            max_record_bytes=2 * self.max_message_bytes + 65536,
+            max_record_bytes=self.batch_limit + 65536,
         )
 
 

@@ -1,19 +1,24 @@
-"""Idempotent producers: drop messages a producer already stored when it sends them again.
+"""Idempotent producers: a batch a producer already stored is not stored again.
 
-A producer that wants this names itself (``producerId``) and numbers its messages per queue
-(``seq`` of the first message of a request; the rest follow). The broker remembers, per
-(producer, topic, queue), the sequence number it expects next; a request that starts below it
-is a resend, and the part already stored is dropped. The Spark sink uses a stable identity
-per micro-batch partition (query id, batch id, partition), so a micro-batch that Spark
-re-runs after a failure appends nothing twice.
+A producer that wants this names itself in each batch record's header (producer id, epoch,
+base sequence: :mod:`rocketspark.codec.layout`) and numbers its messages per queue. The
+broker remembers, per (producer, topic, queue), the epoch and the sequence it expects next:
 
-The table is kept in memory and saved to ``<data_dir>/config/producers.json`` every
-``checkpoint_interval_ms`` and at shutdown; entries unused for ``dedupe_retention_hours`` are
-forgotten. Only sequences whose records the commit log has flushed are saved: a saved
-sequence ahead of the log would, after an OS crash cut the unflushed tail, make the broker
-drop the producer's resend of the lost messages as duplicates. Each saved row also carries
-the log offset its records end at, so that a row beyond the log recovered after a crash is
-forgotten on start (the resend is then stored again rather than lost).
+- a batch whose sequence starts below it is a resend: the part already stored is dropped
+  (all of it, usually; the front of it when a resend overlaps what was stored);
+- a batch from an older epoch than the newest seen is refused (a fenced producer: a newer
+  incarnation of it has written since), with ``ProducerFencedError``;
+- a newer epoch starts the numbering afresh.
+
+The Spark sink names each micro-batch partition (query id, batch id, partition), so a
+micro-batch Spark re-runs after a failure appends nothing twice.
+
+The state is rebuilt from the log, not trusted to a timer: the table is saved to
+``<data_dir>/config/producers.json`` with the log offset it is current up to (only records
+the commit log has flushed count), and at start the broker replays the headers of every
+batch after that offset (``replay``). A broker SIGKILLed right after acknowledging a batch
+therefore still drops its resend. Entries unused for ``dedupe_retention_hours`` are
+forgotten.
 """
 
 from __future__ import annotations
@@ -21,53 +26,79 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from broker.metadata import ProducersFile
 from broker.store.metafile import SnapshotFile, read_json
+from rocketspark.errors import ProducerFencedError
 
-Key = tuple[str, str, int]  # producer id, topic, physical queue id
+Key = tuple[int, str, int]  # producer id, topic, physical queue id
+REPLAY_BOUND = 64 * 1024 * 1024  # the file is saved again once the log grew this much: what a start replays
+
+
+@dataclass(slots=True)
+class State:
+    epoch: int
+    next_seq: int
+    used: float  # epoch seconds
+    end: int  # log offset just past the producer's newest batch on this queue
 
 
 class ProducerTable:
     def __init__(self, path: Path, retention_hours: float) -> None:
         self.file = SnapshotFile(path)
         self.retention_s = retention_hours * 3600
-        self.next_seq: dict[Key, int] = {}  # what sends are checked against, flushed or not
-        self.last_used: dict[Key, float] = {}
-        self.durable: dict[Key, tuple[int, int]] = {}  # next seq, log end of its records: flushed
-        self._unflushed: deque[tuple[int, Key, int]] = deque()  # (log end, key, next seq), log order
+        self.states: dict[Key, State] = {}  # what sends are checked against, flushed or not
+        self.durable: dict[Key, State] = {}  # what the flushed log holds: what is saved
+        self._unflushed: deque[tuple[Key, State]] = deque()  # log order
+        self.saved_upto = 0  # the durable table holds every batch before this log offset
         self.duplicates_dropped = 0
 
     def load(self) -> None:
         data = read_json(self.file.path, default={"producers": []}, shape=ProducersFile)
-        for row in data["producers"]:
-            pid, topic, queue_id, nxt, used = row[:5]
-            key = (pid, topic, int(queue_id))
-            end = int(row[5]) if len(row) > 5 else 0  # files written before the log end was kept
-            self.next_seq[key] = int(nxt)
-            self.last_used[key] = float(used)
-            self.durable[key] = (int(nxt), end)
+        self.saved_upto = int(data.get("log", 0))
+        for pid, topic, queue_id, epoch, nxt, used, end in data["producers"]:
+            key = (int(pid), str(topic), int(queue_id))
+            self.states[key] = State(int(epoch), int(nxt), float(used), int(end))
+            self.durable[key] = State(int(epoch), int(nxt), float(used), int(end))
+
+    def replay(self, key: Key, epoch: int, seq: int, count: int, end: int, used: float) -> None:
+        """A batch found in the log after ``saved_upto`` (at start, in log order)."""
+        state = self.states.get(key)
+        if state is None or epoch > state.epoch or (epoch == state.epoch and seq + count > state.next_seq):
+            self.states[key] = State(epoch, seq + count, used, end)
+            self._unflushed.append((key, self.states[key]))
 
     def adopt(self, rows: list[list[Any]]) -> None:
-        """Take the master's sequences (a slave): rows of ``snapshot``; a resend to this
-        replica once it is master is then dropped as the master would have."""
-        for pid, topic, queue_id, nxt, used, end in (list(r) + [0] * (6 - len(r)) for r in rows):
-            key = (str(pid), str(topic), int(queue_id))
-            self.next_seq[key] = max(self.next_seq.get(key, 0), int(nxt))
-            self.last_used[key] = float(used)
-            self.durable[key] = (self.next_seq[key], int(end))
+        """Take another broker's sequences: a slave takes its master's, the new leader of a
+        remapped queue takes the old leader's (rows as ``snapshot`` gives them)."""
+        for pid, topic, queue_id, epoch, nxt, used, end in rows:
+            key = (int(pid), str(topic), int(queue_id))
+            mine = self.states.get(key)
+            if mine is None or (int(epoch), int(nxt)) > (mine.epoch, mine.next_seq):
+                self.states[key] = State(int(epoch), int(nxt), float(used), int(end))
+                self.durable[key] = State(int(epoch), int(nxt), float(used), int(end))
         self.file.changed()
+
+    def rows_for(self, topic: str, queue_id: int, *, as_queue: int | None = None) -> list[list[Any]]:
+        """The sequences of every producer of one queue, relabelled to ``as_queue`` (the
+        physical queue a remapped logical queue writes next, on its new broker)."""
+        target = queue_id if as_queue is None else as_queue
+        return [
+            [k[0], k[1], target, s.epoch, s.next_seq, s.used, 0]
+            for k, s in self.states.items()
+            if k[1] == topic and k[2] == queue_id
+        ]
 
     def forget_beyond(self, log_end: int) -> list[Key]:
         """After recovery: forget producers whose saved sequence covers records past ``log_end``
         (cut by recovery); their resends are then stored, not dropped."""
-        lost = [key for key, (_, end) in self.durable.items() if end > log_end]
+        lost = [key for key, state in self.durable.items() if state.end > log_end]
         for key in lost:
             del self.durable[key]
-            self.next_seq.pop(key, None)
-            self.last_used.pop(key, None)
+            self.states.pop(key, None)
         if lost:
             self.file.changed()
         return lost
@@ -76,19 +107,21 @@ class ProducerTable:
         """Take in what the log has flushed up to ``flushed_offset``, forget expired producers,
         and return the file's content."""
         unflushed = self._unflushed
-        while unflushed and unflushed[0][0] <= flushed_offset:
-            end, key, nxt = unflushed.popleft()
-            if key in self.last_used:  # not forgotten meanwhile
-                self.durable[key] = (nxt, end)
+        while unflushed and unflushed[0][1].end <= flushed_offset:
+            key, state = unflushed.popleft()
+            if key in self.states:  # not forgotten meanwhile
+                self.durable[key] = state
                 self.file.changed()
         cutoff = time.time() - self.retention_s
-        for key in [k for k, used in self.last_used.items() if used < cutoff]:
-            self.next_seq.pop(key, None)
-            self.last_used.pop(key, None)
+        for key in [k for k, s in self.states.items() if s.used < cutoff]:
+            self.states.pop(key, None)
             if self.durable.pop(key, None) is not None:
                 self.file.changed()
-        rows = [[k[0], k[1], k[2], nxt, self.last_used[k], end] for k, (nxt, end) in self.durable.items()]
-        return {"producers": rows}
+        if flushed_offset - self.saved_upto > REPLAY_BOUND or self.file.dirty:
+            self.saved_upto = flushed_offset  # every batch before it is in the rows: none after is
+            self.file.changed()
+        rows = [[k[0], k[1], k[2], s.epoch, s.next_seq, s.used, s.end] for k, s in self.durable.items()]
+        return {"log": self.saved_upto, "producers": rows}
 
     async def save(self, flushed_offset: int) -> None:
         """Periodic save: snapshot on the event loop, write in a thread."""
@@ -102,16 +135,26 @@ class ProducerTable:
         if self.file.dirty:
             self.file.write(data, self.file.version)
 
-    def already_stored(self, key: Key, seq: int, count: int) -> int:
-        """How many messages at the front of a request starting at ``seq`` were stored before."""
-        expected = self.next_seq.get(key)
-        if expected is None or seq >= expected:
+    def already_stored(self, key: Key, epoch: int, seq: int, count: int) -> int:
+        """How many messages at the front of a batch starting at ``seq`` were stored before;
+        ProducerFencedError for an epoch older than the newest seen."""
+        state = self.states.get(key)
+        if state is None or epoch > state.epoch:
             return 0
-        return min(count, expected - seq)
+        if epoch < state.epoch:
+            raise ProducerFencedError(
+                f"producer {key[0]:#x} sent epoch {epoch} to {key[1]}/{key[2]}, but epoch {state.epoch} of it has "
+                "written there since: this producer was replaced by a newer instance and must stop (its epoch "
+                "only goes forwards)"
+            )
+        if seq >= state.next_seq:
+            return 0
+        return min(count, state.next_seq - seq)
 
-    def stored(self, key: Key, seq: int, count: int, end_offset: int) -> None:
-        """Messages ``seq`` .. ``seq + count - 1`` were appended; their records end at log
+    def stored(self, key: Key, epoch: int, seq: int, count: int, end_offset: int) -> None:
+        """Messages ``seq`` .. ``seq + count - 1`` were appended; their record ends at log
         offset ``end_offset``."""
-        nxt = self.next_seq[key] = max(self.next_seq.get(key, 0), seq + count)
-        self.last_used[key] = time.time()
-        self._unflushed.append((end_offset, key, nxt))
+        state = self.states.get(key)
+        nxt = seq + count if state is None or epoch > state.epoch else max(state.next_seq, seq + count)
+        self.states[key] = new = State(epoch, nxt, time.time(), end_offset)
+        self._unflushed.append((key, new))

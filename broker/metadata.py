@@ -54,15 +54,16 @@ class MappingsFile(Struct, frozen=True):
     mappings: list[MappingDetail]
 
 
-# [producer id, topic, queue id, next sequence, last used (epoch s), log end when stored]; files
-# written before the log end was kept have five fields.
-ProducerRow = Annotated[list[str | float], Meta(min_length=5, max_length=6)]
+# [producer id, topic, queue id, epoch, next sequence, last used (epoch s), log end of its batch]
+ProducerRow = Annotated[list[str | float], Meta(min_length=7, max_length=7)]
 
 
 class ProducersFile(Struct, frozen=True):
-    """``producers.json``: idempotent producers' sequences (:mod:`broker.dedupe`)."""
+    """``producers.json``: idempotent producers' sequences (:mod:`broker.dedupe`), current up
+    to log offset ``log`` (the broker replays the batches after it at start)."""
 
     producers: list[ProducerRow]
+    log: Annotated[int, Meta(ge=0)] = 0
 
 
 class BrokerFile(Struct, frozen=True):

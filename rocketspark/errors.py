@@ -47,7 +47,8 @@ built from the classes themselves, so adding a class is the only step::
         ├── MappingStaleError          9104   (retriable after a route refresh)
         ├── StoreDamagedError          9105   a record the commit log lost to damage
         │   └── QueueRebuiltError      9105   an index entry disagreed; rebuilt (retriable)
-        └── NotMasterError             9106   not (surely) the group's master (retriable)
+        ├── NotMasterError             9106   not (surely) the group's master (retriable)
+        └── ProducerFencedError        9107   an idempotent producer's epoch went backwards
 
 Translation happens in two places only: the server turns an exception into a response in
 ``rocketspark.remoting.server``; the client turns a response or a ``grpc.RpcError`` into
@@ -218,6 +219,13 @@ class NotMasterError(ServerError):
 
     code = int(ResponseCode.NOT_MASTER)
     retriable = True
+
+
+class ProducerFencedError(ServerError):
+    """An idempotent producer sent an epoch older than one the broker has seen from the same
+    producer id: a newer instance replaced it. Retrying cannot help."""
+
+    code = int(ResponseCode.PRODUCER_FENCED)
 
 
 class ControllerNotEnabledError(RequestCodeNotSupported):

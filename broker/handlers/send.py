@@ -2,9 +2,10 @@
 
 Header fields: ``topic``, ``queueId`` (-1 or absent: the broker picks), ``defaultTopic`` and
 ``defaultTopicQueueNums`` (auto-create template, as RocketMQ's producer sends them),
-``logicQueueId`` + ``epoch`` (static topics) and ``producerId`` + ``seq`` (idempotent sends,
-see :mod:`broker.dedupe`). The body
-is a batch (see :mod:`rocketspark.protocol.codec`); a single send is a batch of one.
+``logicQueueId`` + ``epoch`` (static topics). The body is one batch record
+(:mod:`rocketspark.codec.layout`), a single send a batch of one; it is checked once and
+stored as it came, with the fields the broker assigns. Its header names an idempotent
+producer, if any (:mod:`broker.dedupe`).
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ from broker.registry import Registry
 from broker.static_topics import StaticTopics
 from broker.store.store import MessageStore
 from broker.topics import TopicTable
+from rocketspark.codec.build import drop_front, tag_summary_of
+from rocketspark.codec.ingest import BatchRefused, BodyTooLarge, SentBatch, check_sent
+from rocketspark.codec.layout import msg_id
 from rocketspark.errors import InvalidParameterError, MessageTooLargeError, TopicNotExistError
-from rocketspark.protocol import record
-from rocketspark.protocol.codec import check_payload, decode_send_batch
+from rocketspark.protocol.codec import MalformedBody
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.headers import get_int, get_str
@@ -82,25 +85,26 @@ async def resolve_topic(ctx: SendContext, cmd: RemotingCommand, topic: str) -> T
     return config
 
 
-def validate_entries(ctx: SendContext, body: bytes) -> tuple[int, list[bytes], list[int]]:
-    """Decode the batch, enforce the size limit, and compute each message's tag hash."""
-    born, payloads = decode_send_batch(body)
+def check_batch(ctx: SendContext, body: bytes, topic: str) -> SentBatch:
+    """Check the sent record (:mod:`rocketspark.codec.ingest`) against the broker's limits."""
     limit = ctx.config.max_message_bytes
-    hashes: list[int] = []
-    append = hashes.append
-    for index, payload in enumerate(payloads):
-        tag_hash, body_len = check_payload(payload)
-        if body_len > limit:
-            raise MessageTooLargeError(_too_large(ctx, index, body_len, limit))
-        append(tag_hash)
-    return born, payloads, hashes
-
-
-def _too_large(ctx: SendContext, index: int, size: int, limit: int) -> str:
-    return (
-        f"message {index} of the batch has a {size}-byte body, over broker {ctx.name}'s limit of {limit} bytes "
-        "(max_message_bytes); split the payload or raise the limit"
-    )
+    if len(body) > ctx.config.batch_limit:
+        raise MessageTooLargeError(
+            f"a batch of {len(body)} bytes is over broker {ctx.name}'s limit of {ctx.config.batch_limit} bytes "
+            "(max_batch_bytes); send fewer messages at once"
+        )
+    try:
+        batch = check_sent(body, max_body=limit, max_section=ctx.config.batch_limit)
+    except BodyTooLarge as exc:
+        raise MessageTooLargeError(
+            f"message {exc.index} of the batch has a {exc.size}-byte body, over broker {ctx.name}'s limit of "
+            f"{limit} bytes (max_message_bytes); split the payload or raise the limit"
+        ) from None
+    except BatchRefused as exc:
+        raise MalformedBody(f"{exc}; the producer must build sends with rocketspark.codec") from None
+    if batch.topic != topic.encode():
+        raise MalformedBody(f"the batch record names topic {batch.topic!r}, the request topic {topic!r}")
+    return batch
 
 
 def target_queue(ctx: SendContext, cmd: RemotingCommand, config: TopicConfig) -> tuple[int, int, int | None]:
@@ -133,29 +137,30 @@ def target_queue(ctx: SendContext, cmd: RemotingCommand, config: TopicConfig) ->
 async def handle_send(ctx: SendContext, cmd: RemotingCommand) -> RemotingCommand:
     topic = get_str(cmd, "topic")
     validate_topic_name(topic)
-    born, payloads, hashes = validate_entries(ctx, cmd.body)  # a malformed body is reported first
+    body = cmd.body
+    batch = check_batch(ctx, body, topic)  # a malformed body is reported first
     ctx.role.check_writable()  # a slave, or a master whose lease ran out, never takes a write
     ctx.replication.check_can_acknowledge()
     config = await resolve_topic(ctx, cmd, topic)
     ctx.topics.check_writable(config)
     queue_id, delta, logical_id = target_queue(ctx, cmd, config)
-    producer_id = get_str(cmd, "producerId", "")
-    skipped = 0
-    if producer_id:
-        seq = get_int(cmd, "seq")
-        key = (producer_id, topic, queue_id)
-        skipped = ctx.producers.already_stored(key, seq, len(payloads))
+    count, skipped = batch.count, 0
+    key = (batch.producer_id, topic, queue_id)
+    if batch.producer_id:
+        skipped = ctx.producers.already_stored(key, batch.producer_epoch, batch.base_sequence, count)
         if skipped:
             ctx.producers.duplicates_dropped += skipped
-            payloads, hashes = payloads[skipped:], hashes[skipped:]
+            if skipped < count:
+                body = drop_front(body, skipped)
     ext: dict[str, object] = {"queueId": queue_id, "duplicates": skipped}
     if logical_id is not None:
         ext["logicQueueId"] = logical_id
-    if not payloads:
+    if skipped == count:
         return cmd.response(ext={**ext, "queueOffset": -1, "count": 0, "msgId": "", "status": SendStatus.SEND_OK.value})
-    result = ctx.store.put(topic, queue_id, born, payloads, hashes)
-    if producer_id:
-        ctx.producers.stored((producer_id, topic, queue_id), seq + skipped, result.count, result.end_offset)
+    summary = batch.tag_summary if not skipped else tag_summary_of(body)
+    result = ctx.store.put(topic, queue_id, body, count - skipped, summary)
+    if batch.producer_id:
+        ctx.producers.stored(key, batch.producer_epoch, batch.base_sequence + skipped, result.count, result.end_offset)
     ctx.longpoll.notify((topic, queue_id))
     status = SendStatus.SEND_OK
     ctx.replication.appended()
@@ -165,7 +170,7 @@ async def handle_send(ctx: SendContext, cmd: RemotingCommand) -> RemotingCommand
     ext.update(
         queueOffset=result.first_queue_offset + delta,
         count=result.count,
-        msgId=record.msg_id(ctx.name, result.first_offset),
+        msgId=msg_id(ctx.name, result.first_offset, 0),
         status=status.value,
     )
     return cmd.response(ext=ext)

@@ -3,8 +3,8 @@
 Segments live in ``<store>/commitlog/`` and are named by the 20-digit log offset of their
 first byte (``00000000000000000000``, ``00000000000134217728``, ...), as in RocketMQ. A
 record never spans two segments: when the next record does not fit, the rest of the segment
-is filled with a blank record (see :mod:`rocketspark.protocol.record`) and a new segment is
-started. Records are laid out in ``rocketspark.protocol.record``; each carries a CRC.
+is filled with a blank record (see :mod:`rocketspark.codec.layout`) and a new segment is
+started. Records are batch records (``rocketspark.codec.layout``); each carries its CRCs.
 
 The commit log is the truth. Consume queues are derived from it and rebuilt after a crash
 (:mod:`broker.store.recovery`).
@@ -15,33 +15,13 @@ from __future__ import annotations
 import logging
 import os
 import time
-import zlib
-from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-from broker.store.consumequeue import ENTRY
 from broker.store.mappedfile import MappedFile
-from rocketspark.protocol import record
+from rocketspark.codec import layout
+from rocketspark.codec.build import stamped_head
 
-_PREFIX_PACK = record.PREFIX.pack
-_REST_PACK = record.REST_HEADER.pack
-_MAGIC = record.RECORD_MAGIC
-_HEADER_SIZE = record.HEADER_SIZE
-_crc32 = zlib.crc32
 log = logging.getLogger(__name__)
-_ENTRY_PACK = ENTRY.pack
-
-
-@dataclass(frozen=True, slots=True)
-class Appended:
-    """Where an append landed: first record, log end after it, and its queue entries."""
-
-    first_offset: int
-    end_offset: int
-    count: int
-    entries: bytes  # consume-queue entries of the appended records, ready to append
-    nbytes: int  # size of the records (without the blank filling a segment the batch left)
 
 
 class CommitLog:
@@ -125,57 +105,22 @@ class CommitLog:
         self.segments.append(segment)
         return segment
 
-    def append_messages(
-        self,
-        topic_bytes: bytes,
-        queue_id: int,
-        first_queue_offset: int,
-        store_ms: int,
-        born_ms: int,
-        payloads: Sequence[bytes],
-        tag_hashes: Sequence[int],
-    ) -> Appended:
-        """Append one record per payload and build their queue entries.
+    def append_batch(self, record: bytes, queue_id: int, base_offset: int, store_ms: int) -> int:
+        """Append one batch record as its producer built it, with the fields the broker assigns
+        filled in (``codec.build.stamped_head``); return its log offset.
 
-        Records of one call are contiguous unless a segment boundary intervenes. The caller
-        guarantees every record fits in an empty segment (the config enforces it). This is
-        the broker's hottest loop, so it is written flat.
+        The caller guarantees the record fits in an empty segment (the config enforces it);
+        when it does not fit in this one, the rest is padded with a blank record.
         """
+        size = len(record)
         segment = self._writable()
-        tlen = len(topic_bytes)
-        base_size = _HEADER_SIZE + tlen
-        limit = self.segment_bytes - record.MIN_BLANK_SIZE  # always leave room for a blank marker
-        pos = start = segment.wrote
-        base = segment.base
-        buf = bytearray()
-        entries = bytearray()
-        rest_pack, prefix_pack, entry_pack, crc32, magic = _REST_PACK, _PREFIX_PACK, _ENTRY_PACK, _crc32, _MAGIC
-        first_phys = -1
-        qoff = first_queue_offset
-        nbytes = 0
-        born = born_ms
-        for payload, tag_hash in zip(payloads, tag_hashes, strict=True):
-            size = base_size + len(payload)
-            if pos + size > limit:
-                segment.append(buf)
-                segment.append(record.encode_blank(self.segment_bytes - segment.wrote))
-                segment = self._roll(segment.base + self.segment_bytes)
-                base = segment.base
-                buf = bytearray()
-                pos = start = 0
-            phys = base + pos
-            if first_phys < 0:
-                first_phys = phys
-            rest = rest_pack(queue_id, qoff, phys, born, store_ms, 0, tlen) + topic_bytes + payload
-            buf += prefix_pack(size, magic, crc32(rest))
-            buf += rest
-            entries += entry_pack(phys, size, tag_hash)
-            pos += size
-            nbytes += size
-            qoff += 1
-        if pos > start:
-            segment.append(buf)
-        return Appended(first_phys, base + pos, qoff - first_queue_offset, bytes(entries), nbytes)
+        if segment.wrote + size > self.segment_bytes - layout.MIN_BLANK_SIZE:  # room for a blank marker
+            segment.append(layout.encode_blank(self.segment_bytes - segment.wrote))
+            segment = self._roll(segment.base + self.segment_bytes)
+        phys = segment.base + segment.wrote
+        segment.append(stamped_head(record, queue_id, base_offset, phys, store_ms))
+        segment.append(memoryview(record)[layout.BODY_AT :])
+        return phys
 
     def append_raw(self, offset: int, data: bytes | memoryview) -> None:
         """Append bytes copied from another replica's log, at the same log offset (a slave's
@@ -218,13 +163,6 @@ class CommitLog:
         if pos + size > segment.wrote:
             return None
         return segment.read(pos, size)
-
-    def store_time_at(self, offset: int) -> int | None:
-        """Store timestamp of the record at ``offset`` (for search by time)."""
-        head = self.read(offset, record.HEADER_SIZE)
-        if head is None:
-            return None
-        return int(record.HEADER.unpack_from(head)[7])
 
     # -- durability and retention ------------------------------------------------------------
 

@@ -1,16 +1,22 @@
-"""The consume queue: a dense index of one (topic, queue) into the commit log.
+"""The consume queue: a dense index of one (topic, queue) into the commit log, one entry per
+batch record (RocketMQ 5's BatchConsumeQueue).
 
-Entry ``i`` (the message at queue offset ``i``) is 20 bytes at position ``i * 20`` of the
+Entry ``i`` (the queue's i-th batch, its *slot*) is 40 bytes at position ``i * 40`` of the
 queue's address space, big-endian::
 
      0  u64  commitlog_offset
-     8  u32  size              record size in bytes; 0 marks a lost record (a tombstone)
-    12  u64  tag_hash          CRC32 of the tag, 0 when untagged; the server-side filter
+     8  u32  size              record size in bytes; 0 marks lost records (a tombstone)
+    12  u64  tag_summary       the batch's tag summary (``rocketspark.codec.layout``)
+    20  u64  base_offset       queue offset of the batch's first message
+    28  u32  count             messages in the batch
+    32  u64  store_ms          when the broker stored it
 
+Queue offsets stay per message (a message's offset is its batch's base plus its place in
+the batch), so the message at a queue offset is found by binary search over the slots.
 Entries live in fixed-size files under ``<store>/consumequeue/<topic>/<queueId>/``, each
-holding ``entries_per_file`` entries and named by the 20-digit queue offset of its first
-entry. An all-zero entry has never been written. Entries carry no CRC: the queue is derived
-data, rebuilt from the commit log when it is damaged (RocketMQ and Kafka's indexes agree).
+holding ``entries_per_file`` entries and named by the 20-digit slot of its first entry. An
+all-zero entry has never been written. Entries carry no CRC: the queue is derived data,
+rebuilt from the commit log when it is damaged (RocketMQ and Kafka's indexes agree).
 """
 
 from __future__ import annotations
@@ -19,13 +25,32 @@ import os
 import shutil
 import struct
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
+
+import numpy as np
 
 from broker.store.mappedfile import MappedFile
 
-ENTRY: Final = struct.Struct(">QIQ")
-ENTRY_SIZE: Final = ENTRY.size  # 20
-_PHYS = struct.Struct(">Q")
+ENTRY: Final = struct.Struct(">QIQQIQ")
+ENTRY_SIZE: Final = ENTRY.size  # 40
+ENTRY_DTYPE: Final = np.dtype(
+    [("phys", ">u8"), ("size", ">u4"), ("tags", ">u8"), ("base", ">u8"), ("count", ">u4"), ("store_ms", ">u8")]
+)
+assert ENTRY_DTYPE.itemsize == ENTRY_SIZE
+
+
+class Entry(NamedTuple):
+    phys: int
+    size: int
+    tags: int
+    base: int
+    count: int
+    store_ms: int
+
+    @property
+    def end(self) -> int:
+        """Queue offset one past the batch's last message."""
+        return self.base + self.count
 
 
 class QueueDamaged(Exception):
@@ -33,7 +58,10 @@ class QueueDamaged(Exception):
 
 
 class ConsumeQueue:
-    """One queue's index. Single writer; reads may come from the same thread only."""
+    """One queue's index. Single writer; reads may come from the same thread only.
+
+    ``min_slot``/``max_slot`` bound the entries; ``min_offset``/``max_offset`` the messages
+    (a queue whose records all expired keeps its offsets, with no entry left)."""
 
     def __init__(self, directory: Path, topic: str, queue_id: int, entries_per_file: int) -> None:
         self.directory = directory
@@ -42,8 +70,10 @@ class ConsumeQueue:
         self.entries_per_file = entries_per_file
         self.file_bytes = entries_per_file * ENTRY_SIZE
         self.files: list[MappedFile] = []
+        self.min_slot = 0
+        self.max_slot = 0  # one past the newest entry
         self.min_offset = 0
-        self.max_offset = 0  # one past the newest entry
+        self.max_offset = 0  # one past the newest message
         self.dirty = False
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -69,17 +99,20 @@ class ConsumeQueue:
                 raise QueueDamaged(f"consume-queue files of {self.topic}/{self.queue_id} are empty")
             self.close_files(delete=True)
             return
-        self.min_offset = (self.files[0].base + head) // ENTRY_SIZE
-        self.max_offset = (self.files[-1].base + tail) // ENTRY_SIZE
         for f in self.files:
             f.wrote = f.flushed = self.file_bytes
         self.files[-1].wrote = self.files[-1].flushed = tail
+        self.min_slot = (self.files[0].base + head) // ENTRY_SIZE
+        self.max_slot = (self.files[-1].base + tail) // ENTRY_SIZE
+        self.min_offset = self.entry(self.min_slot).base
+        self.max_offset = self.entry(self.max_slot - 1).end
 
     def close_files(self, *, delete: bool = False) -> None:
         for f in self.files:
             f.delete() if delete else f.close()
         self.files = []
         if delete:
+            self.min_slot = self.max_slot = 0
             self.min_offset = self.max_offset = 0
 
     def destroy(self) -> None:
@@ -90,27 +123,30 @@ class ConsumeQueue:
     # -- write -------------------------------------------------------------------------------
 
     def _file_for_write(self) -> MappedFile:
-        byte_pos = self.max_offset * ENTRY_SIZE
+        byte_pos = self.max_slot * ENTRY_SIZE
         if self.files and byte_pos < self.files[-1].base + self.file_bytes:
             return self.files[-1]
-        first = (self.max_offset // self.entries_per_file) * self.entries_per_file
+        first = (self.max_slot // self.entries_per_file) * self.entries_per_file
         self.directory.mkdir(parents=True, exist_ok=True)
         f = MappedFile(self.directory / f"{first:020d}", first * ENTRY_SIZE, self.file_bytes, create=True, mapped=False)
         f.wrote = byte_pos - f.base
         if not self.files:
-            self.min_offset = self.max_offset
+            self.min_slot = self.max_slot
         self.files.append(f)
         return f
 
-    def append(self, entries: bytes) -> None:
-        """Append packed entries at ``max_offset``."""
+    def append(self, entries: bytes, end_offset: int) -> None:
+        """Append packed entries at ``max_slot``; ``end_offset`` is one past their last message."""
         view = memoryview(entries)
+        if not self.files and self.max_slot == self.min_slot:
+            self.min_offset = ENTRY.unpack_from(view)[3]
         while view:
             f = self._file_for_write()
             n = min(len(view), f.free)
             f.append(view[:n])
             view = view[n:]
-            self.max_offset += n // ENTRY_SIZE
+            self.max_slot += n // ENTRY_SIZE
+        self.max_offset = end_offset
         self.dirty = True
 
     def start_at(self, offset: int) -> None:
@@ -121,29 +157,40 @@ class ConsumeQueue:
 
     # -- read --------------------------------------------------------------------------------
 
-    def read(self, offset: int, max_count: int) -> bytes:
-        """Packed entries from ``offset``: at most ``max_count``, never past one file's end."""
-        if offset < self.min_offset or offset >= self.max_offset or max_count <= 0:
+    def read(self, slot: int, max_count: int) -> bytes:
+        """Packed entries from ``slot``: at most ``max_count``, never past one file's end."""
+        if slot < self.min_slot or slot >= self.max_slot or max_count <= 0:
             return b""
-        byte_pos = offset * ENTRY_SIZE
+        byte_pos = slot * ENTRY_SIZE
         f = self.files[(byte_pos - self.files[0].base) // self.file_bytes]
         pos = byte_pos - f.base
-        n = min(max_count * ENTRY_SIZE, f.wrote - pos, (self.max_offset - offset) * ENTRY_SIZE)
+        n = min(max_count * ENTRY_SIZE, f.wrote - pos, (self.max_slot - slot) * ENTRY_SIZE)
         return f.read(pos, n)
 
-    def entry(self, offset: int) -> tuple[int, int, int]:
-        data = self.read(offset, 1)
+    def entry(self, slot: int) -> Entry:
+        data = self.read(slot, 1)
         if not data:
-            raise IndexError(f"{self.topic}/{self.queue_id} has no entry at {offset}")
-        phys, size, tag_hash = ENTRY.unpack(data)
-        return phys, size, tag_hash
+            raise IndexError(f"{self.topic}/{self.queue_id} has no entry at slot {slot}")
+        return Entry(*ENTRY.unpack(data))
 
-    def first_offset_at_or_after(self, phys_limit: int) -> int:
-        """The first queue offset whose commit-log offset is >= ``phys_limit`` (binary search)."""
-        lo, hi = self.min_offset, self.max_offset
+    def slot_for(self, offset: int) -> int:
+        """The slot of the batch holding queue ``offset`` (binary search); ``max_slot`` past
+        the last message, ``min_slot`` before the first."""
+        lo, hi = self.min_slot, self.max_slot
         while lo < hi:
             mid = (lo + hi) // 2
-            if self.entry(mid)[0] < phys_limit:
+            if self.entry(mid).end <= offset:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def first_slot_at_or_after(self, phys_limit: int) -> int:
+        """The first slot whose commit-log offset is >= ``phys_limit`` (binary search)."""
+        lo, hi = self.min_slot, self.max_slot
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.entry(mid).phys < phys_limit:
                 lo = mid + 1
             else:
                 hi = mid
@@ -151,28 +198,39 @@ class ConsumeQueue:
 
     # -- truncation, retention, durability -------------------------------------------------------
 
-    def truncate_offset(self, offset: int) -> None:
-        """Drop entries at queue offsets >= ``offset``."""
-        if offset >= self.max_offset:
+    def truncate_slot(self, slot: int) -> None:
+        """Drop the entries at slots >= ``slot``."""
+        if slot >= self.max_slot:
             return
-        offset = max(offset, self.min_offset)
-        while self.files and self.files[-1].base >= offset * ENTRY_SIZE and len(self.files) > 1:
+        slot = max(slot, self.min_slot)
+        new_max = self.entry(slot).base if slot < self.max_slot else self.max_offset
+        while self.files and self.files[-1].base >= slot * ENTRY_SIZE and len(self.files) > 1:
             self.files.pop().delete()
         if self.files:
             last = self.files[-1]
-            last.zero_from(offset * ENTRY_SIZE - last.base)
-            last.wrote = offset * ENTRY_SIZE - last.base
-        self.max_offset = offset
-        if self.max_offset <= self.min_offset:
+            last.zero_from(slot * ENTRY_SIZE - last.base)
+            last.wrote = slot * ENTRY_SIZE - last.base
+        self.max_slot = slot
+        self.max_offset = new_max
+        if self.max_slot <= self.min_slot:
             self.close_files(delete=True)
-            self.min_offset = self.max_offset = offset
+            self.min_slot = self.max_slot = slot
+            self.min_offset = self.max_offset = new_max
         self.dirty = True
+
+    def truncate_offset(self, offset: int) -> None:
+        """Drop the batches that start at queue offsets >= ``offset``."""
+        if offset < self.max_offset:
+            slot = self.slot_for(offset)
+            if slot < self.max_slot and self.entry(slot).base < offset:
+                slot += 1  # the batch holding ``offset`` starts before it: it stays
+            self.truncate_slot(slot)
 
     def truncate_phys(self, phys_limit: int) -> int:
         """Drop entries pointing at or past ``phys_limit``; return how many were dropped."""
-        cut = self.first_offset_at_or_after(phys_limit)
-        dropped = self.max_offset - cut
-        self.truncate_offset(cut)
+        cut = self.first_slot_at_or_after(phys_limit)
+        dropped = self.max_slot - cut
+        self.truncate_slot(cut)
         return dropped
 
     def delete_expired(self, log_min_offset: int) -> int:
@@ -181,12 +239,14 @@ class ConsumeQueue:
         The newest file is always kept, even when every entry in it expired, so the queue's
         offsets survive a restart and are never handed out twice (RocketMQ does the same).
         """
-        if self.max_offset == self.min_offset:
+        if self.max_slot == self.min_slot:
             return self.min_offset
-        new_min = self.first_offset_at_or_after(log_min_offset)
+        new_min = self.first_slot_at_or_after(log_min_offset)
         while len(self.files) > 1 and self.files[1].base <= new_min * ENTRY_SIZE:
             self.files.pop(0).delete()
-        self.min_offset = max(self.min_offset, new_min)
+        if new_min > self.min_slot:
+            self.min_slot = new_min
+            self.min_offset = self.entry(new_min).base if new_min < self.max_slot else self.max_offset
         return self.min_offset
 
     def flush(self) -> None:

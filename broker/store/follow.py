@@ -17,7 +17,7 @@ from broker.store.chunkscan import QueueRun, scan_chunk
 from broker.store.commitlog import CommitLog
 from broker.store.recovery import QueueRegistry, Redispatcher
 from broker.store.scan import parse_record
-from rocketspark.protocol import record
+from rocketspark.codec.layout import RecordCorrupted
 
 WINDOW_BYTES = 1 << 20  # indexed in one pass at most: numpy's temporaries stay small
 
@@ -61,7 +61,7 @@ class LogFollower:
                 if scan.used == 0 and not scan.sealed and len(data) < left:  # one record larger than the window
                     data = segment.read(pos, left)
                     scan = scan_chunk(data, self.indexed, segment.size - pos)
-            except record.RecordCorrupted as exc:
+            except RecordCorrupted as exc:
                 self._index_before(data, exc.position)
                 self.commitlog.truncate(self.indexed)  # ask for the damaged record on again
                 raise
@@ -88,7 +88,7 @@ class LogFollower:
         path record by record otherwise."""
         cq = self.registry.queue(run.topic, run.queue_id)
         if cq.max_offset == int(run.queue_offsets[0]) and run.contiguous:
-            cq.append(run.entries())
+            cq.append(run.entries(), run.end_offset)
             return
         for phys in run.phys.tolist():
-            self.indexer.dispatch(parse_record(data, phys - self.indexed, self.indexed, True), lossy=True)
+            self.indexer.dispatch(parse_record(data, phys - self.indexed, self.indexed), lossy=True)

@@ -107,22 +107,25 @@ class QueueSet:
                 return f"ends at offset {cq.max_offset} but the checkpoint saw it reach {high} (a short file)"
             if cq.min_offset > low:
                 return f"starts at offset {cq.min_offset} but the checkpoint saw it start at {low} (a missing file)"
-        for offset in {cq.min_offset, cq.max_offset - 1}:
-            if cq.min_offset <= offset < cq.max_offset:
-                why = self._entry_disagrees(cq, offset)
+        for slot in {cq.min_slot, cq.max_slot - 1}:
+            if cq.min_slot <= slot < cq.max_slot:
+                why = self._entry_disagrees(cq, slot)
                 if why is not None:
                     return why
         return None
 
-    def _entry_disagrees(self, cq: ConsumeQueue, offset: int) -> str | None:
-        phys, size, _tag = cq.entry(offset)
-        if size == 0 or phys < self.commitlog.min_offset:
+    def _entry_disagrees(self, cq: ConsumeQueue, slot: int) -> str | None:
+        entry = cq.entry(slot)
+        if entry.size == 0 or entry.phys < self.commitlog.min_offset:
             return None  # a tombstone, or a record retention removed
-        data = self.commitlog.read(phys, size)
+        where = f"offset {entry.base}"
+        data = self.commitlog.read(entry.phys, entry.size)
         if data is None:
-            return f"has an entry at offset {offset} pointing past the end of the commit log ({phys})"
-        bad = first_mismatch(data, cq.topic.encode(), cq.queue_id, [offset], [phys], [size])
-        return None if bad is None else f"has an entry at offset {offset} that disagrees with the log: {bad.reason}"
+            return f"has an entry at {where} pointing past the end of the commit log ({entry.phys})"
+        bad = first_mismatch(
+            data, cq.topic.encode(), cq.queue_id, [entry.base], [entry.count], [entry.phys], [entry.size]
+        )
+        return None if bad is None else f"has an entry at {where} that disagrees with the log: {bad.reason}"
 
     def drop(self, key: QueueKey) -> None:
         """Delete a queue's files and forget it."""

@@ -19,11 +19,12 @@ from broker.store.commitlog import CommitLog
 from broker.store.consumequeue import ENTRY, ConsumeQueue
 from broker.store.entrycheck import Mismatch, first_mismatch
 from broker.store.stats import StoreStats
+from rocketspark.codec.layout import summary_matches
 from rocketspark.errors import QueueRebuiltError, StoreDamagedError
 
 log = logging.getLogger(__name__)
 
-MAX_FILTER_SCAN = 16_000  # entries a filtered pull may skip before it answers (RocketMQ's cap)
+MAX_FILTER_SCAN = 16_000  # batches a pull may skip (filtered out, lost) before it answers (RocketMQ's cap)
 REBUILD_BACKOFF_S = 10.0  # a queue that disagrees again this soon after a rebuild is not rebuilt again
 
 
@@ -42,8 +43,8 @@ class GetStatus(Enum):
 @dataclass(frozen=True, slots=True)
 class GetResult:
     status: GetStatus
-    body: bytes  # the records, concatenated as stored
-    count: int
+    body: bytes  # whole batch records, concatenated as stored
+    count: int  # messages in them from the offset asked for on
     next_offset: int
     min_offset: int
     max_offset: int
@@ -67,42 +68,55 @@ class QueueReader:
         tag_hashes: frozenset[int] | None,
         stop: int,
     ) -> GetResult:
+        """Whole batch records from the one holding ``offset``: until ``max_messages`` messages
+        from ``offset`` on, ``max_bytes`` (at least one batch) or ``stop``. Batches whose tag
+        summary cannot match the filter are skipped; the reader drops, message by message,
+        what lies before ``offset`` or outside the filter."""
         log_min = self.commitlog.min_offset
-        offsets: list[int] = []
+        bases: list[int] = []
+        counts: list[int] = []
         physes: list[int] = []
         sizes: list[int] = []
-        nbytes = 0
+        nbytes = messages = 0
         cursor = offset
-        scan_budget = max(max_messages, MAX_FILTER_SCAN) if tag_hashes is not None else max_messages
+        scan_budget = MAX_FILTER_SCAN
+        slot = cq.slot_for(offset)
         done = False
-        while not done and cursor < stop and scan_budget > 0 and len(sizes) < max_messages:
-            wanted = min(scan_budget, max_messages - len(sizes) if tag_hashes is None else scan_budget, stop - cursor)
-            chunk = cq.read(cursor, wanted)
+        while not done and slot < cq.max_slot:
+            chunk = cq.read(slot, 64 if tag_hashes is None else 1024)
             if not chunk:
                 break
-            for phys, size, tag in ENTRY.iter_unpack(chunk):
-                if size == 0 or phys < log_min or (tag_hashes is not None and tag not in tag_hashes):
-                    cursor += 1
+            for phys, size, tags, base, count, _store in ENTRY.iter_unpack(chunk):
+                slot += 1
+                end = base + count
+                if size == 0 or phys < log_min or (tag_hashes is not None and not summary_matches(tags, tag_hashes)):
+                    cursor = max(cursor, end)  # lost, expired, or no message can match the filter
                     scan_budget -= 1
-                    continue  # a tombstone, an expired record, or filtered out
+                    if cursor >= stop or scan_budget <= 0:
+                        done = True
+                        break
+                    continue
                 if sizes and nbytes + size > max_bytes:
                     done = True
                     break
-                offsets.append(cursor)
+                bases.append(base)
+                counts.append(count)
                 physes.append(phys)
                 sizes.append(size)
-                cursor += 1
-                scan_budget -= 1
                 nbytes += size
-                if len(sizes) >= max_messages:
+                messages += end - max(base, cursor)
+                cursor = end
+                if messages >= max_messages or cursor >= stop:
                     done = True
                     break
-        body = self._gather(cq, physes, sizes, offsets)
-        self.stats.messages_got += len(sizes)
+        body = self._gather(cq, bases, counts, physes, sizes)
+        self.stats.messages_got += messages
         status = GetStatus.FOUND if sizes else GetStatus.NO_MATCHED_MESSAGE
-        return GetResult(status, body, len(sizes), cursor, cq.min_offset, cq.max_offset)
+        return GetResult(status, body, messages, cursor, cq.min_offset, cq.max_offset)
 
-    def _gather(self, cq: ConsumeQueue, physes: list[int], sizes: list[int], offsets: list[int]) -> bytes:
+    def _gather(
+        self, cq: ConsumeQueue, bases: list[int], counts: list[int], physes: list[int], sizes: list[int]
+    ) -> bytes:
         """The records the entries point to, in one buffer, each proven to be its entry's own
         (:mod:`broker.store.entrycheck`); a disagreeing entry is never answered from."""
         parts: list[bytes] = []
@@ -111,10 +125,10 @@ class QueueReader:
             data = self.commitlog.read(start, end - start)
             if data is None:
                 where = "past the end of the commit log" if start >= self.commitlog.min_offset else "expired"
-                self._index_disagrees(cq, Mismatch(first, offsets[first], start, f"the log has no data ({where})"))
+                self._index_disagrees(cq, Mismatch(first, bases[first], start, f"the log has no data ({where})"))
             parts.append(data or b"")
         body = b"".join(parts)
-        bad = first_mismatch(body, cq.topic.encode(), cq.queue_id, offsets, physes, sizes)
+        bad = first_mismatch(body, cq.topic.encode(), cq.queue_id, bases, counts, physes, sizes)
         if bad is not None:
             self._index_disagrees(cq, bad)
         return body

@@ -19,7 +19,6 @@ Steps, in RocketMQ's order:
 from __future__ import annotations
 
 import logging
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -27,7 +26,7 @@ from typing import Protocol
 from broker.store.commitlog import CommitLog
 from broker.store.consumequeue import ENTRY, ConsumeQueue
 from broker.store.scan import Damage, ScannedRecord, SegmentScan, scan_segment
-from rocketspark.protocol import record
+from rocketspark.codec import layout
 
 log = logging.getLogger(__name__)
 
@@ -73,11 +72,6 @@ class RecoveryReport:
         return out
 
 
-def tag_hash(tags: str | None) -> int:
-    """The consume-queue tag code: CRC32 of the tag, 0 for none."""
-    return zlib.crc32(tags.encode()) if tags else 0
-
-
 class Redispatcher:
     """Indexes scanned records into their queues; detects queues it cannot repair in place."""
 
@@ -103,7 +97,7 @@ class Redispatcher:
 
     def dispatch(self, rec: ScannedRecord, *, lossy: bool) -> None:
         key = (rec.topic, rec.queue_id)
-        if rec.queue_offset < self.indexed.get(key, -1):
+        if rec.end_offset <= self.indexed.get(key, -1):
             return  # indexed before a clean stop: its queue need not even be loaded
         if key in self.damaged or not (self.every_topic or self.registry.accepts(rec.topic, rec.phys)):
             return
@@ -123,13 +117,15 @@ class Redispatcher:
             if self.from_log_start and not cq.files:
                 cq.max_offset = cq.min_offset = rec.queue_offset  # older records have expired
             elif lossy:
-                gap = rec.queue_offset - cq.max_offset
-                cq.append(ENTRY.pack(rec.phys, 0, 0) * gap)
+                gap = rec.queue_offset - cq.max_offset  # one tombstone stands for every lost message
+                cq.append(ENTRY.pack(rec.phys, 0, 0, cq.max_offset, gap, rec.store_ms), rec.queue_offset)
                 self.tombstones += gap
             else:
                 self.damaged.add(key)  # entries are missing and no damage explains it
                 return
-        cq.append(ENTRY.pack(rec.phys, rec.size, tag_hash(rec.tags)))
+        cq.append(
+            ENTRY.pack(rec.phys, rec.size, rec.tag_summary, rec.queue_offset, rec.count, rec.store_ms), rec.end_offset
+        )
         self.count += 1
 
 
@@ -154,7 +150,7 @@ def _scan(commitlog: CommitLog, scan_from: int, report: RecoveryReport, sink: Re
             # whatever stood there is lost. Report it, and pad the rest so reads skip it.
             start, end = segment.base + state.end, segment.base + segment.size
             report.damage.append(Damage(start, end, "a sealed segment ends early (truncated or zeroed)"))
-            segment.write_at(state.end, record.encode_blank(segment.size - state.end)[: record.MIN_BLANK_SIZE])
+            segment.write_at(state.end, layout.encode_blank(segment.size - state.end)[: layout.MIN_BLANK_SIZE])
             state.end = segment.size
         segment.wrote = segment.flushed = state.end
     if not segments:

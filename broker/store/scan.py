@@ -14,25 +14,35 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
-import msgpack
-
 from broker.store.mappedfile import MappedFile
-from rocketspark.protocol import record
+from rocketspark.codec import layout
+from rocketspark.codec.columns import check_record
+from rocketspark.codec.layout import RecordCorrupted
 
 GAP_MAGIC: Final = 0x47415021  # "GAP!": a region recovery cut out of the middle of a segment
-_MAGIC_BYTES: Final = struct.pack(">I", record.RECORD_MAGIC)
-_HEAD: Final = struct.Struct(">II")
+_MAGIC_BYTES: Final = struct.pack(">I", layout.BATCH_MAGIC)
+_HEAD: Final = layout.PREFIX
 
 
 @dataclass(frozen=True, slots=True)
 class ScannedRecord:
+    """One batch record's header, as recovery and rebuilds index it."""
+
     phys: int
     size: int
     topic: str
     queue_id: int
-    queue_offset: int
+    queue_offset: int  # of the first message
+    count: int
     store_ms: int
-    tags: str | None
+    tag_summary: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+
+    @property
+    def end_offset(self) -> int:
+        return self.queue_offset + self.count
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,28 +63,27 @@ class SegmentScan:
     sealed: bool = False  # ended with a blank record: the log continues in the next segment
 
 
-def parse_record(mm: memoryview | bytes, pos: int, base: int, with_tags: bool) -> ScannedRecord:
-    total, _m, _c, qid, qoff, _phys, _born, store, _flag, tlen = record.HEADER.unpack_from(mm, pos)
-    topic = bytes(mm[pos + record.HEADER_SIZE : pos + record.HEADER_SIZE + tlen]).decode()
-    tags = None
-    if with_tags:
-        tag = record.payload_tag(mm, pos + record.HEADER_SIZE + tlen, pos + total)[0]
-        tags = None if tag is None else tag.decode()
-    return ScannedRecord(base + pos, total, topic, qid, qoff, store, tags)
+def parse_record(mm: memoryview | bytes, pos: int, base: int) -> ScannedRecord:
+    head = layout.HEADER.unpack_from(mm, pos)
+    total, tlen = head[0], head[11]
+    topic = bytes(mm[pos + layout.HEADER_SIZE : pos + layout.HEADER_SIZE + tlen]).decode()
+    return ScannedRecord(
+        base + pos, total, topic, head[3], head[4], head[12], head[6], head[17], head[14], head[15], head[16]
+    )
 
 
 def _resync(mm: memoryview, raw: mmap.mmap, start: int, limit: int) -> int | None:
     """Position of the next intact record after ``start``, or None."""
-    probe = start + record.MIN_BLANK_SIZE  # a gap must hold its own marker
+    probe = start + layout.MIN_BLANK_SIZE  # a gap must hold its own marker
     while True:
         hit = raw.find(_MAGIC_BYTES, probe + 4, limit)
         if hit < 0:
             return None
         candidate = hit - 4
         try:
-            record.check_record(mm, candidate, limit)
+            check_record(mm, candidate, limit)
             return candidate
-        except record.RecordCorrupted:
+        except RecordCorrupted:
             probe = candidate + 1
 
 
@@ -83,7 +92,6 @@ def scan_segment(
     *,
     is_last: bool,
     damage: list[Damage],
-    with_tags: bool = True,
     verify: bool = True,
     start: int = 0,
 ) -> Iterator[ScannedRecord | SegmentScan]:
@@ -98,12 +106,12 @@ def scan_segment(
     pos = start
     state = SegmentScan(end=start)
     try:
-        while pos + record.MIN_BLANK_SIZE <= size:
+        while pos + layout.MIN_BLANK_SIZE <= size:
             total, magic = _HEAD.unpack_from(mm, pos)
-            if magic == record.BLANK_MAGIC and total == size - pos:
+            if magic == layout.BLANK_MAGIC and total == size - pos:
                 state.end, state.sealed = size, True
                 break
-            if magic == GAP_MAGIC and record.MIN_BLANK_SIZE <= total <= size - pos:
+            if magic == GAP_MAGIC and layout.MIN_BLANK_SIZE <= total <= size - pos:
                 pos += total  # cut by an earlier recovery; already reported then
                 state.end = pos
                 continue
@@ -111,20 +119,20 @@ def scan_segment(
                 break  # never written: the end of this segment's data
             try:
                 if verify:
-                    record.check_record(mm, pos, size)
-                elif magic != record.RECORD_MAGIC or total < record.HEADER_SIZE or pos + total > size:
-                    raise record.RecordCorrupted("bad header", pos)
-                yield parse_record(mm, pos, segment.base, with_tags)
+                    check_record(mm, pos, size)
+                elif magic != layout.BATCH_MAGIC or total < layout.HEADER_SIZE or pos + total > size:
+                    raise RecordCorrupted("bad header", pos)
+                yield parse_record(mm, pos, segment.base)
                 pos += total
                 state.end = pos
-            except (record.RecordCorrupted, ValueError, msgpack.UnpackException) as exc:
+            except (RecordCorrupted, ValueError) as exc:
                 nxt = _resync(mm, raw, pos, size)
                 # In a sealed segment the rest is lost, zeros or not; in the last, cut the garbage.
                 stop = nxt if nxt is not None else _data_end(raw, pos, size) if is_last else size
                 damage.append(Damage(segment.base + pos, segment.base + stop, str(exc)))
                 if nxt is None:
                     if not is_last:  # the rest of a sealed segment becomes padding
-                        segment.write_at(pos, record.encode_blank(size - pos)[: record.MIN_BLANK_SIZE])
+                        segment.write_at(pos, layout.encode_blank(size - pos)[: layout.MIN_BLANK_SIZE])
                         state.end, state.sealed = size, True
                     break
                 segment.write_at(pos, _HEAD.pack(nxt - pos, GAP_MAGIC))

@@ -23,7 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker.store.scan import GAP_MAGIC
-from rocketspark.protocol import record
+from rocketspark.codec import layout
+from rocketspark.codec.columns import check_record
+from rocketspark.codec.layout import RecordCorrupted
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +124,7 @@ class Scrubber:
         while True:
             if at + pos >= limit:
                 return None  # the checked part of the open segment
-            if len(buf) - pos < record.MIN_BLANK_SIZE or not self._whole_record_in(buf, pos):
+            if len(buf) - pos < layout.MIN_BLANK_SIZE or not self._whole_record_in(buf, pos):
                 more = self._read(fd, at + len(buf), CHUNK) if at + len(buf) < size else b""
                 if not more:
                     return f"ends at segment offset {at + pos} without its end-of-segment marker (truncated?)"
@@ -130,15 +132,15 @@ class Scrubber:
                 at += pos
                 pos = 0
                 continue
-            total, magic = record.BLANK_HEADER.unpack_from(buf, pos)
-            if magic == record.BLANK_MAGIC:
+            total, magic = layout.PREFIX.unpack_from(buf, pos)
+            if magic == layout.BLANK_MAGIC:
                 return None  # the rest of a sealed segment is padding
             if magic == GAP_MAGIC:
                 pos += total  # already cut out and reported
                 continue
             try:
-                pos += record.check_record(buf, pos, len(buf))
-            except record.RecordCorrupted as exc:
+                pos += check_record(buf, pos, len(buf))
+            except RecordCorrupted as exc:
                 return f"{exc} (segment offset {at + pos})"
 
     def _whole_record_in(self, buf: bytes, pos: int) -> bool:

@@ -21,7 +21,7 @@ import errno
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -29,7 +29,7 @@ from typing import Annotated, Any
 import msgspec
 
 from broker.store.commitlog import CommitLog
-from broker.store.consumequeue import ConsumeQueue
+from broker.store.consumequeue import ENTRY, ConsumeQueue
 from broker.store.follow import LogFollower
 from broker.store.metafile import read_json, write_json_atomic
 from broker.store.queues import QueueSet, parse_table
@@ -38,8 +38,8 @@ from broker.store.recovery import QueueKey, RecoveryReport, rebuild_queues, reco
 from broker.store.scan import Damage, scan_segment
 from broker.store.scrub import Scrubber, ScrubStats
 from broker.store.stats import StoreStats
+from rocketspark.codec.layout import RecordCorrupted
 from rocketspark.errors import StoreWriteError
-from rocketspark.protocol.record import RecordCorrupted
 
 log = logging.getLogger(__name__)
 
@@ -194,7 +194,7 @@ class MessageStore:
             damage: list[Damage] = []
             if segment is self.commitlog.segments[-1]:
                 return []  # never cut the open segment under its writer: reported, found again
-            for _ in scan_segment(segment, is_last=False, damage=damage, with_tags=False):
+            for _ in scan_segment(segment, is_last=False, damage=damage):
                 pass
         return [str(d) for d in damage]
 
@@ -212,30 +212,27 @@ class MessageStore:
 
     # -- write -------------------------------------------------------------------------------
 
-    def put(
-        self, topic: str, queue_id: int, born_ms: int, payloads: Sequence[bytes], tag_hashes: Sequence[int]
-    ) -> PutResult:
-        """Append messages (record payloads, born together) to one queue; readable on return."""
+    def put(self, topic: str, queue_id: int, record: bytes, count: int, tag_summary: int) -> PutResult:
+        """Append one batch record (checked by the caller, ``codec.ingest``) of ``count``
+        messages to one queue; readable on return."""
         cq = self.queues.queue(topic, queue_id)
         store_ms = int(time.time() * 1000)
         with self._append_lock:
             first = cq.max_offset
             log_end = self.commitlog.max_offset
             try:
-                appended = self.commitlog.append_messages(
-                    topic.encode(), queue_id, first, store_ms, born_ms, payloads, tag_hashes
-                )
-                cq.append(appended.entries)
+                phys = self.commitlog.append_batch(record, queue_id, first, store_ms)
+                cq.append(ENTRY.pack(phys, len(record), tag_summary, first, count, store_ms), first + count)
             except OSError as exc:
                 self._undo_put(cq, first, log_end)
                 raise StoreWriteError(
-                    f"broker store at {self.path} could not write {len(payloads)} message(s) to {topic}/{queue_id}: "
+                    f"broker store at {self.path} could not write {count} message(s) to {topic}/{queue_id}: "
                     f"{exc.strerror or exc}; nothing of this send was stored. {_remedy(exc)}; writes resume by "
                     "themselves once it is fixed, and reads go on meanwhile"
                 ) from exc
-        self.stats.messages_put += appended.count
-        self.stats.bytes_put += appended.nbytes
-        return PutResult(first, appended.first_offset, appended.end_offset, appended.count, store_ms)
+        self.stats.messages_put += count
+        self.stats.bytes_put += len(record)
+        return PutResult(first, phys, phys + len(record), count, store_ms)
 
     def append_copied(self, offset: int, chunk: bytes) -> None:
         """A slave appends a chunk of its master's log at ``offset``; ``index_copied`` makes
@@ -382,24 +379,24 @@ class MessageStore:
     def last_store_ms(self, topic: str, queue_id: int) -> int:
         """When the newest message of the queue was stored (0 for an empty queue)."""
         cq = self.queues.find(topic, queue_id)
-        if cq is None or cq.max_offset <= cq.min_offset:
+        if cq is None or cq.max_slot <= cq.min_slot:
             return 0
-        return self.commitlog.store_time_at(cq.entry(cq.max_offset - 1)[0]) or 0
+        return cq.entry(cq.max_slot - 1).store_ms
 
     def offset_for_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
-        """The first queue offset stored at or after ``timestamp_ms`` (max offset if none)."""
+        """The first queue offset stored at or after ``timestamp_ms`` (max offset if none);
+        a batch's messages share its store time."""
         cq = self.queues.find(topic, queue_id)
         if cq is None:
             return 0
-        lo, hi = cq.min_offset, cq.max_offset
+        lo, hi = cq.min_slot, cq.max_slot
         while lo < hi:
             mid = (lo + hi) // 2
-            stored = self.commitlog.store_time_at(cq.entry(mid)[0])
-            if stored is not None and stored < timestamp_ms:
+            if cq.entry(mid).store_ms < timestamp_ms:
                 lo = mid + 1
             else:
                 hi = mid
-        return lo
+        return cq.entry(lo).base if lo < cq.max_slot else cq.max_offset
 
     # -- flushing, checkpoint, retention ---------------------------------------------------------
 

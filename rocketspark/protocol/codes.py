@@ -154,6 +154,7 @@ class ResponseCode(IntEnum):
     DATA_CORRUPTED = 9103
     MAPPING_STALE = 9104  # the request's view of a static topic's mapping is out of date
     STORE_DAMAGED = 9105  # a record is damaged or its index entry disagreed with it
+    PRODUCER_FENCED = 9107  # an idempotent producer's epoch went backwards
     NOT_MASTER = 9106  # a write reached a replica that is not (or no longer surely) its group's master
 
 

@@ -8,18 +8,14 @@ dataclasses.
 from __future__ import annotations
 
 import gc
-import struct
 import threading
 import time
-import zlib
 from dataclasses import dataclass, field
 from enum import Enum
 from operator import itemgetter
 from typing import Any
 
-import msgpack
-
-from rocketspark.protocol import record
+from rocketspark.codec import layout
 from rocketspark.protocol.mapping import TopicMapping
 
 
@@ -94,6 +90,7 @@ class MessageExt(tuple):  # type: ignore[type-arg]
         store_timestamp: int,
         commitlog_offset: int,
         broker_name: str,
+        batch_index: int = 0,
     ) -> MessageExt:
         return _tuple_new(
             cls,
@@ -109,6 +106,7 @@ class MessageExt(tuple):  # type: ignore[type-arg]
                 store_timestamp,
                 commitlog_offset,
                 broker_name,
+                batch_index,
             ),
         )
 
@@ -119,8 +117,9 @@ class MessageExt(tuple):  # type: ignore[type-arg]
     tags: str | None = property(itemgetter(4))  # type: ignore[assignment]
     born_timestamp: int = property(itemgetter(7))  # type: ignore[assignment]  # ms, producer clock
     store_timestamp: int = property(itemgetter(8))  # type: ignore[assignment]  # ms, broker clock
-    commitlog_offset: int = property(itemgetter(9))  # type: ignore[assignment]
+    commitlog_offset: int = property(itemgetter(9))  # type: ignore[assignment]  # of its batch record
     broker_name: str = property(itemgetter(10))  # type: ignore[assignment]
+    batch_index: int = property(itemgetter(11))  # type: ignore[assignment]  # its place in the batch
 
     @property
     def keys(self) -> list[str]:
@@ -132,7 +131,7 @@ class MessageExt(tuple):  # type: ignore[type-arg]
 
     @property
     def msg_id(self) -> str:
-        return record.msg_id(self[10], self[9])
+        return layout.msg_id(self[10], self[9], self[11])
 
     def __repr__(self) -> str:
         return (
@@ -169,62 +168,6 @@ class _GcPause:
 
 
 GC_PAUSE = _GcPause()
-
-
-def decode_records(
-    buf: bytes, topic: str, broker_name: str, *, queue_id: int | None = None, offset_delta: int = 0, verify: bool = True
-) -> list[MessageExt]:
-    """Decode the concatenated records of a pull response, checking each one's CRC.
-
-    ``queue_id`` and ``offset_delta`` translate physical positions into the queue view the
-    caller asked for (a logical queue of a static topic); by default they are left as stored.
-    This loop is the consumer's hot path, so it is written flat: one ``unpack_from`` reads a
-    record's header, topic and payload lengths together (all records of a pull share a topic).
-    """
-    out: list[MessageExt] = []
-    if not buf:
-        return out
-    append = out.append
-    tlen0 = record.HEADER.unpack_from(buf, 0)[9]
-    unpack = struct.Struct(f">IIIIQQQQIH{tlen0}xIHI").unpack_from
-    unpackb = msgpack.unpackb
-    crc32 = zlib.crc32
-    magic_ok, no_tag = record.RECORD_MAGIC, record.NO_TAG
-    body_at = record.HEADER_SIZE + tlen0 + record.PAYLOAD_HEAD_SIZE
-    new, cls = _tuple_new, MessageExt
-    view = memoryview(buf)
-    pos, end = 0, len(buf)
-    try:
-        with GC_PAUSE:  # thousands of fresh objects: collecting mid-loop only rescans survivors
-            while pos < end:
-                total, magic, crc, qid, qoff, phys, born, store, _flag, tlen, blen, taglen, extlen = unpack(buf, pos)
-                stop = pos + total
-                if magic != magic_ok or tlen != tlen0 or stop > end:
-                    raise record.RecordCorrupted(f"bad record header at byte {pos} of the response", pos)
-                if verify and crc32(view[pos + 12 : stop]) != crc:
-                    raise record.RecordCorrupted(f"CRC mismatch in the record at queue offset {qoff}", pos)
-                b0 = pos + body_at
-                b1 = b0 + blen
-                if taglen == no_tag:
-                    tag, t1 = None, b1
-                else:
-                    t1 = b1 + taglen
-                    tag = buf[b1:t1].decode()
-                if t1 + extlen != stop:
-                    raise record.RecordCorrupted(f"payload lengths of the record at queue offset {qoff} are wrong", pos)
-                keys = props = None
-                if extlen:
-                    keys, props = unpackb(buf[t1:stop])
-                qid_out = qid if queue_id is None else queue_id
-                logical = qoff + offset_delta
-                row = (topic, qid_out, logical, buf[b0:b1], tag, keys, props, born, store, phys, broker_name)
-                append(new(cls, row))
-                pos = stop
-    except (struct.error, ValueError) as exc:
-        raise record.RecordCorrupted(f"bad record at byte {pos} of the response: {exc}", pos) from exc
-    finally:
-        view.release()
-    return out
 
 
 class SendStatus(Enum):

@@ -1,0 +1,221 @@
+"""Building batch records: from messages (the producer), from Arrow columns (the Spark sink),
+and the broker's stamp of the fields it assigns.
+
+Every function here lays bytes out in the layout of :mod:`rocketspark.codec.layout`; lengths
+and offsets are computed with numpy over whole columns, and the data of each column is joined
+once, in C.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import msgpack
+import numpy as np
+import numpy.typing as npt
+
+from rocketspark.codec import compression
+from rocketspark.codec.columns import decode
+from rocketspark.codec.layout import (
+    BATCH_MAGIC,
+    BODY_AT,
+    BROKER_AT,
+    BROKER_END,
+    BROKER_FIELDS,
+    COMPRESSION_MASK,
+    HAS_TAG,
+    HEADER,
+    HEADER_SIZE,
+    MAX_TAG_BYTES,
+    NONE,
+    PRODUCER_FIELDS,
+    VERSION,
+    summary_of,
+    tag_hash,
+)
+
+_pack_ext = msgpack.Packer(use_bin_type=True).pack
+
+
+@dataclass(frozen=True, slots=True)
+class Idempotence:
+    """Who sends a batch and where it falls in that producer's numbering of one queue."""
+
+    producer_id: int  # non-zero
+    epoch: int
+    base_sequence: int
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """A message section, uncompressed, with what the header says about it."""
+
+    data: bytes
+    count: int
+    tag_summary: int
+
+
+def pack_ext(keys: Sequence[str], properties: dict[str, str]) -> bytes:
+    """A message's keys and properties as stored: empty when it has neither."""
+    return _pack_ext([list(keys), properties]) if keys or properties else b""
+
+
+def _offsets(lengths: npt.NDArray[np.int64]) -> npt.NDArray[np.uint32]:
+    out = np.zeros(len(lengths) + 1, dtype="<u4")
+    np.cumsum(lengths, out=out[1:])
+    return out
+
+
+def build_section(bodies: Sequence[bytes], tags: Sequence[str | None], exts: Sequence[bytes]) -> Section:
+    """The columnar section of messages given as three equal-length columns."""
+    n = len(bodies)
+    encoded = [b"" if t is None else t.encode() for t in tags] if any(t is not None for t in tags) else None
+    if encoded is not None and max(map(len, encoded)) > MAX_TAG_BYTES:
+        raise ValueError(f"a tag is limited to {MAX_TAG_BYTES} bytes of UTF-8")
+    has_tag = np.fromiter((t is not None for t in tags), dtype=np.uint8, count=n) if encoded is not None else None
+    summary = summary_of({tag_hash(t) for t in set(encoded) if t}) if encoded is not None else 0
+    return Section(
+        _join(
+            np.fromiter(map(len, bodies), dtype=np.int64, count=n),
+            b"".join(bodies),
+            None if encoded is None else np.fromiter(map(len, encoded), dtype=np.int64, count=n),
+            b"" if encoded is None else b"".join(encoded),
+            np.fromiter(map(len, exts), dtype=np.int64, count=n) if any(exts) else None,
+            b"".join(exts),
+            has_tag,
+        ),
+        n,
+        summary,
+    )
+
+
+def section_from_buffers(
+    n: int,
+    body_offsets: npt.NDArray[np.int64],
+    body_data: bytes | memoryview,
+    tag_offsets: npt.NDArray[np.int64] | None,
+    tag_data: bytes | memoryview,
+    has_tag: npt.NDArray[np.bool_] | None,
+    distinct_tags: set[bytes],
+) -> Section:
+    """A section from columns already laid out as offsets + data (Arrow's layout): nothing is
+    touched per message. Offsets may start anywhere (a slice of a column); they are rebased."""
+    body_lengths = np.diff(body_offsets.astype(np.int64))
+    tag_lengths = None if tag_offsets is None else np.diff(tag_offsets.astype(np.int64))
+    flags = None if has_tag is None else has_tag.astype(np.uint8)
+    summary = summary_of({tag_hash(t) for t in distinct_tags if t})
+    return Section(_join(body_lengths, body_data, tag_lengths, tag_data, None, b"", flags), n, summary)
+
+
+def _join(
+    body_lengths: npt.NDArray[np.int64],
+    body_data: bytes | memoryview,
+    tag_lengths: npt.NDArray[np.int64] | None,
+    tag_data: bytes | memoryview,
+    ext_lengths: npt.NDArray[np.int64] | None,
+    ext_data: bytes | memoryview,
+    has_tag: npt.NDArray[np.uint8] | None,
+) -> bytes:
+    n = len(body_lengths)
+    zeros = np.zeros(n + 1, dtype="<u4")
+    parts = [
+        _offsets(body_lengths).tobytes(),
+        zeros.tobytes() if tag_lengths is None else _offsets(tag_lengths).tobytes(),
+        zeros.tobytes() if ext_lengths is None else _offsets(ext_lengths).tobytes(),
+        bytes(n) if has_tag is None else (has_tag & HAS_TAG).astype(np.uint8).tobytes(),
+        body_data,
+        tag_data,
+        ext_data,
+    ]
+    return b"".join(parts)
+
+
+def encode_batch(
+    topic: bytes,
+    section: Section,
+    *,
+    compression_kind: int = NONE,
+    idempotence: Idempotence | None = None,
+    born_ms: int | None = None,
+) -> bytes:
+    """A whole batch record with the broker's fields zero, as a producer sends it."""
+    packed = compression.compress(compression_kind, section.data)
+    born = int(time.time() * 1000) if born_ms is None else born_ms
+    pid, epoch, seq = (
+        (0, 0, 0) if idempotence is None else (idempotence.producer_id, idempotence.epoch, idempotence.base_sequence)
+    )
+    producer = PRODUCER_FIELDS.pack(
+        VERSION,
+        compression_kind,
+        len(topic),
+        section.count,
+        born,
+        pid,
+        epoch,
+        seq,
+        section.tag_summary,
+        len(section.data),
+    )
+    body_crc = zlib.crc32(packed, zlib.crc32(topic, zlib.crc32(producer)))
+    total = HEADER_SIZE + len(topic) + len(packed)
+    head = HEADER.pack(total, BATCH_MAGIC, 0, 0, 0, 0, 0, 0, body_crc, *PRODUCER_FIELDS.unpack(producer))
+    return b"".join((head, topic, packed))
+
+
+def stamped_head(
+    record: bytes | memoryview, queue_id: int, base_offset: int, commitlog_offset: int, store_ms: int
+) -> bytes:
+    """The first ``BODY_AT`` bytes of ``record`` with the broker's fields filled in and their
+    CRC: the broker appends this, then ``record[BODY_AT:]`` unchanged."""
+    fields = BROKER_FIELDS.pack(queue_id, base_offset, commitlog_offset, store_ms, 0)
+    head = bytearray(record[:BODY_AT])
+    head[BROKER_AT:BROKER_END] = fields
+    head[8:12] = zlib.crc32(fields).to_bytes(4, "big")
+    return bytes(head)
+
+
+def drop_front(record: bytes, k: int) -> bytes:
+    """``record`` (one batch, as sent) without its first ``k`` messages: the part of an
+    idempotent resend the broker had not stored yet. Same producer, epoch and compression;
+    its base sequence moves on by ``k``."""
+    columns = decode(record)
+    row = columns.heads.rows[0]
+    n = len(columns) - k
+    raw = memoryview(columns.data if isinstance(columns.data, bytes) else bytes(columns.data))
+
+    def region(at: npt.NDArray[np.int64], length: npt.NDArray[np.int64]) -> memoryview:
+        return raw[int(at[k]) : int(at[-1] + length[-1])]
+
+    has_tag = columns.has_tag[k:].astype(np.uint8)
+    section = _join(
+        columns.body_len[k:],
+        region(columns.body_at, columns.body_len),
+        columns.tag_len[k:],
+        region(columns.tag_at, columns.tag_len),
+        columns.ext_len[k:],
+        region(columns.ext_at, columns.ext_len),
+        has_tag,
+    )
+    tags = {
+        bytes(raw[a : a + n_])
+        for a, n_ in zip(
+            columns.tag_at[k:][has_tag > 0].tolist(), columns.tag_len[k:][has_tag > 0].tolist(), strict=True
+        )
+    }
+    topic = bytes(record[HEADER_SIZE : HEADER_SIZE + int(row["topic_len"])])
+    idem = Idempotence(int(row["producer_id"]), int(row["producer_epoch"]), int(row["base_sequence"]) + k)
+    return encode_batch(
+        topic,
+        Section(section, n, summary_of({tag_hash(t) for t in tags if t})),
+        compression_kind=int(row["attributes"]) & COMPRESSION_MASK,
+        idempotence=idem if idem.producer_id else None,
+        born_ms=int(row["born_ms"]),
+    )
+
+
+def tag_summary_of(record: bytes) -> int:
+    """The tag summary in a record's header."""
+    return int(HEADER.unpack_from(record)[17])

@@ -1,0 +1,313 @@
+"""Decoding batch records into columns: every message of many batches at once.
+
+``decode`` walks a buffer of concatenated records (a pull response; a send's one record),
+checks each record's header and both CRCs, and then finds every message's body, tag and
+keys/properties with numpy over all messages together: the only Python loop is one step per
+batch. The result, :class:`Columns`, is what the Message decoder, the Arrow builder and the
+broker's ingest check all read (:mod:`rocketspark.codec.messages`, :mod:`rocketspark.codec.arrow`).
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+from rocketspark.codec import compression
+from rocketspark.codec.layout import (
+    BATCH_MAGIC,
+    BODY_AT,
+    BROKER_AT,
+    BROKER_END,
+    COMPRESSION_MASK,
+    HAS_TAG,
+    HEADER,
+    HEADER_DTYPE,
+    HEADER_SIZE,
+    MAX_COUNT,
+    NONE,
+    PREFIX,
+    VERSION,
+    RecordCorrupted,
+)
+
+I64 = npt.NDArray[np.int64]
+_U32 = np.dtype("<u4")
+MAX_SECTION: Final = 1 << 30  # a larger uncompressed section is damage, whatever the limits
+_HEAD_SPAN: Final = np.arange(HEADER_SIZE, dtype=np.int64)
+
+
+@dataclass(frozen=True, slots=True)
+class Heads:
+    """The headers of the records of a buffer, one row each (see ``layout.HEADER_DTYPE``)."""
+
+    starts: I64  # where each record starts in the buffer
+    rows: np.ndarray  # structured, HEADER_DTYPE
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def field(self, name: str) -> I64:
+        out: I64 = self.rows[name].astype(np.int64)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Columns:
+    """Every message of a buffer of records, as columns; positions index ``data``."""
+
+    data: bytes | memoryview  # the sections: the buffer itself, or the decompressed sections joined
+    heads: Heads
+    batch: I64  # which record each message is in
+    index: I64  # its place in that record
+    body_at: I64
+    body_len: I64
+    tag_at: I64
+    tag_len: I64
+    has_tag: npt.NDArray[np.bool_]
+    ext_at: I64
+    ext_len: I64
+
+    def __len__(self) -> int:
+        return len(self.batch)
+
+    @property
+    def queue_offset(self) -> I64:
+        return self.heads.field("base_offset")[self.batch] + self.index
+
+    def per_message(self, name: str) -> I64:
+        """A header field repeated for each message of its record."""
+        return self.heads.field(name)[self.batch]
+
+    def take(self, keep: npt.NDArray[np.bool_]) -> Columns:
+        """Only the messages where ``keep`` is true."""
+        return Columns(
+            self.data,
+            self.heads,
+            self.batch[keep],
+            self.index[keep],
+            self.body_at[keep],
+            self.body_len[keep],
+            self.tag_at[keep],
+            self.tag_len[keep],
+            self.has_tag[keep],
+            self.ext_at[keep],
+            self.ext_len[keep],
+        )
+
+    def tag_in(self, wanted: list[str]) -> npt.NDArray[np.bool_]:
+        """Which messages carry one of the ``wanted`` tags (compared byte for byte)."""
+        hit = np.zeros(len(self), dtype=np.bool_)
+        raw = np.frombuffer(self.data, dtype=np.uint8)
+        for tag in {t.encode() for t in wanted}:
+            same_len = np.flatnonzero(self.has_tag & (self.tag_len == len(tag)))
+            if len(same_len) and tag:
+                got = raw[self.tag_at[same_len, None] + np.arange(len(tag))]
+                same_len = same_len[(got == np.frombuffer(tag, dtype=np.uint8)).all(axis=1)]
+            hit[same_len] = True
+        return hit
+
+
+def record_starts(buf: bytes | memoryview) -> list[int]:
+    """Where each record of ``buf`` starts, walking the chain of sizes (only magic and size
+    are checked here)."""
+    starts: list[int] = []
+    append = starts.append
+    unpack = PREFIX.unpack_from
+    pos, end = 0, len(buf)
+    try:
+        while pos < end:
+            total, magic = unpack(buf, pos)
+            if magic != BATCH_MAGIC or total < HEADER_SIZE or pos + total > end:
+                what = f"magic 0x{magic:08X}" if magic != BATCH_MAGIC else f"size {total}"
+                raise RecordCorrupted(f"bad record header at byte {pos} ({what})", pos)
+            append(pos)
+            pos += total
+    except struct.error:
+        raise RecordCorrupted(f"truncated record header at byte {pos}", pos) from None
+    return starts
+
+
+def read_heads(buf: bytes | memoryview, *, verify: bool = True, max_section: int = MAX_SECTION) -> Heads:
+    """The records' headers, checked: version, sizes, count and (with ``verify``) both CRCs."""
+    starts = np.asarray(record_starts(buf), dtype=np.int64)
+    raw = np.frombuffer(buf, dtype=np.uint8)
+    rows = raw[starts[:, None] + _HEAD_SPAN].view(HEADER_DTYPE)[:, 0] if len(starts) else np.zeros(0, HEADER_DTYPE)
+    heads = Heads(starts, rows)
+    _check_fields(heads, max_section)
+    if verify:
+        view = memoryview(buf)
+        crc32 = zlib.crc32
+        for pos, total, header_crc, body_crc in zip(
+            starts.tolist(),
+            rows["total"].tolist(),
+            rows["header_crc"].tolist(),
+            rows["body_crc"].tolist(),
+            strict=True,
+        ):
+            if crc32(view[pos + BODY_AT : pos + total]) != body_crc:
+                raise RecordCorrupted(f"body CRC mismatch in the record at byte {pos}", pos)
+            if crc32(view[pos + BROKER_AT : pos + BROKER_END]) != header_crc:
+                raise RecordCorrupted(f"header CRC mismatch in the record at byte {pos}", pos)
+    return heads
+
+
+def _check_fields(heads: Heads, max_section: int) -> None:
+    rows = heads.rows
+    bad_version = rows["version"] != VERSION
+    if bad_version.any():
+        i = int(np.argmax(bad_version))
+        raise _at(heads, i, f"version {rows['version'][i]} (this reader knows {VERSION})")
+    count = heads.field("count")
+    bad_count = (count < 1) | (count > MAX_COUNT)
+    if bad_count.any():
+        i = int(np.argmax(bad_count))
+        raise _at(heads, i, f"a count of {count[i]}")
+    room = heads.field("total") - HEADER_SIZE - heads.field("topic_len")
+    plain = (heads.field("attributes") & COMPRESSION_MASK) == NONE
+    size = heads.field("section_size")
+    too_short = (room < 0) | (plain & (room != size)) | (size < 13 * count + 12) | (size > max_section)
+    if too_short.any():
+        i = int(np.argmax(too_short))
+        raise _at(heads, i, "sizes that do not add up (topic, section and record size disagree)")
+
+
+def _at(heads: Heads, i: int, what: str) -> RecordCorrupted:
+    pos = int(heads.starts[i])
+    return RecordCorrupted(f"the record at byte {pos} has {what}", pos)
+
+
+def _sections(buf: bytes | memoryview, heads: Heads) -> tuple[bytes | memoryview, I64]:
+    """The buffer holding every record's message section, and where each starts in it:
+    ``buf`` itself unless a record is compressed."""
+    topic_len = heads.field("topic_len")
+    at = heads.starts + HEADER_SIZE + topic_len
+    kinds = heads.field("attributes") & COMPRESSION_MASK
+    size = heads.field("section_size")
+    if not kinds.any():
+        return buf, at
+    ends = heads.starts + heads.field("total")
+    parts: list[bytes | memoryview] = []
+    view = memoryview(buf)
+    for i, (kind, start, end, n) in enumerate(
+        zip(kinds.tolist(), at.tolist(), ends.tolist(), size.tolist(), strict=True)
+    ):
+        if kind == NONE:
+            parts.append(view[start : start + n])
+            continue
+        try:
+            parts.append(compression.decompress(kind, view[start:end], n))
+        except compression.DecompressionFailed as exc:
+            raise _at(heads, i, f"a message section that is damaged: {exc}") from None
+    starts = np.zeros(len(size), dtype=np.int64)
+    np.cumsum(size[:-1], out=starts[1:])
+    return b"".join(parts), starts
+
+
+def _u32(raw: npt.NDArray[np.uint8], at: I64) -> I64:
+    out: I64 = raw[at[:, None] + np.arange(4)].view(_U32)[:, 0].astype(np.int64)
+    return out
+
+
+def decode(buf: bytes | memoryview, *, verify: bool = True, max_section: int = MAX_SECTION) -> Columns:
+    """Every message of the records in ``buf`` as columns; RecordCorrupted when a record's
+    header, CRC or message section does not hold together."""
+    heads = read_heads(buf, verify=verify, max_section=max_section)
+    data, sec = _sections(buf, heads)
+    count = heads.field("count")
+    size = heads.field("section_size")
+    n = int(count.sum())
+    batch = np.repeat(np.arange(len(heads), dtype=np.int64), count)
+    first = np.zeros(len(heads), dtype=np.int64)
+    np.cumsum(count[:-1], out=first[1:])
+    index = np.arange(n, dtype=np.int64) - first[batch]
+    raw = np.frombuffer(data, dtype=np.uint8)
+    width = 4 * (count + 1)  # one offsets array
+    flags_at = sec + 3 * width
+    data_at = flags_at + count  # where the bodies start
+    totals = np.stack([_u32(raw, sec + k * width + 4 * count) for k in range(3)])  # bytes of bodies, tags, exts
+    firsts = np.stack([_u32(raw, sec + k * width) for k in range(3)])
+    if (firsts != 0).any() or (data_at + totals.sum(axis=0) != sec + size).any():
+        bad = int(np.argmax((firsts != 0).any(axis=0) | (data_at + totals.sum(axis=0) != sec + size)))
+        raise _at(heads, bad, "a message section whose offsets do not add up to its size")
+    sb, si = sec[batch], index
+    cb = count[batch]
+    lo = [_u32(raw, sb + k * (4 * (cb + 1)) + 4 * si) for k in range(3)]
+    hi = [_u32(raw, sb + k * (4 * (cb + 1)) + 4 * si + 4) for k in range(3)]
+    lengths = [h - low for h, low in zip(hi, lo, strict=True)]
+    if any((length < 0).any() for length in lengths):
+        where = np.zeros(n, dtype=np.bool_)
+        for length in lengths:
+            where |= length < 0
+        raise _at(heads, int(batch[np.argmax(where)]), "message offsets that go backwards")
+    flags = raw[flags_at[batch] + si]
+    has_tag = (flags & HAS_TAG).astype(np.bool_)
+    if (flags > HAS_TAG).any() or ((~has_tag) & (lengths[1] > 0)).any():
+        bad = int(batch[np.argmax((flags > HAS_TAG) | ((~has_tag) & (lengths[1] > 0)))])
+        raise _at(heads, bad, "message flags that disagree with its tags")
+    da = data_at[batch]
+    body_total, tag_total = totals[0][batch], totals[1][batch]
+    return Columns(
+        data,
+        heads,
+        batch,
+        index,
+        da + lo[0],
+        lengths[0],
+        da + body_total + lo[1],
+        lengths[1],
+        has_tag,
+        da + body_total + tag_total + lo[2],
+        lengths[2],
+    )
+
+
+def check_tags_utf8(columns: Columns) -> None:
+    """Every tag is valid UTF-8 (the ingest check; readers trust what the broker checked).
+
+    The tags' bytes are gathered into one buffer and decoded at once; that each tag is valid
+    on its own then follows from no tag starting in the middle of a character."""
+    tagged = columns.has_tag & (columns.tag_len > 0)
+    if not tagged.any():
+        return
+    raw = np.frombuffer(columns.data, dtype=np.uint8)
+    starts, lengths = columns.tag_at[tagged], columns.tag_len[tagged]
+    shift = np.zeros(len(lengths), dtype=np.int64)
+    np.cumsum(lengths[:-1], out=shift[1:])
+    gathered = raw[np.repeat(starts - shift, lengths) + np.arange(int(lengths.sum()))]
+    try:
+        gathered.tobytes().decode()
+    except UnicodeDecodeError:
+        raise RecordCorrupted("a message tag is not valid UTF-8", 0) from None
+    if ((raw[starts] & 0xC0) == 0x80).any():
+        raise RecordCorrupted("a message tag is not valid UTF-8 (it starts inside a character)", 0)
+
+
+def header_fields(buf: bytes | memoryview, pos: int) -> tuple[int, ...]:
+    """One record's header as a tuple, in ``layout.HEADER`` order (scalar readers)."""
+    return HEADER.unpack_from(buf, pos)
+
+
+def check_record(buf: bytes | memoryview, pos: int, limit: int) -> int:
+    """Check the record at ``pos`` (header and both CRCs, not its message section); return
+    its total size or raise RecordCorrupted. For walkers of the log (recovery, the scrub)."""
+    if limit - pos < HEADER_SIZE:
+        raise RecordCorrupted(f"truncated record header at {pos}", pos)
+    total, magic = PREFIX.unpack_from(buf, pos)
+    if magic != BATCH_MAGIC:
+        raise RecordCorrupted(f"bad magic 0x{magic:08X} at {pos}", pos)
+    if total < HEADER_SIZE or pos + total > limit:
+        raise RecordCorrupted(f"impossible record size {total} at {pos}", pos)
+    head = HEADER.unpack_from(buf, pos)
+    if head[9] != VERSION:
+        raise RecordCorrupted(f"record version {head[9]} at {pos} (this broker knows {VERSION})", pos)
+    view = memoryview(buf)
+    if zlib.crc32(view[pos + BODY_AT : pos + total]) != head[8]:
+        raise RecordCorrupted(f"body CRC mismatch in record at {pos}", pos)
+    if zlib.crc32(view[pos + BROKER_AT : pos + BROKER_END]) != head[2]:
+        raise RecordCorrupted(f"header CRC mismatch in record at {pos}", pos)
+    return int(total)

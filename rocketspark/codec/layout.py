@@ -1,0 +1,164 @@
+"""The batch record: how messages are laid out, on disk, on the wire and in pull responses.
+
+One send of k messages to one queue is stored as one batch record (a single send is a batch
+of one), as Kafka's record batch v2 and RocketMQ 5's inner batch do. The producer builds the
+whole record; the broker checks it once (sizes, count, the body CRC), fills in the fields it
+assigns and appends the bytes. A pull answers with whole records, as stored; the client
+checks both CRCs and decodes every column at once (:mod:`rocketspark.codec.columns`).
+
+Header (big-endian, fixed, ``HEADER_SIZE`` bytes)::
+
+     0  u32  total_size        whole record, this field included
+     4  u32  magic             BATCH_MAGIC; BLANK_MAGIC pads the end of a commit-log segment
+     8  u32  header_crc        CRC32 of bytes [12, 44): the fields the broker assigns
+    12  u32  queue_id          physical queue id on the storing broker     -+
+    16  u64  base_offset       queue offset of the first message            | broker
+    24  u64  commitlog_offset  physical offset of this record in the log    | assigns
+    32  u64  store_ms          broker clock when stored, ms                 |
+    40  u32  reserved          0                                           -+
+    44  u32  body_crc          CRC32 of bytes [48, total_size)
+    48  u8   version           VERSION (2)                                 -+
+    49  u8   attributes        bits 0-1: compression (0 none, 1 zstd, 2 lz4)  |
+    50  u16  topic_len                                                        |
+    52  u32  count             messages in the batch, at least 1              | producer
+    56  u64  born_ms           producer clock when the batch was built        | writes
+    64  u64  producer_id       0: not idempotent                              |
+    72  u32  producer_epoch                                                   |
+    76  u32  base_sequence     sequence number of the first message           |
+    80  u64  tag_summary       see below                                      |
+    88  u32  section_size      size of the message section uncompressed      -+
+    92  ...  topic             UTF-8
+    ...  ...  message section  compressed as a whole when attributes say so
+
+The message section is columnar, like an Arrow record batch (offsets, then data), so a
+reader slices every message's body, tag and keys/properties with a few numpy operations and
+hands bodies to Arrow without copying them (little-endian, as numpy and Arrow read)::
+
+    u32[count + 1]  body offsets       into the bodies, from 0
+    u32[count + 1]  tag offsets        into the tags, from 0
+    u32[count + 1]  ext offsets        into the exts, from 0
+    u8[count]       flags              bit 0: the message has a tag (an empty one included)
+    ...             bodies             concatenated
+    ...             tags               UTF-8, concatenated
+    ...             exts               msgpack ``[keys: [str], properties: {str: str}]`` per
+                                       message, empty when it has neither
+
+The tag summary lets the broker skip whole batches under a tag filter: 0 when no message is
+tagged; the tag's hash (``tag_hash``, below 2^32) when every message carries the same tag;
+otherwise ``MIXED`` plus one bit per distinct tag hash (``hash % 63``), a Bloom filter that
+may let a batch through that the client then filters message by message.
+
+A blank record is just ``total_size`` and ``BLANK_MAGIC``: the rest of its bytes are padding.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from typing import Final
+
+import numpy as np
+
+VERSION: Final = 2
+BATCH_MAGIC: Final = 0x52534232  # "RSB2"
+BLANK_MAGIC: Final = 0xCBD43194  # RocketMQ's BLANK_MAGIC_CODE
+PREFIX: Final = struct.Struct(">II")  # total_size, magic: what every record, blank or not, starts with
+MIN_BLANK_SIZE: Final = PREFIX.size
+
+HEADER: Final = struct.Struct(">IIIIQQQIIBBHIQQIIQI")
+HEADER_SIZE: Final = HEADER.size  # 92
+BROKER_FIELDS: Final = struct.Struct(">IQQQI")  # queue_id .. reserved, at BROKER_AT
+BROKER_AT: Final = 12
+BROKER_END: Final = BROKER_AT + BROKER_FIELDS.size  # 44
+BODY_CRC_AT: Final = BROKER_END  # 44
+BODY_AT: Final = BODY_CRC_AT + 4  # 48: where the body CRC starts covering
+PRODUCER_FIELDS: Final = struct.Struct(">BBHIQQIIQI")  # version .. section_size, at BODY_AT
+assert BODY_AT + PRODUCER_FIELDS.size == HEADER_SIZE
+
+COMPRESSION_MASK: Final = 0x03
+NONE, ZSTD, LZ4 = 0, 1, 2
+COMPRESSIONS: Final = {"none": NONE, "zstd": ZSTD, "lz4": LZ4}
+
+MIXED: Final = 1 << 63
+BLOOM_BITS: Final = 63
+HAS_TAG: Final = 1
+
+# Fixed limits: a count or size past them is damage, whatever the broker's configured limits.
+MAX_COUNT: Final = 1 << 24
+MAX_TAG_BYTES: Final = 0xFFFF
+
+# The header as a numpy row, for code that reads a field of many records at once.
+HEADER_DTYPE: Final = np.dtype(
+    [
+        ("total", ">u4"),
+        ("magic", ">u4"),
+        ("header_crc", ">u4"),
+        ("queue_id", ">u4"),
+        ("base_offset", ">u8"),
+        ("commitlog_offset", ">u8"),
+        ("store_ms", ">u8"),
+        ("reserved", ">u4"),
+        ("body_crc", ">u4"),
+        ("version", "u1"),
+        ("attributes", "u1"),
+        ("topic_len", ">u2"),
+        ("count", ">u4"),
+        ("born_ms", ">u8"),
+        ("producer_id", ">u8"),
+        ("producer_epoch", ">u4"),
+        ("base_sequence", ">u4"),
+        ("tag_summary", ">u8"),
+        ("section_size", ">u4"),
+    ]
+)
+assert HEADER_DTYPE.itemsize == HEADER_SIZE
+
+
+class RecordCorrupted(ValueError):
+    """A record failed its magic, size or CRC check; ``position`` is where, in its buffer."""
+
+    def __init__(self, message: str, position: int) -> None:
+        super().__init__(message)
+        self.position = position
+
+
+def tag_hash(tag: bytes | None) -> int:
+    """A tag's hash, as tag filters and summaries use it: CRC32 of its UTF-8 bytes, 0 when
+    untagged or empty (an empty tag matches no filter)."""
+    return zlib.crc32(tag) if tag else 0
+
+
+def summary_of(hashes: set[int]) -> int:
+    """The tag summary of a batch whose tagged messages have these (non-zero) tag hashes."""
+    if not hashes:
+        return 0
+    if len(hashes) == 1:
+        return next(iter(hashes))
+    bloom = 0
+    for h in hashes:
+        bloom |= 1 << (h % BLOOM_BITS)
+    return MIXED | bloom
+
+
+def summary_matches(summary: int, wanted: frozenset[int]) -> bool:
+    """Whether a batch with this tag summary may hold a message with one of the wanted tag
+    hashes (never a false no; a mixed batch may be a false yes)."""
+    if summary & MIXED:
+        return any(summary >> (h % BLOOM_BITS) & 1 for h in wanted)
+    return summary in wanted
+
+
+def msg_id(broker_name: str, commitlog_offset: int, index: int) -> str:
+    """A message's id: who stored it, where its batch lies in the log and its place in the
+    batch (32 hex digits, like RocketMQ's offset message id). Computable, so never stored."""
+    return f"{zlib.crc32(broker_name.encode()):08X}{commitlog_offset:016X}{index:08X}"
+
+
+def encode_blank(size: int) -> bytes:
+    """Padding that fills the end of a segment when the next record does not fit."""
+    return PREFIX.pack(size, BLANK_MAGIC) + bytes(size - MIN_BLANK_SIZE)
+
+
+def section_offsets_size(count: int) -> int:
+    """Bytes of the three offset arrays and the flags at the start of a message section."""
+    return 3 * 4 * (count + 1) + count
