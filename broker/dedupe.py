@@ -26,12 +26,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from broker.metadata import ProducersFile
 from broker.store.metafile import SnapshotFile, read_json
+from broker.store.scan import ScannedRecord
 from rocketspark.errors import ProducerFencedError
 
 Key = tuple[int, str, int]  # producer id, topic, physical queue id
@@ -54,6 +56,7 @@ class ProducerTable:
         self.durable: dict[Key, State] = {}  # what the flushed log holds: what is saved
         self._unflushed: deque[tuple[Key, State]] = deque()  # log order
         self.saved_upto = 0  # the durable table holds every batch before this log offset
+        self.following = False  # a slave's table is its master's: its watermark is the master's
         self.duplicates_dropped = 0
 
     def load(self) -> None:
@@ -70,6 +73,27 @@ class ProducerTable:
         if state is None or epoch > state.epoch or (epoch == state.epoch and seq + count > state.next_seq):
             self.states[key] = State(epoch, seq + count, used, end)
             self._unflushed.append((key, self.states[key]))
+
+    def replay_log(self, records: Iterable[ScannedRecord]) -> int:
+        """Take in the batches the log holds after ``saved_upto`` (at start, and when a slave
+        takes office: its log is its master's, byte for byte); return how many named a
+        producer."""
+        seen = 0
+        for rec in records:
+            if rec.producer_id:
+                key = (rec.producer_id, rec.topic, rec.queue_id)
+                self.replay(
+                    key, rec.producer_epoch, rec.base_sequence, rec.count, rec.phys + rec.size, rec.store_ms / 1000
+                )
+                seen += 1
+        self.following = False
+        return seen
+
+    def follow(self, rows: list[list[Any]], upto: int) -> None:
+        """A slave takes its master's table, current up to log offset ``upto``."""
+        self.adopt(rows)
+        self.saved_upto = upto
+        self.following = True
 
     def adopt(self, rows: list[list[Any]]) -> None:
         """Take another broker's sequences: a slave takes its master's, the new leader of a
@@ -117,7 +141,7 @@ class ProducerTable:
             self.states.pop(key, None)
             if self.durable.pop(key, None) is not None:
                 self.file.changed()
-        if flushed_offset - self.saved_upto > REPLAY_BOUND or self.file.dirty:
+        if not self.following and (flushed_offset - self.saved_upto > REPLAY_BOUND or self.file.dirty):
             self.saved_upto = flushed_offset  # every batch before it is in the rows: none after is
             self.file.changed()
         rows = [[k[0], k[1], k[2], s.epoch, s.next_seq, s.used, s.end] for k, s in self.durable.items()]

@@ -151,6 +151,9 @@ class Broker:
         saved = read_json(self.data_dir / "config" / "broker.json", default={}, shape=BrokerFile)
         self.topics.broker_perm = int(saved.get("brokerPermission", self.perm))
         report = self.store.open()
+        replayed = self.producers.replay_log(self.store.records_after(self.producers.saved_upto))
+        if replayed:
+            log.info("broker %s: %d idempotent batches after the saved producer table replayed", self.name, replayed)
         for pid, topic, queue_id in self.producers.forget_beyond(self.store.log_max_offset):
             log.warning(
                 "broker %s: producer %s's sequence on %s/%d covered records lost in recovery; its resend will be "

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from broker.dedupe import ProducerTable
 from broker.offsets import ConsumerOffsets
 from broker.static_topics import StaticTopics
+from broker.store.scan import ScannedRecord
 from broker.topics import TopicTable
 
 
@@ -38,11 +39,17 @@ class BrokerMetadata:
             "topics": [t.to_json() for t in self.topics.topics.values()],
             "mappings": [d.to_wire() for d in self.static.details.values()],
             "offsets": self.offsets.snapshot(),
-            "producers": self.producers.snapshot(self.flushed_offset())["producers"],
+            "producers": (producers := self.producers.snapshot(self.flushed_offset()))["producers"],
+            "producersLog": producers["log"],
         }
 
     def adopt(self, snapshot: dict[str, Any]) -> None:
         self.topics.adopt(snapshot["topics"])
         self.static.adopt(snapshot["mappings"])
         self.offsets.adopt(snapshot["offsets"])
-        self.producers.adopt(snapshot["producers"])
+        self.producers.follow(snapshot["producers"], int(snapshot.get("producersLog", 0)))
+
+    def take_office(self, records_after: Callable[[int], Iterator[ScannedRecord]]) -> None:
+        """This replica becomes master: its producer table is its master's as of the last
+        snapshot, plus every idempotent batch its copy of the log holds after that."""
+        self.producers.replay_log(records_after(self.producers.saved_upto))

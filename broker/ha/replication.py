@@ -16,12 +16,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from broker.ha.acks import AckTracker
 from broker.ha.epochs import EpochFile, common_end
 from broker.ha.role import Role
 from broker.ha.transfer import LogClient, LogServer
+from broker.store.scan import ScannedRecord
 from broker.store.store import MessageStore
 from rocketspark.errors import FlushSlaveTimeoutError, InvalidParameterError, SlaveNotAvailableError
 from rocketspark.protocol.codec import pack, unpack
@@ -41,6 +43,7 @@ class Metadata(Protocol):
     def version(self) -> tuple[int, int]: ...
     def snapshot(self) -> dict[str, Any]: ...
     def adopt(self, snapshot: dict[str, Any]) -> None: ...
+    def take_office(self, records_after: Callable[[int], Iterator[ScannedRecord]]) -> None: ...
 
 
 class Replication:
@@ -132,6 +135,7 @@ class Replication:
         if self.role.is_master:
             try:
                 self.store.stop_copying()  # all it copied readable, a half-copied record cut, before any write
+                self.metadata.take_office(self.store.records_after)  # idempotent producers from the log copied
             except Exception:  # a disk error: logged; the records stay in the log for recovery to index
                 log.exception(
                     "replica %d of %s: indexing its copy on taking office", self.role.replica_id, self.role.group

@@ -22,9 +22,9 @@ from broker.config import BrokerConfig
 from broker.longpoll import LongPollHub
 from broker.static_topics import StaticTopics
 from broker.store.reading import GetResult, GetStatus
-from broker.store.recovery import tag_hash
 from broker.store.store import MessageStore
 from broker.topics import TopicTable
+from rocketspark.codec.layout import tag_hash
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.headers import get_int, get_list, get_str
@@ -74,7 +74,7 @@ class _PullRequest:
         self.max_bytes = min(max(get_int(cmd, "maxBytes", limit), 1), limit)
         self.suspend_ms = min(max(get_int(cmd, "suspendTimeoutMs", 0), 0), ctx.config.max_long_poll_ms)
         tags = get_list(cmd, "tags", None)
-        self.tag_hashes = frozenset(tag_hash(str(t)) for t in tags) if tags else None
+        self.tag_hashes = frozenset(tag_hash(str(t).encode()) for t in tags) if tags else None
         end = get_int(cmd, "endOffset", -1)
         self.end_offset = end if end >= 0 else None
         # A read of one segment of a static topic's logical queue names it (logicQueueId, gen).

@@ -44,13 +44,13 @@ class Entry(NamedTuple):
     size: int
     tags: int
     base: int
-    count: int
+    messages: int  # in the batch
     store_ms: int
 
     @property
     def end(self) -> int:
         """Queue offset one past the batch's last message."""
-        return self.base + self.count
+        return self.base + self.messages
 
 
 class QueueDamaged(Exception):

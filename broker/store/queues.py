@@ -123,7 +123,7 @@ class QueueSet:
         if data is None:
             return f"has an entry at {where} pointing past the end of the commit log ({entry.phys})"
         bad = first_mismatch(
-            data, cq.topic.encode(), cq.queue_id, [entry.base], [entry.count], [entry.phys], [entry.size]
+            data, cq.topic.encode(), cq.queue_id, [entry.base], [entry.messages], [entry.phys], [entry.size]
         )
         return None if bad is None else f"has an entry at {where} that disagrees with the log: {bad.reason}"
 

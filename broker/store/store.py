@@ -21,7 +21,7 @@ import errno
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -35,7 +35,7 @@ from broker.store.metafile import read_json, write_json_atomic
 from broker.store.queues import QueueSet, parse_table
 from broker.store.reading import GetResult, GetStatus, QueueReader
 from broker.store.recovery import QueueKey, RecoveryReport, rebuild_queues, recover
-from broker.store.scan import Damage, scan_segment
+from broker.store.scan import Damage, ScannedRecord, scan_segment
 from broker.store.scrub import Scrubber, ScrubStats
 from broker.store.stats import StoreStats
 from rocketspark.codec.layout import RecordCorrupted
@@ -310,6 +310,19 @@ class MessageStore:
     def known_queues(self) -> list[QueueKey]:
         """Every queue loaded or found on disk."""
         return [*self.queues.loaded, *self.queues.on_disk]
+
+    def records_after(self, offset: int) -> Iterator[ScannedRecord]:
+        """The header of every record from log offset ``offset`` (a record boundary, or before
+        the log's start) to the end, in log order (replaying idempotent producers)."""
+        offset = max(offset, self.commitlog.min_offset)
+        segments = list(self.commitlog.segments)
+        for i, segment in enumerate(segments):
+            if segment.end <= offset:
+                continue
+            start = max(0, offset - segment.base)
+            for item in scan_segment(segment, is_last=i == len(segments) - 1, damage=[], verify=False, start=start):
+                if isinstance(item, ScannedRecord) and item.phys < segment.base + segment.wrote:
+                    yield item
 
     def read_chunk(self, offset: int, max_bytes: int) -> bytes:
         """Up to ``max_bytes`` of the log from ``offset`` within one segment, for a slave."""

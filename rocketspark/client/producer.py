@@ -30,6 +30,8 @@ from rocketspark.client.base import ClientBase
 from rocketspark.client.fault import LATENCY_MAX_MS, NOT_AVAILABLE_MS, LatencyFaultTolerance
 from rocketspark.client.logical import logical_view
 from rocketspark.client.routes import AUTO_CREATE_TOPIC, RouteKwargs, write_queues
+from rocketspark.codec.build import chunk_messages, encode_messages
+from rocketspark.codec.layout import COMPRESSIONS
 from rocketspark.errors import (
     ClientError,
     ConnectError,
@@ -46,7 +48,6 @@ from rocketspark.errors import (
     SystemBusyError,
     TopicNotExistError,
 )
-from rocketspark.protocol.codec import encode_send_batch, message_payload
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.types import Message, Perm, QueueData, SendResult, SendStatus, TopicRouteData
@@ -122,21 +123,6 @@ def publish_info_of(route: TopicRouteData) -> PublishInfo:
     return PublishInfo(route, [t for t in stable if t and t.broker_name in writable], stable, None)
 
 
-def chunk_payloads(payloads: list[bytes], max_bytes: int) -> list[list[bytes]]:
-    """Encoded payloads, in order, in runs whose send request stays within ``max_bytes`` (a
-    payload larger than that goes alone). The same payloads and limit always give the same
-    runs, which the Spark sink relies on to number a replayed micro-batch's messages alike."""
-    chunks: list[list[bytes]] = [[]]
-    size = 0
-    for payload in payloads:
-        if chunks[-1] and size + len(payload) > max_bytes:
-            chunks.append([])
-            size = 0
-        chunks[-1].append(payload)
-        size += len(payload) + 16  # with its share of the request's framing
-    return chunks
-
-
 class Producer(ClientBase):
     """Synchronous-first producer; ``send_async`` and ``send_oneway`` for the other two modes."""
 
@@ -150,6 +136,7 @@ class Producer(ClientBase):
         default_topic_queue_nums: int = 4,
         max_message_bytes: int = 4 * MiB,
         batch_max_bytes: int = 4 * MiB,
+        compression: str = "none",
         create_topic_key: str = AUTO_CREATE_TOPIC,
         send_latency_fault_enable: bool = False,
         latency_max_ms: Sequence[int] = LATENCY_MAX_MS,
@@ -171,6 +158,9 @@ class Producer(ClientBase):
         self.default_topic_queue_nums = default_topic_queue_nums
         self.max_message_bytes = max_message_bytes
         self.batch_max_bytes = batch_max_bytes
+        if compression not in COMPRESSIONS:
+            raise InvalidParameterError(f'compression must be one of {", ".join(COMPRESSIONS)}, not "{compression}"')
+        self.compression = COMPRESSIONS[compression]  # of each batch's message section
         self.create_topic_key = create_topic_key
         self._round_robin = itertools.count()
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None  # send_async's, made on first use
@@ -299,7 +289,6 @@ class Producer(ClientBase):
         pinned: Message | None,
         batch: bool,
         timeout_ms: int | None,
-        extra: dict[str, object] | None = None,
     ) -> SendResult:
         """Send one request body. A broker failure (unreachable, no answer in time, refusing
         the topic) is retried on another broker, at most ``retry_times_when_send_failed`` times;
@@ -334,8 +323,6 @@ class Producer(ClientBase):
                     continue
                 address = self.broker_address(info.route, ref.broker_name)
                 request = self._request(info, topic, ref, body, batch)
-                if extra:
-                    request.ext.update(extra)
                 started = time.monotonic()
                 wait_ms = self._attempt_timeout_ms(deadline - started, pinned is not None, attempts - failures)
                 try:
@@ -403,7 +390,7 @@ class Producer(ClientBase):
     def send(self, message: Message, *, timeout_ms: int | None = None) -> SendResult:
         """Send one message and wait for the broker's acknowledgement."""
         self._check(message)
-        body = encode_send_batch([message_payload(message)])
+        body = encode_messages(message.topic, [message], compression_kind=self.compression)
         pinned = message if message.queue_id is not None or message.sharding_key is not None else None
         return self._send_body(message.topic, body, pinned, False, timeout_ms)
 
@@ -411,25 +398,25 @@ class Producer(ClientBase):
         """Send many messages in as few requests as the byte limit allows.
 
         Messages are grouped by topic (and by queue for keyed or pinned ones) in their original
-        order, split into requests of at most ``batch_max_bytes``, and each request is stored
+        order, split into batches of at most ``batch_max_bytes``, and each batch is one record
         on one queue. Returns one SendResult per request; each covers ``count`` consecutive
         messages from ``queue_offset`` on.
         """
         results: list[SendResult] = []
         for topic, pinned, group in self._groups(messages):
-            for chunk in chunk_payloads(group, self.batch_max_bytes):
-                body = encode_send_batch(chunk)
+            for chunk in chunk_messages(group, self.batch_max_bytes):
+                body = encode_messages(topic, chunk, compression_kind=self.compression)
                 results.append(self._send_body(topic, body, pinned, True, timeout_ms))
         return results
 
-    def _groups(self, messages: Sequence[Message]) -> list[tuple[str, Message | None, list[bytes]]]:
+    def _groups(self, messages: Sequence[Message]) -> list[tuple[str, Message | None, Sequence[Message]]]:
         if messages and all(m.queue_id is None and m.sharding_key is None for m in messages):
             topic = messages[0].topic
             if all(m.topic == topic for m in messages):  # the common case: one topic, no pinning
                 for message in messages:
                     self._check(message)
-                return [(topic, None, [message_payload(m) for m in messages])]
-        groups: dict[tuple[str, object], tuple[Message | None, list[bytes]]] = {}
+                return [(topic, None, messages)]
+        groups: dict[tuple[str, object], tuple[Message | None, list[Message]]] = {}
         for message in messages:
             self._check(message)
             if message.queue_id is not None:
@@ -439,29 +426,18 @@ class Producer(ClientBase):
             else:
                 key = (message.topic, None)
             pinned = message if key[1] is not None else None
-            groups.setdefault(key, (pinned, []))[1].append(message_payload(message))
-        return [(topic, pinned, payloads) for (topic, _), (pinned, payloads) in groups.items()]
+            groups.setdefault(key, (pinned, []))[1].append(message)
+        return [(topic, pinned, group) for (topic, _), (pinned, group) in groups.items()]
 
-    def send_to_queue(
-        self,
-        topic: str,
-        queue_id: int,
-        payloads: list[bytes],
-        *,
-        producer_id: str | None = None,
-        sequence: int = 0,
-        timeout_ms: int | None = None,
-    ) -> SendResult:
-        """Send encoded payloads (see ``message_payload``) to one queue, in one request.
+    def send_to_queue(self, topic: str, queue_id: int, record: bytes, *, timeout_ms: int | None = None) -> SendResult:
+        """Send one batch record, built with :mod:`rocketspark.codec.build`, to one queue.
 
-        With ``producer_id``, the messages are numbered ``sequence, sequence + 1, ...`` for that
-        producer and queue, and the broker drops the ones it stored before: resending the same
-        numbered messages (a replayed Spark micro-batch) appends nothing twice.
+        A record that names an idempotent producer (``Idempotence``: producer id, epoch, base
+        sequence) is stored at most once: resending it (a replayed Spark micro-batch) appends
+        nothing twice.
         """
-        body = encode_send_batch(payloads)
         pin = Message(topic, b"", queue_id=queue_id)
-        extra: dict[str, object] | None = {"producerId": producer_id, "seq": sequence} if producer_id else None
-        return self._send_body(topic, body, pin, True, timeout_ms, extra)
+        return self._send_body(topic, record, pin, True, timeout_ms)
 
     def queue_count(self, topic: str) -> int:
         """How many queues keys and ``queue_id`` choose among (logical queues of a static topic)."""
@@ -482,7 +458,8 @@ class Producer(ClientBase):
         self._check(message)
         info = self.publish_info(message.topic)
         ref = self._pinned(message, info.stable) or self._next(info.queues, None)
-        request = self._request(info, message.topic, ref, encode_send_batch([message_payload(message)]), False)
+        body = encode_messages(message.topic, [message], compression_kind=self.compression)
+        request = self._request(info, message.topic, ref, body, False)
         self.remoting.invoke_oneway(self.broker_address(info.route, ref.broker_name), request)
 
     def close(self) -> None:

@@ -18,11 +18,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from rocketspark.client.logical import LogicalQueue, Segment
+from rocketspark.codec.columns import decode
+from rocketspark.codec.layout import RecordCorrupted
+from rocketspark.codec.messages import to_messages
 from rocketspark.errors import DataCorruptedError, NoRouteInfoError
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.protocol.record import RecordCorrupted
-from rocketspark.protocol.types import PullResult, PullStatus, decode_records
+from rocketspark.protocol.types import PullResult, PullStatus
 from rocketspark.remoting.client import check
 
 STATUS = {
@@ -123,24 +125,19 @@ def finish_pull(plan: PullPlan, response: RemotingCommand, *, verify: bool) -> P
     messages = []
     if status is PullStatus.FOUND:
         try:
-            messages = decode_records(
-                response.body,
-                queue.topic,
-                segment.broker_name,
-                queue_id=queue.queue_id,
-                offset_delta=segment.offset_delta,
-                verify=verify,
-            )
+            # Whole batches come back: drop what lies before the offset asked for, and what the
+            # broker's filter let through by tag summary but whose own tag is not wanted.
+            columns = decode(response.body, verify=verify).select(segment.physical(plan.offset), None, plan.wanted)
         except RecordCorrupted as exc:
             raise DataCorruptedError(
                 f"a record of {queue.topic} queue {queue.queue_id} (read from offset {plan.offset} on broker "
                 f"{segment.broker_name}) failed its integrity check: {exc}; the broker's copy is damaged"
             ) from None
-        if plan.wanted:
-            allowed = set(plan.wanted)
-            messages = [m for m in messages if m.tags in allowed]  # hashes can collide; tags decide
-            if not messages:
-                status = PullStatus.NO_MATCHED_MSG
+        messages = to_messages(
+            columns, queue.topic, segment.broker_name, queue_id=queue.queue_id, offset_delta=segment.offset_delta
+        )
+        if not messages:
+            status = PullStatus.NO_MATCHED_MSG
     next_offset = next_logical(plan, nxt)
     if status is PullStatus.OFFSET_ILLEGAL:
         too_small = segment.physical(plan.offset) < low

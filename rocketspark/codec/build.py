@@ -36,6 +36,7 @@ from rocketspark.codec.layout import (
     summary_of,
     tag_hash,
 )
+from rocketspark.protocol.types import Message
 
 _pack_ext = msgpack.Packer(use_bin_type=True).pack
 
@@ -78,7 +79,7 @@ def build_section(bodies: Sequence[bytes], tags: Sequence[str | None], exts: Seq
     has_tag = np.fromiter((t is not None for t in tags), dtype=np.uint8, count=n) if encoded is not None else None
     summary = summary_of({tag_hash(t) for t in set(encoded) if t}) if encoded is not None else 0
     return Section(
-        _join(
+        join_section(
             np.fromiter(map(len, bodies), dtype=np.int64, count=n),
             b"".join(bodies),
             None if encoded is None else np.fromiter(map(len, encoded), dtype=np.int64, count=n),
@@ -92,25 +93,7 @@ def build_section(bodies: Sequence[bytes], tags: Sequence[str | None], exts: Seq
     )
 
 
-def section_from_buffers(
-    n: int,
-    body_offsets: npt.NDArray[np.int64],
-    body_data: bytes | memoryview,
-    tag_offsets: npt.NDArray[np.int64] | None,
-    tag_data: bytes | memoryview,
-    has_tag: npt.NDArray[np.bool_] | None,
-    distinct_tags: set[bytes],
-) -> Section:
-    """A section from columns already laid out as offsets + data (Arrow's layout): nothing is
-    touched per message. Offsets may start anywhere (a slice of a column); they are rebased."""
-    body_lengths = np.diff(body_offsets.astype(np.int64))
-    tag_lengths = None if tag_offsets is None else np.diff(tag_offsets.astype(np.int64))
-    flags = None if has_tag is None else has_tag.astype(np.uint8)
-    summary = summary_of({tag_hash(t) for t in distinct_tags if t})
-    return Section(_join(body_lengths, body_data, tag_lengths, tag_data, None, b"", flags), n, summary)
-
-
-def _join(
+def join_section(
     body_lengths: npt.NDArray[np.int64],
     body_data: bytes | memoryview,
     tag_lengths: npt.NDArray[np.int64] | None,
@@ -190,7 +173,7 @@ def drop_front(record: bytes, k: int) -> bytes:
         return raw[int(at[k]) : int(at[-1] + length[-1])]
 
     has_tag = columns.has_tag[k:].astype(np.uint8)
-    section = _join(
+    section = join_section(
         columns.body_len[k:],
         region(columns.body_at, columns.body_len),
         columns.tag_len[k:],
@@ -219,3 +202,41 @@ def drop_front(record: bytes, k: int) -> bytes:
 def tag_summary_of(record: bytes) -> int:
     """The tag summary in a record's header."""
     return int(HEADER.unpack_from(record)[17])
+
+
+def encode_messages(
+    topic: str,
+    messages: Sequence[Message],
+    *,
+    compression_kind: int = NONE,
+    idempotence: Idempotence | None = None,
+) -> bytes:
+    """One batch record of ``messages`` (all of ``topic``), as a producer sends it."""
+    exts = [pack_ext(m.keys, m.properties) if m.keys or m.properties else b"" for m in messages]
+    section = build_section([m.body for m in messages], [m.tags for m in messages], exts)
+    return encode_batch(topic.encode(), section, compression_kind=compression_kind, idempotence=idempotence)
+
+
+def message_size(message: Message) -> int:
+    """About how many bytes a message takes in a batch (for splitting sends by size)."""
+    return (
+        len(message.body)
+        + 16
+        + (len(message.tags) if message.tags else 0)
+        + (64 if message.keys or message.properties else 0)
+    )
+
+
+def chunk_messages(messages: Sequence[Message], max_bytes: int) -> list[Sequence[Message]]:
+    """Messages, in order, in runs of at most ``max_bytes`` (a larger message goes alone)."""
+    chunks: list[Sequence[Message]] = []
+    start = size = 0
+    for i, message in enumerate(messages):
+        n = message_size(message)
+        if i > start and size + n > max_bytes:
+            chunks.append(messages[start:i])
+            start, size = i, 0
+        size += n
+    if start < len(messages):
+        chunks.append(messages[start:])
+    return chunks

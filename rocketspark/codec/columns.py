@@ -99,6 +99,17 @@ class Columns:
             self.ext_len[keep],
         )
 
+    def select(self, first: int, end: int | None = None, wanted: list[str] | None = None) -> Columns:
+        """The messages at queue offsets ``[first, end)`` that carry one of the ``wanted``
+        tags: a pull answers with whole batches, and the broker's tag filter is by summary."""
+        offsets = self.queue_offset
+        keep = offsets >= first
+        if end is not None:
+            keep &= offsets < end
+        if wanted:
+            keep &= self.tag_in(wanted)
+        return self if keep.all() else self.take(keep)
+
     def tag_in(self, wanted: list[str]) -> npt.NDArray[np.bool_]:
         """Which messages carry one of the ``wanted`` tags (compared byte for byte)."""
         hit = np.zeros(len(self), dtype=np.bool_)

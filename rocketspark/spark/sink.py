@@ -14,16 +14,20 @@ drops messages it already stored under that identity. So when Spark re-runs a mi
 topic gets each message of the batch once, provided the re-run produces the same rows in the
 same order per partition (a deterministic query over a replayable source, like this one).
 Messages without a ``queueId`` or ``shardingKey`` go to queue ``(partition + row number) %
-queues`` for the same reason. A broker remembers identities for ``dedupe_retention_hours``
-(24 h) and saves them every second; a re-run after a broker crash can duplicate what that
-broker stored in its last second. A broker deduplicates per physical queue, so a re-run whose
-logical queue was remapped to another broker in between (a static topic) is not deduplicated:
-its messages are stored again. Batch writes (``df.write``) are at-least-once.
+queues`` for the same reason. The identity and the numbering travel in each batch record's
+header, so a broker rebuilds what it deduplicates by from its log after a crash, and hands it
+to the new leader when a logical queue is remapped (:mod:`broker.dedupe`). A broker remembers
+identities for ``dedupe_retention_hours`` (24 h). Batch writes (``df.write``) are
+at-least-once.
+
+Rows are encoded column by column: each queue's rows become batch records straight from their
+Arrow buffers (:mod:`rocketspark.codec.from_arrow`).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import hashlib
 import logging
 import os
 import threading
@@ -37,9 +41,10 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, LongType, MapType, StringType, StructType
 
-from rocketspark.client.producer import Producer, chunk_payloads
-from rocketspark.protocol import record
-from rocketspark.protocol.record import encode_payload
+from rocketspark.client.producer import Producer
+from rocketspark.codec.build import pack_ext
+from rocketspark.codec.from_arrow import MessageArrays, records
+from rocketspark.codec.layout import MAX_TAG_BYTES
 from rocketspark.spark.options import OptionError, WriterOptions
 
 log = logging.getLogger(__name__)
@@ -110,13 +115,12 @@ def producer_for(options: WriterOptions) -> Producer:
 
 
 class _Batcher:
-    """Encodes a task's rows into message payloads, column by column, and collects them per
-    (topic, queue) in row order.
+    """Collects a task's rows per (topic, queue) in row order, as Arrow arrays.
 
-    Every column is handled for all rows at once with Arrow kernels and numpy: payload heads,
-    bodies and tags are joined in C, the queue of each row comes from its ``queueId``, else the
-    CRC32 of its ``shardingKey`` (computed once per distinct key), else round robin. Only rows
-    with keys or properties cost Python work (their msgpack part).
+    Every column is handled for all rows at once with Arrow kernels and numpy: the queue of
+    each row comes from its ``queueId``, else the CRC32 of its ``shardingKey`` (computed once
+    per distinct key), else round robin. Only rows with keys or properties cost Python work
+    (their msgpack part).
     """
 
     def __init__(self, producer: Producer, options: WriterOptions, roles: dict[str, str], partition: int) -> None:
@@ -126,7 +130,7 @@ class _Batcher:
         # Round robin starts at the task's partition, so that the first rows of all tasks do not
         # all land on queue 0; it stays a function of the row, so a re-run deals rows alike.
         self.partition = partition
-        self.queues: dict[tuple[str, int], list[bytes]] = {}
+        self.queues: dict[tuple[str, int], list[MessageArrays]] = {}
         self.rows = 0
         self._counts: dict[str, int] = {}
 
@@ -140,33 +144,37 @@ class _Batcher:
         name = self.roles.get(role)
         return None if name is None else batch.column(name)
 
+    def _keep(self, key: tuple[str, int], arrays: MessageArrays, rows: np.ndarray) -> None:
+        picked = pa.array(rows, pa.int64())
+        part = MessageArrays(arrays.body.take(picked), arrays.tag.take(picked), arrays.ext.take(picked))
+        self.queues.setdefault(key, []).append(part)
+
     def add(self, batch: pa.RecordBatch) -> None:
         n = batch.num_rows
         if not n:
             return
-        payloads = self._payloads(batch)
+        arrays = self._arrays(batch)
         topic = self.options.topic
         if topic is not None and not {"queueid", "shardingkey"} & set(self.roles):
             # round robin only: row i goes to queue (first + i) % count, so each queue's rows are a slice
-            listed, count, first = payloads.to_pylist(), self._queue_count(topic), self.partition + self.rows
+            count, first = self._queue_count(topic), self.partition + self.rows
             for queue_id in range(count):
-                if share := listed[(queue_id - first) % count :: count]:
-                    self.queues.setdefault((topic, queue_id), []).extend(share)
+                rows = np.arange((queue_id - first) % count, n, count)
+                if len(rows):
+                    self._keep((topic, queue_id), arrays, rows)
             self.rows += n
             return
         names, topic_ix, queue = self._targets(batch)
         order = np.argsort(queue, kind="stable")  # rows grouped by (topic, queue), in row order within each
         order = order[np.argsort(topic_ix[order], kind="stable")]
-        ordered = payloads.take(pa.array(order)).to_pylist()
         t, q = topic_ix[order], queue[order]
         cuts = np.flatnonzero((t[1:] != t[:-1]) | (q[1:] != q[:-1])) + 1
         for begin, stop in zip([0, *cuts.tolist()], [*cuts.tolist(), n], strict=True):
-            key = (names[int(t[begin])], int(q[begin]))
-            self.queues.setdefault(key, []).extend(ordered[begin:stop])
+            self._keep((names[int(t[begin])], int(q[begin])), arrays, order[begin:stop])
         self.rows += n
 
-    def _payloads(self, batch: pa.RecordBatch) -> pa.Array:
-        """``record.encode_payload`` of every row, as one binary array."""
+    def _arrays(self, batch: pa.RecordBatch) -> MessageArrays:
+        """Every row's body, tag and keys/properties, as the batch record stores them."""
         n = batch.num_rows
         body = batch.column(self.roles["body"] if "body" in self.roles else self.roles["value"])
         body = body.cast(pa.binary()).fill_null(b"")
@@ -176,29 +184,22 @@ class _Batcher:
             tags = pa.nulls(n, pa.string()) if default is None else pa.repeat(pa.scalar(default, pa.string()), n)
         elif default is not None:
             tags = tags.fill_null(default)
-        tag_bytes = tags.cast(pa.binary())
-        tag_len = np.asarray(pc.binary_length(tag_bytes).fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
-        too_long = np.flatnonzero(tag_len > record.MAX_TAG_BYTES)
+        tag_len = np.asarray(pc.binary_length(tags.cast(pa.binary())).fill_null(0).to_numpy(zero_copy_only=False))
+        too_long = np.flatnonzero(tag_len > MAX_TAG_BYTES)
         if len(too_long):
             i = int(too_long[0])
             raise OptionError(
                 f"row {self.rows + i} has a tag of {int(tag_len[i])} bytes; a tag is limited to "
-                f"{record.MAX_TAG_BYTES} bytes of UTF-8"
+                f"{MAX_TAG_BYTES} bytes of UTF-8"
             )
         ext = self._extensions(batch)
-        heads = np.zeros(n, dtype=record.PAYLOAD_HEAD_DTYPE)
-        heads["body_len"] = pc.binary_length(body).to_numpy(zero_copy_only=False)
-        heads["tag_len"] = np.where(tags.is_null().to_numpy(zero_copy_only=False), record.NO_TAG, tag_len)
-        parts = [body, tag_bytes.fill_null(b"")]
-        if ext is not None:
-            heads["ext_len"] = pc.binary_length(ext).fill_null(0).to_numpy(zero_copy_only=False)
-            parts.append(ext.fill_null(b""))
-        head = pa.Array.from_buffers(pa.binary(record.PAYLOAD_HEAD_SIZE), n, [None, pa.py_buffer(heads)])
-        return pc.binary_join_element_wise(head.cast(pa.binary()), *parts, b"")
+        return MessageArrays(
+            body, tags.cast(pa.string()), pa.repeat(pa.scalar(b"", pa.binary()), n) if ext is None else ext
+        )
 
     def _extensions(self, batch: pa.RecordBatch) -> pa.Array | None:
-        """The msgpack part of the rows that have keys or properties (null for the others), or
-        None when no row has any."""
+        """The packed keys and properties of every row (empty where a row has none), or None
+        when no row has any."""
         keys, props = self._column(batch, "keys"), self._column(batch, "properties")
         n = batch.num_rows
         has = np.zeros(n, dtype=bool)
@@ -217,13 +218,11 @@ class _Batcher:
         key_rows = keys.take(picked).to_pylist() if keys is not None else [None] * len(rows)
         prop_rows = props.take(picked).to_pylist() if props is not None else [None] * len(rows)
         exts = [
-            # the ext part exactly as encode_payload lays it out: what follows an empty body's head
-            encode_payload(b"", None, [key] if isinstance(key, str) else list(key or ()), dict(prop or ()))[
-                record.PAYLOAD_HEAD_SIZE :
-            ]
+            pack_ext([key] if isinstance(key, str) else list(key or ()), dict(prop or ()))
             for key, prop in zip(key_rows, prop_rows, strict=True)
         ]
-        return pc.replace_with_mask(pa.nulls(n, pa.binary()), pa.array(has), pa.array(exts, pa.binary()))
+        empty = pa.repeat(pa.scalar(b"", pa.binary()), n)
+        return pc.replace_with_mask(empty, pa.array(has), pa.array(exts, pa.binary()))
 
     def _targets(self, batch: pa.RecordBatch) -> tuple[list[str], np.ndarray, np.ndarray]:
         """The topic names, and each row's topic (an index into them) and queue."""
@@ -255,18 +254,27 @@ class _Batcher:
         return names, topic_ix, queue
 
     def send(self, identity: str | None) -> tuple[int, int]:
-        """Send every queue's messages, queues in parallel, each queue's in order in requests
-        of at most ``batchMaxBytes``; wait for all. With an identity, a message's sequence
-        number is its position in its queue's list, so a re-run numbers its messages alike and
-        the broker drops what it stored before."""
+        """Send every queue's messages, queues in parallel, each queue's in order in batch
+        records of at most ``batchMaxBytes``; wait for all. With an identity, a message's
+        sequence number is its position in its queue's list, so a re-run numbers its messages
+        alike and the broker drops what it stored before."""
+        producer = None if identity is None else (producer_id(identity), 0)
 
-        def one(topic: str, queue: int, payloads: list[bytes]) -> tuple[int, int]:
-            stored = dupes = sequence = 0
-            for chunk in chunk_payloads(payloads, self.options.batch_max_bytes):
-                result = self.producer.send_to_queue(topic, queue, chunk, producer_id=identity, sequence=sequence)
+        def one(topic: str, queue: int, parts: list[MessageArrays]) -> tuple[int, int]:
+            arrays = (
+                parts[0]
+                if len(parts) == 1
+                else MessageArrays(
+                    pa.concat_arrays([p.body for p in parts]),
+                    pa.concat_arrays([p.tag for p in parts]),
+                    pa.concat_arrays([p.ext for p in parts]),
+                )
+            )
+            stored = dupes = 0
+            for record, _count in records(topic, arrays, self.options.batch_max_bytes, producer=producer):
+                result = self.producer.send_to_queue(topic, queue, record)
                 stored += result.count
                 dupes += result.duplicates
-                sequence += len(chunk)
             return stored, dupes
 
         if not self.queues:
@@ -276,6 +284,12 @@ class _Batcher:
             futures = [pool.submit(one, t, q, p) for (t, q), p in self.queues.items()]
             results = [f.result() for f in futures]  # raises the first failure: the task fails
         return sum(r[0] for r in results), sum(r[1] for r in results)
+
+
+def producer_id(identity: str) -> int:
+    """A task's identity as the 64-bit producer id of its batch records (never 0: 0 means
+    not idempotent). A collision between two identities is a 1 in 2^63 event."""
+    return int.from_bytes(hashlib.blake2b(identity.encode(), digest_size=8).digest(), "big") | 1
 
 
 def _task_identity(streaming: bool) -> tuple[str | None, int]:
