@@ -80,10 +80,10 @@ class BrokerConfig:
             raise ConfigError(f"listen_port {self.listen_port} is not a port number (0-65535)")
         if self.max_message_bytes <= 0 or self.max_inflight_request_bytes <= 0:
             raise ConfigError("max_message_bytes and max_inflight_request_bytes must be positive")
-        if self.max_batch_bytes and self.max_batch_bytes < self.max_message_bytes + 65536:
+        if self.max_batch_bytes and self.max_batch_bytes < self.max_message_bytes + 4096:
             raise ConfigError(
                 f"max_batch_bytes ({self.max_batch_bytes}) must be at least max_message_bytes "
-                f"({self.max_message_bytes}) plus 65536, so that a batch of one largest message fits"
+                f"({self.max_message_bytes}) plus 4096, so that a batch of one largest message fits"
             )
         if self.segment_bytes < 2 * self.batch_limit + 4096:
             raise ConfigError(
@@ -109,7 +109,7 @@ class BrokerConfig:
     def batch_limit(self) -> int:
         """The largest batch record a send may carry: ``max_batch_bytes``, by default twice
         ``max_message_bytes`` (and room for one largest message with its header)."""
-        return self.max_batch_bytes or max(2 * self.max_message_bytes, self.max_message_bytes + 65536)
+        return self.max_batch_bytes or max(2 * self.max_message_bytes, self.max_message_bytes + 4096)
 
     @property
     def advertised_address(self) -> str:

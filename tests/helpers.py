@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
+
+from broker.store.store import MessageStore, PutResult
+from rocketspark.codec.build import Idempotence, build_section, encode_batch, tag_summary_of
+from rocketspark.codec.columns import decode
+from rocketspark.codec.messages import to_messages
+from rocketspark.protocol.types import MessageExt
 
 
 def free_port() -> int:
@@ -29,3 +35,30 @@ def eventually(check: Callable[[], Any], timeout_s: float = 10.0, interval_s: fl
     if last is not None:
         raise last
     raise AssertionError(f"condition not met within {timeout_s}s")
+
+
+def batch_record(
+    topic: str,
+    bodies: Sequence[bytes],
+    tags: Sequence[str | None] | str | None = None,
+    *,
+    compression: int = 0,
+    idempotence: Idempotence | None = None,
+) -> bytes:
+    """A batch record of ``bodies`` as a producer sends it (``tags``: one for all, or one each)."""
+    each = [tags] * len(bodies) if tags is None or isinstance(tags, str) else list(tags)
+    section = build_section(list(bodies), each, [b""] * len(bodies))
+    return encode_batch(topic.encode(), section, compression_kind=compression, idempotence=idempotence)
+
+
+def put_batch(
+    store: MessageStore, topic: str, queue_id: int, bodies: Sequence[bytes], tags: Sequence[str | None] | str | None = None
+) -> PutResult:
+    """Store one batch record of ``bodies`` as the send handler does."""
+    record = batch_record(topic, bodies, tags)
+    return store.put(topic, queue_id, record, len(bodies), tag_summary_of(record))
+
+
+def decode_messages(body: bytes, topic: str = "t", broker: str = "b") -> list[MessageExt]:
+    """The messages of a pull response's records, as a consumer sees them."""
+    return to_messages(decode(body), topic, broker)

@@ -39,6 +39,7 @@ from rocketspark.codec.layout import (
 from rocketspark.protocol.types import Message
 
 _pack_ext = msgpack.Packer(use_bin_type=True).pack
+_UNSTAMPED_CRC = zlib.crc32(BROKER_FIELDS.pack(0, 0, 0, 0, 0))  # a sent record's broker fields are zero
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +145,7 @@ def encode_batch(
     )
     body_crc = zlib.crc32(packed, zlib.crc32(topic, zlib.crc32(producer)))
     total = HEADER_SIZE + len(topic) + len(packed)
-    head = HEADER.pack(total, BATCH_MAGIC, 0, 0, 0, 0, 0, 0, body_crc, *PRODUCER_FIELDS.unpack(producer))
+    head = HEADER.pack(total, BATCH_MAGIC, _UNSTAMPED_CRC, 0, 0, 0, 0, 0, body_crc, *PRODUCER_FIELDS.unpack(producer))
     return b"".join((head, topic, packed))
 
 

@@ -15,14 +15,14 @@ from broker.handlers.send import handle_send
 from broker.handlers.static import seal_queues
 from broker.server import Broker
 from broker.store.metafile import write_json_atomic
-from broker.store.recovery import tag_hash
+from rocketspark.codec.build import Idempotence
 from rocketspark.errors import IllegalTopicNameError, InvalidParameterError, NotLeaderForQueueError
-from rocketspark.protocol.codec import pack, unpack
+from rocketspark.protocol.codec import unpack
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.mapping import LogicQueueMappingItem, TopicQueueMappingDetail
-from rocketspark.protocol.record import encode_payload
 from rocketspark.protocol.types import TopicConfig
+from tests.helpers import batch_record, put_batch
 
 
 def broker_config(tmp_path: Path) -> BrokerConfig:
@@ -40,7 +40,7 @@ def broker(tmp_path: Path) -> Iterator[Broker]:
 
 
 def put(broker: Broker, topic: str, queue_id: int, body: bytes = b"x") -> None:
-    broker.store.put(topic, queue_id, int(time.time() * 1000), [encode_payload(body, None, [], {})], [tag_hash(None)])
+    put_batch(broker.store, topic, queue_id, [body])
 
 
 def pull_request(topic: str, queue_id: int, offset: int, suspend_ms: int) -> RemotingCommand:
@@ -83,10 +83,9 @@ def test_a_held_pull_is_answered_when_a_message_arrives(broker: Broker) -> None:
     assert asyncio.run(scenario()) == (ResponseCode.SUCCESS, 1)
 
 
-def idempotent_send(topic: str, producer_id: str, seq: int, count: int) -> RemotingCommand:
-    body = pack([int(time.time() * 1000), [encode_payload(b"m%d" % i, None, [], {}) for i in range(count)]])
-    ext = {"topic": topic, "queueId": 0, "producerId": producer_id, "seq": seq}
-    return RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, ext, body)
+def idempotent_send(topic: str, producer_id: int, seq: int, count: int, epoch: int = 0) -> RemotingCommand:
+    body = batch_record(topic, [b"m%d" % i for i in range(count)], idempotence=Idempotence(producer_id, epoch, seq))
+    return RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, {"topic": topic, "queueId": 0}, body)
 
 
 def test_a_producer_sequence_past_the_recovered_log_does_not_drop_the_resend(tmp_path: Path) -> None:
@@ -95,15 +94,15 @@ def test_a_producer_sequence_past_the_recovered_log_does_not_drop_the_resend(tmp
     config = broker_config(tmp_path)
     write_json_atomic(
         Path(config.data_dir) / "config" / "producers.json",
-        {"producers": [["p1", "orders", 0, 3, time.time(), 10**9]]},
+        {"producers": [[7, "orders", 0, 0, 3, time.time(), 10**9]], "log": 10**9},
     )
     broker = Broker(config)
     broker.open()
     broker.topics.put(TopicConfig("orders", 1, 1), 0)
     try:
-        response = asyncio.run(handle_send(broker.send_context, idempotent_send("orders", "p1", 0, 3)))
+        response = asyncio.run(handle_send(broker.send_context, idempotent_send("orders", 7, 0, 3)))
         assert (response.ext["count"], response.ext["duplicates"]) == (3, 0)
-        again = asyncio.run(handle_send(broker.send_context, idempotent_send("orders", "p1", 0, 3)))
+        again = asyncio.run(handle_send(broker.send_context, idempotent_send("orders", 7, 0, 3)))
         assert (again.ext["count"], again.ext["duplicates"]) == (0, 3)
     finally:
         broker.close()

@@ -10,7 +10,9 @@ import pytest
 
 from broker.store.chunkscan import scan_chunk
 from broker.store.scan import GAP_MAGIC
-from rocketspark.protocol import record
+from rocketspark.codec.build import stamped_head
+from rocketspark.codec.layout import BODY_AT, RecordCorrupted, encode_blank
+from tests.helpers import batch_record
 
 
 def _log(specs: list[tuple[str, int, int, str | None]], base: int = 0) -> tuple[bytes, list[int]]:
@@ -18,15 +20,8 @@ def _log(specs: list[tuple[str, int, int, str | None]], base: int = 0) -> tuple[
     out, starts = bytearray(), []
     for topic, queue_id, queue_offset, tag in specs:
         starts.append(base + len(out))
-        out += record.encode_record(
-            topic_bytes=topic.encode(),
-            payload=record.encode_payload(b"body", tag, [], {}),
-            queue_id=queue_id,
-            queue_offset=queue_offset,
-            commitlog_offset=base + len(out),
-            born_ms=1,
-            store_ms=2,
-        )
+        sent = batch_record(topic, [b"body"], tag)
+        out += stamped_head(sent, queue_id, queue_offset, base + len(out), 2) + sent[BODY_AT:]
     return bytes(out), starts
 
 
@@ -54,7 +49,7 @@ def test_a_gap_is_stepped_over_and_a_record_cut_off_is_left_for_later() -> None:
 def test_the_padding_that_ends_a_segment_counts_only_when_all_of_it_is_there() -> None:
     buf, _ = _log([("abc", 0, 0, None)])
     capacity = len(buf) + 64
-    padded = buf + record.encode_blank(64)
+    padded = buf + encode_blank(64)
     assert scan_chunk(padded[:-10], 0, capacity).sealed is False
     assert scan_chunk(padded, 0, capacity).sealed is True
 
@@ -63,8 +58,8 @@ def test_damage_is_refused_where_it_is() -> None:
     buf, starts = _log([("abc", 0, 0, None), ("abc", 0, 1, None)])
     damaged = bytearray(buf)
     damaged[starts[1] + 30] ^= 1
-    with pytest.raises(record.RecordCorrupted) as caught:
+    with pytest.raises(RecordCorrupted) as caught:
         scan_chunk(bytes(damaged), 0, 1 << 20)
     assert caught.value.position == starts[1]
-    with pytest.raises(record.RecordCorrupted, match="not where it lies"):
+    with pytest.raises(RecordCorrupted, match="not where it lies"):
         scan_chunk(buf, 100, 1 << 20)  # records claiming other log offsets

@@ -12,7 +12,7 @@ from broker.config import BrokerConfig
 from broker.handlers.send import handle_send
 from broker.server import Broker
 from rocketspark.client.routes import AUTO_CREATE_TOPIC
-from rocketspark.protocol.codec import encode_send_batch, message_payload
+from rocketspark.codec.build import encode_messages
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.types import Message
@@ -37,7 +37,7 @@ def test_the_first_send_to_a_new_topic_is_answered_after_its_registration(
 
     monkeypatch.setattr(broker.registry, "register_now", slow_register_now)
     ext = {"topic": "fresh", "defaultTopic": AUTO_CREATE_TOPIC, "defaultTopicQueueNums": 4}
-    body = encode_send_batch([message_payload(Message("fresh", b"first"))])
+    body = encode_messages("fresh", [Message("fresh", b"first")])
 
     async def send() -> tuple[RemotingCommand, list[list[str] | None]]:
         response = await handle_send(broker.send_context, RemotingCommand.request(RequestCode.SEND_MESSAGE, ext, body))

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from broker.store.reading import GetStatus
-from broker.store.recovery import RecoveryReport, tag_hash
+from broker.store.recovery import RecoveryReport
 from broker.store.store import MessageStore, StoreConfig
-from rocketspark.protocol.record import HEADER_SIZE, encode_payload
-from rocketspark.protocol.types import decode_records
+from rocketspark.codec.layout import HEADER_SIZE, tag_hash
+from tests.helpers import decode_messages, put_batch
 
 SEGMENT = 1024  # a ~100-byte record: about ten per segment, so files roll all the time
 ENTRIES = 8  # consume-queue entries per file
@@ -27,8 +27,7 @@ def config(path: Path, **overrides: object) -> StoreConfig:
 
 
 def put(store: MessageStore, topic: str, queue_id: int, body: bytes, tags: str | None = None) -> int:
-    payload = encode_payload(body, tags, [], {})
-    return store.put(topic, queue_id, int(time.time() * 1000), [payload], [tag_hash(tags)]).first_queue_offset
+    return put_batch(store, topic, queue_id, [body], tags).first_queue_offset
 
 
 def read_all(store: MessageStore, topic: str, queue_id: int) -> list[tuple[int, bytes]]:
@@ -38,7 +37,7 @@ def read_all(store: MessageStore, topic: str, queue_id: int) -> list[tuple[int, 
         result = store.get(topic, queue_id, offset, max_messages=7, max_bytes=1 << 20)
         if result.status is not GetStatus.FOUND:
             return out
-        out += [(m.queue_offset, m.body) for m in decode_records(result.body, topic, "b")]
+        out += [(m.queue_offset, m.body) for m in decode_messages(result.body, topic) if m.queue_offset >= offset]
         offset = result.next_offset
 
 
@@ -119,10 +118,10 @@ def test_tag_filter_skips_other_tags_and_advances_past_them(store_path: Path) ->
     store = open_store(store_path)
     for i in range(20):
         put(store, "t", 0, f"m{i}".encode(), tags="A" if i % 4 == 0 else "B")
-    result = store.get("t", 0, 0, max_messages=100, max_bytes=1 << 20, tag_hashes=frozenset({tag_hash("A")}))
-    assert [m.body for m in decode_records(result.body, "t", "b")] == [f"m{i}".encode() for i in range(0, 20, 4)]
+    result = store.get("t", 0, 0, max_messages=100, max_bytes=1 << 20, tag_hashes=frozenset({tag_hash(b"A")}))
+    assert [m.body for m in decode_messages(result.body, "t")] == [f"m{i}".encode() for i in range(0, 20, 4)]
     assert result.next_offset == 20
-    none = store.get("t", 0, 1, max_messages=2, max_bytes=1 << 20, tag_hashes=frozenset({tag_hash("C")}))
+    none = store.get("t", 0, 1, max_messages=2, max_bytes=1 << 20, tag_hashes=frozenset({tag_hash(b"C")}))
     assert none.status is GetStatus.NO_MATCHED_MESSAGE and none.next_offset > 1
     store.close()
 
@@ -142,8 +141,8 @@ def test_offset_for_time_finds_the_first_message_stored_at_or_after_it(store_pat
 
 def _last_record(store: MessageStore) -> tuple[int, int]:
     cq = store.queues[("orders", (119) % 3)]
-    phys, size, _ = cq.entry(cq.max_offset - 1)
-    return phys, size
+    entry = cq.entry(cq.max_slot - 1)
+    return entry.phys, entry.size
 
 
 def test_recovery_cuts_a_truncated_last_record_and_keeps_the_rest(store_path: Path) -> None:
@@ -186,7 +185,8 @@ def test_recovery_after_a_crash_cuts_a_torn_tail(store_path: Path, tmp_path: Pat
 def test_recovery_cuts_a_corrupt_record_mid_log_and_keeps_the_records_after_it(store_path: Path) -> None:
     store = open_store(store_path)
     expected = fill(store)
-    victim_phys, victim_size, _ = store.queues[("orders", 1)].entry(10)
+    victim = store.queues[("orders", 1)].entry(10)  # a batch of one: slot 10 holds offset 10
+    victim_phys, victim_size = victim.phys, victim.size
     store.close()
     segment = store_path / "commitlog" / f"{victim_phys - victim_phys % SEGMENT:020d}"
     with open(segment, "r+b") as f:
@@ -293,8 +293,7 @@ def test_sync_flush_acknowledges_only_after_the_log_is_on_disk(store_path: Path)
     store = open_store(store_path, flush_mode="sync", flush_interval_ms=10_000)
 
     async def send() -> bool:
-        payload = encode_payload(b"durable", None, [], {})
-        result = store.put("t", 0, 0, [payload], [0])
+        result = put_batch(store, "t", 0, [b"durable"])
         return await store.wait_flushed(result.end_offset)
 
     assert asyncio.run(send()) is True
@@ -304,10 +303,10 @@ def test_sync_flush_acknowledges_only_after_the_log_is_on_disk(store_path: Path)
 
 def test_bytes_stored_counts_the_records_not_the_blank_filling_a_segment(store_path: Path) -> None:
     store = open_store(store_path)
-    payloads = [encode_payload(b"x" * 300, None, [], {}) for _ in range(6)]  # crosses a segment end
-    result = store.put("orders", 0, int(time.time() * 1000), payloads, [0] * 6)
-    assert result.first_offset // SEGMENT != (result.end_offset - 1) // SEGMENT
-    record_size = HEADER_SIZE + len("orders") + len(payloads[0])
+    results = [put_batch(store, "orders", 0, [b"x" * 300]) for _ in range(6)]  # two records a segment
+    assert results[0].first_offset // SEGMENT != results[-1].first_offset // SEGMENT
+    record_size = results[0].end_offset - results[0].first_offset
+    assert record_size > HEADER_SIZE + 300
     assert store.stats.bytes_put == 6 * record_size
     store.close()
 

@@ -10,8 +10,9 @@ import pytest
 
 from broker.store.follow import WINDOW_BYTES
 from broker.store.store import MessageStore
-from rocketspark.protocol.record import RECORD_MAGIC, RecordCorrupted
-from rocketspark.protocol.types import MessageExt, decode_records
+from rocketspark.codec.layout import BATCH_MAGIC, RecordCorrupted
+from rocketspark.protocol.types import MessageExt
+from tests.helpers import decode_messages
 from tests.unit.test_store import SEGMENT, assert_reads, fill, open_store, put, read_all
 
 
@@ -87,7 +88,7 @@ def test_a_log_cut_back_drops_the_entries_past_it_and_copies_on_from_there(tmp_p
 
 def _messages(store: MessageStore, queue_id: int) -> list[MessageExt]:
     result = store.get("orders", queue_id, store.min_offset("orders", queue_id), max_messages=1000, max_bytes=1 << 20)
-    return decode_records(result.body, "orders", "b") if result.count else []
+    return decode_messages(result.body, "orders") if result.count else []
 
 
 def test_a_slave_taking_office_cuts_a_record_it_holds_only_in_part_and_writes_on_from_there(tmp_path: Path) -> None:
@@ -137,7 +138,7 @@ def test_records_in_front_of_a_damaged_one_are_indexed_and_kept(tmp_path: Path) 
 
 def _starts(buf: bytearray) -> list[int]:
     starts, pos = [], 0
-    while pos < len(buf) and int.from_bytes(buf[pos + 4 : pos + 8], "big") == RECORD_MAGIC:
+    while pos < len(buf) and int.from_bytes(buf[pos + 4 : pos + 8], "big") == BATCH_MAGIC:
         starts.append(pos)
         pos += int.from_bytes(buf[pos : pos + 4], "big")
     return starts

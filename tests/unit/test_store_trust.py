@@ -58,7 +58,7 @@ def test_an_entry_copied_from_another_queue_is_refused_and_the_queue_rebuilt(sto
 def test_garbage_in_an_entry_is_an_error_not_an_empty_found(store_path: Path) -> None:
     store = open_store(store_path)
     expected = fill(store)
-    write_entry(store_path, 2, 5, ENTRY.pack(123_456_789, 77, 0))  # points past the log's end
+    write_entry(store_path, 2, 5, ENTRY.pack(123_456_789, 77, 0, 5, 1, 0))  # points past the log's end
 
     with pytest.raises(QueueRebuiltError, match=r"orders/2 at queue offset 5.*past the end of the commit log"):
         store.get("orders", 2, 5, max_messages=1, max_bytes=1 << 20)
@@ -69,7 +69,7 @@ def test_garbage_in_an_entry_is_an_error_not_an_empty_found(store_path: Path) ->
 def test_an_entry_that_disagrees_again_right_after_a_rebuild_names_the_damage(store_path: Path) -> None:
     store = open_store(store_path)
     fill(store)
-    phys, _size, _ = store.queues[("orders", 0)].entry(3)
+    phys = store.queues[("orders", 0)].entry(3).phys
     segment = store.commitlog.segment_for(phys)
     assert segment is not None
     segment.write_at(phys - segment.base + 4, b"\xde\xad\xbe\xef")  # the record's own magic is gone
@@ -128,10 +128,10 @@ def _escape(text: str) -> str:
 def test_the_scrub_finds_and_marks_damage_in_a_sealed_segment_before_a_reader_does(store_path: Path) -> None:
     store = open_store(store_path)
     expected = fill(store, count=200)
-    phys, _size, _ = store.queues[("orders", 2)].entry(20)
+    phys = store.queues[("orders", 2)].entry(20).phys
     segment = store.commitlog.segment_for(phys)
     assert segment is not None and segment is not store.commitlog.segments[-1]
-    segment.write_at(phys - segment.base + 60, b"rot")  # a flipped sector inside a record's body
+    segment.write_at(phys - segment.base + 110, b"rot")  # a flipped sector inside a record's body
 
     store.scrub.scrub_pass()
     stats = store.scrub.stats
