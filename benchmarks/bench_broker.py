@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rocketspark import Admin, Consumer, LocalCluster, Message, Producer
-from rocketspark.protocol.codec import encode_send_batch, message_payload
+from rocketspark.codec.build import encode_messages
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.client import RemotingClient
@@ -77,10 +77,10 @@ def ingest_echo(address: str, messages: list[Message], batches: int, *, pre_enco
     client = RemotingClient()
     topic = messages[0].topic
     ext = {"topic": topic, "queueId": 0}
-    body = encode_send_batch([message_payload(m) for m in messages])
+    body = encode_messages(topic, messages)
 
     def send() -> None:
-        payload = body if pre_encoded else encode_send_batch([message_payload(m) for m in messages])
+        payload = body if pre_encoded else encode_messages(topic, messages)
         client.invoke(address, RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, ext, payload))
 
     send()

@@ -108,7 +108,9 @@ class Broker:
             self.name, self.config, topics, static_, store, self.producers, longpoll, role, self.replication, registry
         )
         self.pull_context = pull.PullContext(self.config, topics, static_, store, longpoll)
-        self.static_context = static.StaticContext(self.name, topics, static_, store, longpoll, role, registry)
+        self.static_context = static.StaticContext(
+            self.name, topics, static_, store, longpoll, role, registry, self.producers
+        )
         admin_context = admin.AdminContext(
             self.name,
             role,

@@ -52,7 +52,11 @@ def batch_record(
 
 
 def put_batch(
-    store: MessageStore, topic: str, queue_id: int, bodies: Sequence[bytes], tags: Sequence[str | None] | str | None = None
+    store: MessageStore,
+    topic: str,
+    queue_id: int,
+    bodies: Sequence[bytes],
+    tags: Sequence[str | None] | str | None = None,
 ) -> PutResult:
     """Store one batch record of ``bodies`` as the send handler does."""
     record = batch_record(topic, bodies, tags)

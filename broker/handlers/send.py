@@ -88,13 +88,8 @@ async def resolve_topic(ctx: SendContext, cmd: RemotingCommand, topic: str) -> T
 def check_batch(ctx: SendContext, body: bytes, topic: str) -> SentBatch:
     """Check the sent record (:mod:`rocketspark.codec.ingest`) against the broker's limits."""
     limit = ctx.config.max_message_bytes
-    if len(body) > ctx.config.batch_limit:
-        raise MessageTooLargeError(
-            f"a batch of {len(body)} bytes is over broker {ctx.name}'s limit of {ctx.config.batch_limit} bytes "
-            "(max_batch_bytes); send fewer messages at once"
-        )
-    try:
-        batch = check_sent(body, max_body=limit, max_section=ctx.config.batch_limit)
+    try:  # a message over its limit is named first, though its batch is over the batch limit too
+        batch = check_sent(body, max_body=limit, max_section=max(len(body), ctx.config.batch_limit))
     except BodyTooLarge as exc:
         raise MessageTooLargeError(
             f"message {exc.index} of the batch has a {exc.size}-byte body, over broker {ctx.name}'s limit of "
@@ -102,6 +97,11 @@ def check_batch(ctx: SendContext, body: bytes, topic: str) -> SentBatch:
         ) from None
     except BatchRefused as exc:
         raise MalformedBody(f"{exc}; the producer must build sends with rocketspark.codec") from None
+    if len(body) > ctx.config.batch_limit:
+        raise MessageTooLargeError(
+            f"a batch of {len(body)} bytes is over broker {ctx.name}'s limit of {ctx.config.batch_limit} bytes "
+            "(max_batch_bytes); send fewer messages at once"
+        )
     if batch.topic != topic.encode():
         raise MalformedBody(f"the batch record names topic {batch.topic!r}, the request topic {topic!r}")
     return batch

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
+from broker.dedupe import ProducerTable
 from broker.ha.role import Role
 from broker.longpoll import LongPollHub
 from broker.registry import Registry
@@ -39,6 +40,7 @@ class StaticContext:
     longpoll: LongPollHub
     role: Role
     registry: Registry
+    producers: ProducerTable
 
 
 def register(dispatcher: Dispatcher, ctx: StaticContext) -> None:
@@ -63,6 +65,9 @@ async def update_static_topic(ctx: StaticContext, cmd: RemotingCommand) -> Remot
             "its own (or delete the normal topic first)"
         )
     changed = ctx.static.update(detail, force=bool(body.get("force", False)))
+    # The sequences the old leaders had of the queues taken over here: a Spark micro-batch
+    # re-run after the remap is deduplicated as the old leader would have done.
+    ctx.producers.adopt(list(body.get("producers", [])))
     queues = max(detail.physical_queue_count(), existing.write_queue_nums if existing else 0, 1)
     changed |= ctx.topics.put(TopicConfig(detail.topic, queues, queues, Perm.READ_WRITE), ctx.store.log_max_offset)
     if changed:
@@ -73,7 +78,8 @@ async def update_static_topic(ctx: StaticContext, cmd: RemotingCommand) -> Remot
 
 async def seal_queues(ctx: StaticContext, cmd: RemotingCommand) -> RemotingCommand:
     ctx.role.check_writable()  # only the group's master changes what its slaves copy
-    """Seal the open segments of the given logical queues; answer each one's end offset."""
+    """Seal the open segments of the given logical queues; answer each one's end offset and
+    its idempotent producers' sequences (handed to the queue's next leader)."""
     topic = get_str(cmd, "topic")
     logical_ids = [_logical_id(raw) for raw in get_list(cmd, "logicQueueIds")]
     before = ctx.static.get(topic)
@@ -86,7 +92,9 @@ async def seal_queues(ctx: StaticContext, cmd: RemotingCommand) -> RemotingComma
             await ctx.registry.register_now([topic])
     for item in sealed.values():
         ctx.longpoll.notify((topic, item.queue_id))  # held reads of the segment stop at its end
-    return cmd.response(body=pack({str(logical_id): item.end_offset for logical_id, item in sealed.items()}))
+    ends = {str(logical_id): item.end_offset for logical_id, item in sealed.items()}
+    producers = {str(logical_id): ctx.producers.rows_for(topic, item.queue_id) for logical_id, item in sealed.items()}
+    return cmd.response(body=pack({"ends": ends, "producers": producers}))
 
 
 def _logical_id(raw: object) -> int:

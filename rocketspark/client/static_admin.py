@@ -85,8 +85,15 @@ def read_state(admin: Admin, topic: str, brokers: dict[str, str] | None = None) 
     return _State(topic, brokers, details, normal)
 
 
-def _write(admin: Admin, state: _State, details: dict[str, TopicQueueMappingDetail], first: list[str]) -> None:
-    """Send every broker its detail, the brokers in ``first`` before the others."""
+def _write(
+    admin: Admin,
+    state: _State,
+    details: dict[str, TopicQueueMappingDetail],
+    first: list[str],
+    producers: dict[str, list[list[Any]]] | None = None,
+) -> None:
+    """Send every broker its detail, the brokers in ``first`` before the others; with each,
+    the idempotent producers' sequences of the queues it takes over (``producers``)."""
     order = [b for b in first if b in details] + [b for b in sorted(details) if b not in first]
     for name in order:
         address = state.brokers.get(name)
@@ -94,7 +101,7 @@ def _write(admin: Admin, state: _State, details: dict[str, TopicQueueMappingDeta
             raise BrokerNotExistError(
                 f"broker {name} holds segments of {state.topic} but is not registered; start it and retry"
             )
-        body = pack({"mapping": details[name].to_wire()})
+        body = pack({"mapping": details[name].to_wire(), "producers": (producers or {}).get(name, [])})
         admin.call(address, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_STATIC_TOPIC, {}, body))
     admin.routes.invalidate(state.topic)
 
@@ -170,7 +177,7 @@ def _apply(
     """Seal the moved queues' leaders, plan the new mapping, write it; new leaders first."""
     if not moves and total == state.total:
         return RemapResult(state.topic, state.epoch, total)  # nothing to change
-    ends = _seal(admin, state, current, list(moves))
+    ends, sequences = _seal(admin, state, current, list(moves))
     next_ids = static_plan.next_queue_ids(state.details.values(), current)
     planned = static_plan.move_queues(current, moves, ends, next_ids)
     home = (
@@ -183,7 +190,11 @@ def _apply(
     leaders = sorted(
         {planned[q][-1].bname for q in moves} | {planned[q][-1].bname for q in set(planned) - added_before}
     )
-    _write(admin, state, details, leaders)
+    handed: dict[str, list[list[Any]]] = {}
+    for q, rows in sequences.items():  # relabelled to the physical queue the new leader writes
+        leader = planned[q][-1]
+        handed.setdefault(leader.bname, []).extend([*row[:2], leader.queue_id, *row[3:]] for row in rows)
+    _write(admin, state, details, leaders, handed)
     return RemapResult(
         state.topic,
         epoch,
@@ -193,11 +204,15 @@ def _apply(
     )
 
 
-def _seal(admin: Admin, state: _State, current: static_plan.Queues, logical_ids: list[int]) -> dict[int, int]:
+def _seal(
+    admin: Admin, state: _State, current: static_plan.Queues, logical_ids: list[int]
+) -> tuple[dict[int, int], dict[int, list[list[Any]]]]:
+    """Seal the queues' open segments: each one's end, and its idempotent producers' rows."""
     by_broker: dict[str, list[int]] = {}
     for q in logical_ids:
         by_broker.setdefault(current[q][-1].bname, []).append(q)
     ends: dict[int, int] = {}
+    sequences: dict[int, list[list[Any]]] = {}
     for broker, ids in sorted(by_broker.items()):
         address = state.brokers.get(broker)
         if address is None:
@@ -207,8 +222,9 @@ def _seal(admin: Admin, state: _State, current: static_plan.Queues, logical_ids:
             )
         request = RemotingCommand.request(RequestCode.SEAL_LOGIC_QUEUES, {"topic": state.topic, "logicQueueIds": ids})
         sealed = unpack(admin.call(address, request).body)
-        ends.update({int(k): int(v) for k, v in sealed.items()})
-    return ends
+        ends.update({int(k): int(v) for k, v in sealed["ends"].items()})
+        sequences.update({int(k): list(v) for k, v in sealed.get("producers", {}).items()})
+    return ends, sequences
 
 
 def drain_broker(admin: Admin, broker: str, topics: list[str] | None) -> list[RemapResult]:

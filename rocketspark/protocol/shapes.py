@@ -272,6 +272,8 @@ class Registration(Shape):
 class StaticTopicBody(Shape):
     mapping: MappingDetail
     force: bool = False
+    # idempotent producers' sequences of the queues this broker takes over (broker.dedupe rows)
+    producers: list[Annotated[list[int | str | float], Meta(min_length=7, max_length=7)]] = []
 
 
 # -- the table -------------------------------------------------------------------------------

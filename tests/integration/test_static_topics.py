@@ -279,13 +279,13 @@ def test_keys_keep_their_queue_across_a_move_and_follow_hash_mod_n_after_raising
 
 
 def test_bad_static_topic_requests_get_clear_errors(static_topic: Callable[..., Scenario]) -> None:
+    from rocketspark.codec.build import encode_messages
     from rocketspark.errors import (
         BrokerNotExistError,
         InvalidParameterError,
         NotLeaderForQueueError,
         TopicExistAlreadyError,
     )
-    from rocketspark.protocol.codec import encode_send_batch, message_payload
     from rocketspark.protocol.codes import RequestCode
     from rocketspark.protocol.command import RemotingCommand
     from rocketspark.remoting.client import RemotingClient, check
@@ -314,7 +314,7 @@ def test_bad_static_topic_requests_get_clear_errors(static_topic: Callable[..., 
     stale = RemotingCommand.request(
         RequestCode.SEND_MESSAGE,
         {"topic": topic, "logicQueueId": 0, "epoch": old_epoch},
-        encode_send_batch([message_payload(Message(topic, b"stale"))]),
+        encode_messages(topic, [Message(topic, b"stale")]),
     )
     client = RemotingClient()
     try:

@@ -140,7 +140,7 @@ def static_broker(broker: Broker, monkeypatch: pytest.MonkeyPatch) -> tuple[list
 
 def seal(broker: Broker, ids: list[object]) -> dict[str, int]:
     cmd = RemotingCommand.request(RequestCode.SEAL_LOGIC_QUEUES, {"topic": "st", "logicQueueIds": ids})
-    result: dict[str, int] = unpack(asyncio.run(seal_queues(broker.static_context, cmd)).body)
+    result: dict[str, int] = unpack(asyncio.run(seal_queues(broker.static_context, cmd)).body)["ends"]
     return result
 
 

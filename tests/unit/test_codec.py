@@ -1,26 +1,76 @@
-"""The wire codec: commands, send batches, payloads and records."""
+"""The msgpack codec of small request and response bodies (rocketspark.protocol.codec), and the
+command and GC-pause pieces that shared this file before batch records replaced the old
+record format (those live in rocketspark/codec and are tested in test_batch_codec.py)."""
 
 from __future__ import annotations
 
 import gc
 import threading
-import zlib
 
 import msgpack
 import pytest
 
-from broker.store.recovery import tag_hash
-from rocketspark.protocol.codec import (
-    MalformedBody,
-    check_payload,
-    decode_send_batch,
-    encode_send_batch,
-    message_payload,
-)
+from rocketspark.protocol.codec import MalformedBody, pack, unpack
 from rocketspark.protocol.codes import Flag, RequestCode, ResponseCode
 from rocketspark.protocol.command import MalformedCommand, RemotingCommand
-from rocketspark.protocol.record import RecordCorrupted, encode_payload, encode_record, msg_id
-from rocketspark.protocol.types import GC_PAUSE, Message, decode_records
+from rocketspark.protocol.types import GC_PAUSE
+
+# --- pack / unpack -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        0,
+        -(2**63),
+        2**64 - 1,
+        1.5,
+        "",
+        "ünïcødé",
+        b"\x00\xffbytes",
+        [],
+        [1, "two", b"three", None],
+        {"topic": "t", "queueId": 3, "nested": {"k": [1, 2]}},
+    ],
+)
+def test_a_value_survives_pack_and_unpack(value: object) -> None:
+    assert unpack(pack(value)) == value
+
+
+def test_bytes_and_strings_stay_distinct_through_pack_and_unpack() -> None:
+    assert unpack(pack([b"raw", "text"])) == [b"raw", "text"]
+    assert [type(v) for v in unpack(pack([b"raw", "text"]))] == [bytes, str]
+
+
+def test_maps_with_integer_keys_unpack() -> None:
+    assert unpack(pack({1: "a", 2: "b"})) == {1: "a", 2: "b"}
+
+
+def test_pack_is_plain_msgpack() -> None:
+    assert pack({"a": [1, b"x"]}) == msgpack.packb({"a": [1, b"x"]}, use_bin_type=True)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\xc1",  # a byte msgpack never uses
+        b"\x92\x01",  # an array of two with one element
+        msgpack.packb([1, 2]) + b"\x00",  # trailing bytes
+        b"\xa5ab",  # a string shorter than it says
+        b"\xa2\xff\xfe",  # a string that is not UTF-8
+    ],
+)
+def test_garbage_is_a_malformed_body(data: bytes) -> None:
+    with pytest.raises(MalformedBody, match="not valid msgpack"):
+        unpack(data)
+
+
+def test_malformed_body_is_a_value_error() -> None:
+    assert issubclass(MalformedBody, ValueError)
+
+
+# --- remoting commands ---------------------------------------------------------------------
 
 
 def test_a_command_survives_a_round_trip_through_bytes() -> None:
@@ -54,98 +104,7 @@ def test_oneway_flag_is_a_bit_of_flag() -> None:
     assert command.is_oneway and not command.is_response
 
 
-def test_a_send_batch_decodes_to_its_born_time_and_payloads() -> None:
-    messages = [Message("t", b"a", tags="x", keys=["k"]), Message("t", b"bb"), Message("t", b"ccc", tags="")]
-    born, payloads = decode_send_batch(encode_send_batch([message_payload(m) for m in messages]))
-    assert born > 0 and len(payloads) == 3
-    # the consume queue's tag hashes must never change: stored queues hold them
-    assert [check_payload(p) for p in payloads] == [(tag_hash("x"), 1), (0, 2), (0, 3)]
-    assert tag_hash("x") == zlib.crc32(b"x") == 0x8CDC1683
-
-
-@pytest.mark.parametrize(
-    "body",
-    [
-        msgpack.packb([]),
-        msgpack.packb([1, []]),
-        msgpack.packb(["x", [b"p"]]),
-        msgpack.packb([1, ["not bin"]]),
-        b"\xff\xff",
-    ],
-)
-def test_a_malformed_send_batch_is_rejected(body: bytes) -> None:
-    with pytest.raises(MalformedBody):
-        decode_send_batch(body)
-
-
-@pytest.mark.parametrize(
-    "payload",
-    [msgpack.packb([b"b", 5, None, None]), msgpack.packb(["s", None, None, None]), msgpack.packb([b"b"]), b"\xc1"],
-)
-def test_a_malformed_message_payload_is_rejected(payload: bytes) -> None:
-    with pytest.raises(MalformedBody):
-        check_payload(payload)
-
-
-def _records(n: int) -> bytes:
-    return b"".join(
-        encode_record(
-            topic_bytes=b"orders",
-            payload=encode_payload(f"m{i}".encode(), "A", ["k"], {"p": "v"}),
-            queue_id=1,
-            queue_offset=10 + i,
-            commitlog_offset=1000 + i * 100,
-            born_ms=5,
-            store_ms=6,
-        )
-        for i in range(n)
-    )
-
-
-def test_records_decode_to_messages_with_every_field() -> None:
-    messages = decode_records(_records(3), "orders", "broker-a")
-    assert [m.body for m in messages] == [b"m0", b"m1", b"m2"]
-    first = messages[0]
-    assert (first.queue_id, first.queue_offset, first.tags, first.keys, first.properties) == (
-        1,
-        10,
-        "A",
-        ["k"],
-        {"p": "v"},
-    )
-    assert (first.born_timestamp, first.store_timestamp, first.broker_name) == (5, 6, "broker-a")
-    assert first.msg_id == msg_id("broker-a", 1000)
-
-
-def test_a_logical_view_rewrites_queue_id_and_offsets() -> None:
-    messages = decode_records(_records(2), "orders", "b", queue_id=7, offset_delta=100)
-    assert [(m.queue_id, m.queue_offset) for m in messages] == [(7, 110), (7, 111)]
-
-
-def test_a_flipped_byte_in_a_record_fails_its_crc_check() -> None:
-    data = bytearray(_records(3))
-    data[-3] ^= 0xFF
-    with pytest.raises(RecordCorrupted, match="CRC"):
-        decode_records(bytes(data), "orders", "b")
-
-
-def test_a_truncated_record_is_reported_not_crashed_on() -> None:
-    with pytest.raises(RecordCorrupted):
-        decode_records(_records(2)[:-10], "orders", "b")
-
-
-def test_empty_keys_and_properties_read_as_empty_containers() -> None:
-    record = encode_record(
-        topic_bytes=b"t",
-        payload=encode_payload(b"x", None, [], {}),
-        queue_id=0,
-        queue_offset=0,
-        commitlog_offset=0,
-        born_ms=0,
-        store_ms=0,
-    )
-    (message,) = decode_records(record, "t", "b")
-    assert message.keys == [] and message.properties == {} and message.tags is None
+# --- the decoders' GC pause ----------------------------------------------------------------
 
 
 def test_the_gc_pause_of_concurrent_decoders_ends_with_the_last_one() -> None:
@@ -174,10 +133,9 @@ def test_the_gc_pause_of_concurrent_decoders_ends_with_the_last_one() -> None:
     assert seen == [False] and gc.isenabled()
 
 
-def test_decoding_leaves_a_disabled_gc_disabled() -> None:
+def test_the_gc_pause_leaves_a_disabled_gc_disabled() -> None:
     gc.disable()
     try:
-        decode_records(b"", "t", "b")
         with GC_PAUSE:
             pass
         assert not gc.isenabled()

@@ -82,7 +82,7 @@ def test_a_saved_sequence_beyond_the_recovered_log_is_forgotten(tmp_path: Path) 
 def test_an_older_epoch_is_fenced_and_a_newer_one_numbers_afresh(tmp_path: Path) -> None:
     table = ProducerTable(tmp_path / "producers.json", retention_hours=24)
     table.stored(KEY, 3, 0, 10, end_offset=100)
-    with pytest.raises(ProducerFencedError, match="epoch 2 .* epoch 3 of it has written there since"):
+    with pytest.raises(ProducerFencedError, match=r"epoch 2 .* epoch 3 of it has written there since"):
         table.already_stored(KEY, 2, 10, 1)
     assert table.already_stored(KEY, 4, 0, 5) == 0  # a new incarnation starts at 0
     table.stored(KEY, 4, 0, 5, end_offset=200)
