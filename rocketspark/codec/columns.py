@@ -181,7 +181,11 @@ def _check_fields(heads: Heads, max_section: int) -> None:
     room = heads.field("total") - HEADER_SIZE - heads.field("topic_len")
     plain = (heads.field("attributes") & COMPRESSION_MASK) == NONE
     size = heads.field("section_size")
-    too_short = (room < 0) | (plain & (room != size)) | (size < 13 * count + 12) | (size > max_section)
+    over = size > max_section
+    if over.any():
+        i = int(np.argmax(over))
+        raise _at(heads, i, f"a message section of {size[i]} bytes, over the limit of {max_section} bytes")
+    too_short = (room < 0) | (plain & (room != size)) | (size < 13 * count + 12)
     if too_short.any():
         i = int(np.argmax(too_short))
         raise _at(heads, i, "sizes that do not add up (topic, section and record size disagree)")

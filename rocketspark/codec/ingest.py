@@ -79,3 +79,8 @@ def _check_exts(columns: Columns) -> None:
             raise RecordCorrupted(f"message keys/properties are not valid msgpack ({type(exc).__name__})", at) from None
         if type(ext) is not list or len(ext) != 2 or type(ext[0]) is not list or type(ext[1]) is not dict:
             raise RecordCorrupted("message keys/properties must be [keys: array, properties: map]", at)
+        keys, properties = ext
+        if not all(type(k) is str for k in keys) or not all(
+            type(k) is str and type(v) is str for k, v in properties.items()
+        ):
+            raise RecordCorrupted("message keys, property names and property values must be strings", at)
