@@ -85,11 +85,10 @@ class BrokerConfig:
                 f"max_batch_bytes ({self.max_batch_bytes}) must be at least max_message_bytes "
                 f"({self.max_message_bytes}) plus 4096, so that a batch of one largest message fits"
             )
-        if self.segment_bytes < 2 * self.batch_limit + 4096:
+        if self.segment_bytes < self.batch_limit + 4096:
             raise ConfigError(
-                f"segment_bytes ({self.segment_bytes}) must be at least twice the batch limit "
-                f"({self.batch_limit}: max_batch_bytes, or twice max_message_bytes) plus 4096, so that any batch "
-                "fits in a segment"
+                f"segment_bytes ({self.segment_bytes}) must be at least the batch limit ({self.batch_limit}: "
+                "max_batch_bytes, or twice max_message_bytes) plus 4096, so that any batch fits in a segment"
             )
         if self.queue_entries_per_file < 1 or self.default_topic_queue_nums < 1:
             raise ConfigError("queue_entries_per_file and default_topic_queue_nums must be at least 1")

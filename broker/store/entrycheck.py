@@ -83,7 +83,5 @@ def _describe(body: bytes, pos: int, size: int) -> str:
     if total != size:
         return f"the record there is {total} bytes, the entry says {size}"
     topic = bytes(body[pos + layout.HEADER_SIZE : pos + layout.HEADER_SIZE + min(tlen, size)])
-    return (
-        f"the record there belongs to {topic.decode(errors='replace')}/{qid} at queue offsets "
-        f"{qoff}-{qoff + count - 1} (log offset {phys})"
-    )
+    where = f"queue offset {qoff}" if count == 1 else f"queue offsets {qoff}-{qoff + count - 1}"
+    return f"the record there belongs to {topic.decode(errors='replace')}/{qid} at {where} (log offset {phys})"

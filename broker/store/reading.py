@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 from broker.store.commitlog import CommitLog
@@ -74,6 +74,7 @@ class QueueReader:
         what lies before ``offset`` or outside the filter."""
         log_min = self.commitlog.min_offset
         bases: list[int] = []
+        expected: list[int] = []  # where the read stood at each entry: its offset, if the entry is right
         counts: list[int] = []
         physes: list[int] = []
         sizes: list[int] = []
@@ -100,6 +101,7 @@ class QueueReader:
                     done = True
                     break
                 bases.append(base)
+                expected.append(cursor)
                 counts.append(count)
                 physes.append(phys)
                 sizes.append(size)
@@ -109,13 +111,19 @@ class QueueReader:
                 if messages >= max_messages or cursor >= stop:
                     done = True
                     break
-        body = self._gather(cq, bases, counts, physes, sizes)
+        body = self._gather(cq, bases, expected, counts, physes, sizes)
         self.stats.messages_got += messages
         status = GetStatus.FOUND if sizes else GetStatus.NO_MATCHED_MESSAGE
         return GetResult(status, body, messages, cursor, cq.min_offset, cq.max_offset)
 
     def _gather(
-        self, cq: ConsumeQueue, bases: list[int], counts: list[int], physes: list[int], sizes: list[int]
+        self,
+        cq: ConsumeQueue,
+        bases: list[int],
+        expected: list[int],
+        counts: list[int],
+        physes: list[int],
+        sizes: list[int],
     ) -> bytes:
         """The records the entries point to, in one buffer, each proven to be its entry's own
         (:mod:`broker.store.entrycheck`); a disagreeing entry is never answered from."""
@@ -125,12 +133,12 @@ class QueueReader:
             data = self.commitlog.read(start, end - start)
             if data is None:
                 where = "past the end of the commit log" if start >= self.commitlog.min_offset else "expired"
-                self._index_disagrees(cq, Mismatch(first, bases[first], start, f"the log has no data ({where})"))
+                self._index_disagrees(cq, Mismatch(first, expected[first], start, f"the log has no data ({where})"))
             parts.append(data or b"")
         body = b"".join(parts)
         bad = first_mismatch(body, cq.topic.encode(), cq.queue_id, bases, counts, physes, sizes)
-        if bad is not None:
-            self._index_disagrees(cq, bad)
+        if bad is not None:  # named by where the read stood: a damaged entry's own base may be garbage
+            self._index_disagrees(cq, replace(bad, queue_offset=expected[bad.index]))
         return body
 
     def _index_disagrees(self, cq: ConsumeQueue, bad: Mismatch) -> None:

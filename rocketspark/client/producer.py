@@ -16,20 +16,25 @@ explains the pitfalls; prefer ``Admin.create_topic``).
 from __future__ import annotations
 
 import concurrent.futures
-import itertools
 import logging
 import random
 import threading
 import time
-import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Unpack
 
 from rocketspark.client.base import ClientBase
 from rocketspark.client.fault import LATENCY_MAX_MS, NOT_AVAILABLE_MS, LatencyFaultTolerance
-from rocketspark.client.logical import logical_view
 from rocketspark.client.routes import AUTO_CREATE_TOPIC, RouteKwargs, write_queues
+from rocketspark.client.selection import (
+    PublishInfo,
+    RoundRobin,
+    Target,
+    key_hash,
+    pinned_target,
+    publish_info_of,
+    replicated,
+)
 from rocketspark.codec.build import chunk_messages, encode_messages
 from rocketspark.codec.layout import COMPRESSIONS
 from rocketspark.errors import (
@@ -50,7 +55,7 @@ from rocketspark.errors import (
 )
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.protocol.types import Message, Perm, QueueData, SendResult, SendStatus, TopicRouteData
+from rocketspark.protocol.types import Message, QueueData, SendResult, SendStatus, TopicRouteData
 from rocketspark.protocol.validation import validate_topic_name
 
 log = logging.getLogger(__name__)
@@ -77,50 +82,6 @@ def _busy_backoff(refusals: int) -> float:
     """Pause after the ``refusals``-th SYSTEM_BUSY: 50 ms doubling to 1 s, jittered so that
     the clients a busy broker refused together do not all come back together."""
     return float(min(0.05 * 2 ** (refusals - 1), 1.0) * random.uniform(0.5, 1.0))
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """Where one send goes: a broker's physical queue, or a static topic's logical queue."""
-
-    broker_name: str
-    queue_id: int  # physical queue id
-    logical_id: int | None = None  # set for a static topic: the broker checks it leads it
-    epoch: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class PublishInfo:
-    route: TopicRouteData
-    queues: list[Target]  # writable now: what round robin picks from
-    stable: list[Target | None]  # every queue, writable or not: what keys and ids index (None: no leader)
-    template: str | None  # "TBW102" when sending through the auto-create template
-
-
-def _replicated(route: TopicRouteData, broker_name: str) -> bool:
-    return any(b.broker_name == broker_name and b.replicas for b in route.brokers)
-
-
-def publish_info_of(route: TopicRouteData) -> PublishInfo:
-    """Where sends to the route's topic can go. A normal topic: its write queues in view
-    order. A static topic: one target per logical queue, at its leader segment (``hash % N``
-    over logical ids, so a key keeps its queue across remaps)."""
-    stable: list[Target | None]
-    if route.mapping is not None:
-        stable = [
-            Target(leader.broker_name, leader.queue_id, queue.queue_id, queue.epoch)
-            if (leader := queue.leader)
-            else None
-            for queue in logical_view(route)
-        ]
-    else:
-        stable = [Target(r.broker_name, r.queue_id) for r in write_queues(route, writable_only=False)]
-        if not stable:
-            raise NoRouteInfoError(
-                f'No route info of this topic "{route.topic}": its route lists no queues', topic=route.topic
-            )
-    writable = {q.broker_name for q in route.queues if q.perm & Perm.WRITE}
-    return PublishInfo(route, [t for t in stable if t and t.broker_name in writable], stable, None)
 
 
 class Producer(ClientBase):
@@ -162,7 +123,7 @@ class Producer(ClientBase):
             raise InvalidParameterError(f'compression must be one of {", ".join(COMPRESSIONS)}, not "{compression}"')
         self.compression = COMPRESSIONS[compression]  # of each batch's message section
         self.create_topic_key = create_topic_key
-        self._round_robin = itertools.count()
+        self._selector = RoundRobin(self.fault)
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None  # send_async's, made on first use
         self._executor_lock = threading.Lock()
         self._accepting = True  # False once close() began: send_async refuses instead of making a new pool
@@ -204,45 +165,8 @@ class Producer(ClientBase):
 
     # -- selection ------------------------------------------------------------------------------
 
-    def _pinned(self, message: Message, queues: list[Target | None]) -> Target | None:
-        """The queue a message is pinned to by id or key, indexing every queue so that a broker
-        losing write permission makes its keys fail instead of silently moving."""
-        if message.queue_id is not None:
-            if not 0 <= message.queue_id < len(queues):
-                raise InvalidParameterError(
-                    f'queue {message.queue_id} does not exist: topic "{message.topic}" has {len(queues)} queues'
-                )
-            index = message.queue_id
-        elif message.sharding_key is not None:
-            index = zlib.crc32(message.sharding_key.encode()) % len(queues)
-        else:
-            return None
-        target = queues[index]
-        if target is None:
-            raise NotLeaderForQueueError(
-                f'logical queue {index} of "{message.topic}" has no open segment right now (a remap is under way)'
-            )
-        return target
-
     def _next(self, queues: list[Target], avoid: str | None) -> Target:
-        if not queues:
-            raise NoPermissionError(
-                "none of the topic's brokers accepts writes now (write permission wiped on all of them); "
-                "add it back with `rocketspark admin add-write-perm <broker>`"
-            )
-        fault = self.fault
-        for _ in range(len(queues)):
-            ref = queues[next(self._round_robin) % len(queues)]
-            if ref.broker_name != avoid and (fault is None or fault.available(ref.broker_name)):
-                return ref
-        if fault is not None:  # every broker is marked: fall back to the least bad one
-            brokers = sorted(
-                {q.broker_name for q in queues if q.broker_name != avoid} or {q.broker_name for q in queues}
-            )
-            best = fault.least_bad(brokers)
-            candidates = [q for q in queues if q.broker_name == best]
-            return candidates[next(self._round_robin) % len(candidates)]
-        return queues[next(self._round_robin) % len(queues)]
+        return self._selector.next(queues, avoid)
 
     # -- validation -----------------------------------------------------------------------------
 
@@ -314,7 +238,7 @@ class Producer(ClientBase):
             ref: Target | None = None
             try:
                 try:
-                    ref = (self._pinned(pinned, info.stable) if pinned else None) or self._next(info.queues, avoid)
+                    ref = (pinned_target(pinned, info.stable) if pinned else None) or self._next(info.queues, avoid)
                 except InvalidParameterError:
                     if refreshed:
                         raise
@@ -351,7 +275,7 @@ class Producer(ClientBase):
             except RETRY_ON as exc:
                 if isinstance(exc, ROUTE_WRONG) and not info.template:
                     self.routes.invalidate(topic)
-                if isinstance(exc, ConnectError) and ref is not None and _replicated(info.route, ref.broker_name):
+                if isinstance(exc, ConnectError) and ref is not None and replicated(info.route, ref.broker_name):
                     self.routes.invalidate(topic)  # a replica group: the route may name a new master soon
                 if pinned is not None and isinstance(exc, ConnectError):
                     # A pinned queue cannot move to another broker: its broker may be a replica
@@ -422,7 +346,7 @@ class Producer(ClientBase):
             if message.queue_id is not None:
                 key: tuple[str, object] = (message.topic, ("id", message.queue_id))
             elif message.sharding_key is not None:
-                key = (message.topic, ("key", zlib.crc32(message.sharding_key.encode())))
+                key = (message.topic, ("key", key_hash(message.sharding_key)))
             else:
                 key = (message.topic, None)
             pinned = message if key[1] is not None else None
@@ -457,7 +381,7 @@ class Producer(ClientBase):
         """Send without waiting for any answer: fastest, and a failure goes unnoticed."""
         self._check(message)
         info = self.publish_info(message.topic)
-        ref = self._pinned(message, info.stable) or self._next(info.queues, None)
+        ref = pinned_target(message, info.stable) or self._next(info.queues, None)
         body = encode_messages(message.topic, [message], compression_kind=self.compression)
         request = self._request(info, message.topic, ref, body, False)
         self.remoting.invoke_oneway(self.broker_address(info.route, ref.broker_name), request)

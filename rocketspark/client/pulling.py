@@ -18,13 +18,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from rocketspark.client.logical import LogicalQueue, Segment
+from rocketspark.codec.arrow import SCHEMA, Source, to_record_batch
 from rocketspark.codec.columns import decode
 from rocketspark.codec.layout import RecordCorrupted
 from rocketspark.codec.messages import to_messages
 from rocketspark.errors import DataCorruptedError, NoRouteInfoError
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.protocol.types import PullResult, PullStatus
+from rocketspark.protocol.types import MessageExt, PullResult, PullStatus
 from rocketspark.remoting.client import check
 
 STATUS = {
@@ -113,8 +114,9 @@ def next_logical(plan: PullPlan, next_physical: int) -> int:
     return segment.logical(next_physical)
 
 
-def finish_pull(plan: PullPlan, response: RemotingCommand, *, verify: bool) -> PullResult:
-    """Translate a segment's pull response into a logical PullResult."""
+def finish_pull(plan: PullPlan, response: RemotingCommand, *, verify: bool, columnar: bool = False) -> PullResult:
+    """Translate a segment's pull response into a logical PullResult: its messages as
+    MessageExt objects, or (``columnar``) as one Arrow record batch."""
     check(response, *STATUS_CODES)
     status = STATUS[ResponseCode(response.code)]
     segment, queue = plan.segment, plan.queue
@@ -122,7 +124,8 @@ def finish_pull(plan: PullPlan, response: RemotingCommand, *, verify: bool) -> P
     nxt, low, high = int(ext["next"]), int(ext["min"]), int(ext["max"])
     is_first = segment is queue.segments[0]
     is_leader = segment is queue.leader
-    messages = []
+    messages: list[MessageExt] = []
+    batch = None
     if status is PullStatus.FOUND:
         try:
             # Whole batches come back: drop what lies before the offset asked for, and what the
@@ -133,10 +136,14 @@ def finish_pull(plan: PullPlan, response: RemotingCommand, *, verify: bool) -> P
                 f"a record of {queue.topic} queue {queue.queue_id} (read from offset {plan.offset} on broker "
                 f"{segment.broker_name}) failed its integrity check: {exc}; the broker's copy is damaged"
             ) from None
-        messages = to_messages(
-            columns, queue.topic, segment.broker_name, queue_id=queue.queue_id, offset_delta=segment.offset_delta
-        )
-        if not messages:
+        if columnar:
+            source = Source(queue.topic, queue.queue_id, segment.offset_delta, segment.broker_name)
+            batch = to_record_batch(columns, source, SCHEMA)
+        else:
+            messages = to_messages(
+                columns, queue.topic, segment.broker_name, queue_id=queue.queue_id, offset_delta=segment.offset_delta
+            )
+        if not len(columns):
             status = PullStatus.NO_MATCHED_MSG
     next_offset = next_logical(plan, nxt)
     if status is PullStatus.OFFSET_ILLEGAL:
@@ -150,4 +157,4 @@ def finish_pull(plan: PullPlan, response: RemotingCommand, *, verify: bool) -> P
             status = PullStatus.NO_MATCHED_MSG
     min_offset = segment.logical(low) if is_first else queue.segments[0].logic_offset
     max_offset = segment.logical(high) if is_leader or not queue.static else UNKNOWN
-    return PullResult(status, messages, next_offset, min_offset, max_offset)
+    return PullResult(status, messages, next_offset, min_offset, max_offset, batch)

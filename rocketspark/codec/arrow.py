@@ -19,6 +19,22 @@ import pyarrow as pa
 from rocketspark.codec.columns import I64, Columns
 
 UTC = "UTC"
+# What a consumer's columnar read yields (the Spark source's schema, as Arrow, with properties).
+SCHEMA = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("queueId", pa.int32()),
+        ("queueOffset", pa.int64()),
+        ("msgId", pa.string()),
+        ("tag", pa.string()),
+        ("keys", pa.list_(pa.string())),
+        ("body", pa.binary()),
+        ("bornTimestamp", pa.timestamp("us", tz=UTC)),
+        ("storeTimestamp", pa.timestamp("us", tz=UTC)),
+        ("brokerName", pa.string()),
+        ("properties", pa.map_(pa.string(), pa.string())),
+    ]
+)
 _HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
 
 

@@ -201,10 +201,16 @@ class PullStatus(Enum):
 @dataclass(frozen=True, slots=True)
 class PullResult:
     status: PullStatus
-    messages: list[MessageExt]
+    messages: list[MessageExt]  # empty in a columnar read: see ``batch``
     next_offset: int  # where the next pull should start
     min_offset: int
     max_offset: int  # one past the newest message
+    batch: Any = None  # a columnar read's messages, as a pyarrow RecordBatch (codec.arrow.SCHEMA)
+
+    @property
+    def count(self) -> int:
+        """Messages in the result, in either form."""
+        return len(self.messages) if self.batch is None else int(self.batch.num_rows)
 
 
 @dataclass(frozen=True, slots=True)

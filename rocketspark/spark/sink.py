@@ -31,7 +31,6 @@ import hashlib
 import logging
 import os
 import threading
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -42,6 +41,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, LongType, MapType, StringType, StructType
 
 from rocketspark.client.producer import Producer
+from rocketspark.client.selection import queues_for_keys
 from rocketspark.codec.build import pack_ext
 from rocketspark.codec.from_arrow import MessageArrays, records
 from rocketspark.codec.layout import MAX_TAG_BYTES
@@ -242,11 +242,10 @@ class _Batcher:
         queue = (self.partition + self.rows + np.arange(n, dtype=np.int64)) % counts
         sharding = self._column(batch, "shardingkey")
         if sharding is not None and sharding.null_count < n:
-            encoded = sharding.dictionary_encode()  # one CRC per distinct key
-            crcs = np.array([zlib.crc32(k.encode()) for k in encoded.dictionary.to_pylist()], dtype=np.int64)
+            encoded = sharding.dictionary_encode()  # one hash per distinct key
             keyed = encoded.indices.is_valid().to_numpy(zero_copy_only=False)
-            index = encoded.indices.fill_null(0).to_numpy(zero_copy_only=False)
-            queue = np.where(keyed, crcs[index] % counts, queue)
+            index = encoded.indices.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+            queue = np.where(keyed, queues_for_keys(encoded.dictionary.to_pylist(), index, counts), queue)
         queue_ids = self._column(batch, "queueid")
         if queue_ids is not None and queue_ids.null_count < n:
             given = queue_ids.is_valid().to_numpy(zero_copy_only=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable
 
 import grpc
@@ -9,6 +10,8 @@ import msgpack
 import pytest
 
 from rocketspark import Admin, Consumer, LocalCluster, Message, Producer, PullStatus
+from rocketspark.codec.build import Idempotence, encode_messages
+from rocketspark.codec.layout import BODY_AT, BODY_CRC_AT, BROKER_AT, BROKER_END, HEADER_SIZE, ZSTD
 from rocketspark.errors import (
     IllegalTopicNameError,
     InvalidAddressError,
@@ -16,10 +19,12 @@ from rocketspark.errors import (
     MessageTooLargeError,
     NoNameServerError,
     NoRouteInfoError,
+    ProducerFencedError,
 )
 from rocketspark.protocol import service
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.types import SendResult
 from tests.helpers import free_port
 
 pytestmark = pytest.mark.integration
@@ -102,7 +107,7 @@ def _raw_call(address: str, payload: bytes) -> RemotingCommand:
         (
             RemotingCommand.request(RequestCode.SEND_MESSAGE, {"topic": "t"}, b"\xc1").encode(),
             ResponseCode.MALFORMED_REQUEST,
-            "not valid msgpack",
+            "truncated record header",
         ),
         (
             RemotingCommand.request(RequestCode.PULL_MESSAGE, {"topic": "t"}).encode(),
@@ -147,3 +152,87 @@ def test_pulls_outside_the_queue_are_statuses_not_exceptions(shared_cluster: Loc
         assert (below.status, below.next_offset) == (PullStatus.OFFSET_ILLEGAL, 0)
         with pytest.raises(InvalidParameterError, match="queue 9 does not exist"):
             consumer.pull(topic_name, 9, 0)
+
+
+def _with_crcs(record: bytearray) -> bytes:
+    """Recompute both CRCs after a deliberate change, so that only the structure check can
+    catch it (a producer that builds records wrongly, not a damaged wire)."""
+    record[BODY_CRC_AT : BODY_CRC_AT + 4] = zlib.crc32(record[BODY_AT:]).to_bytes(4, "big")
+    record[8:12] = zlib.crc32(record[BROKER_AT:BROKER_END]).to_bytes(4, "big")
+    return bytes(record)
+
+
+def _count_off_by_one(record: bytes) -> bytes:
+    patched = bytearray(record)
+    count = int.from_bytes(patched[52:56], "big")
+    patched[52:56] = (count + 1).to_bytes(4, "big")
+    return _with_crcs(patched)
+
+
+def _lengths_off(record: bytes) -> bytes:
+    patched = bytearray(record)
+    first_body_end = HEADER_SIZE + int.from_bytes(patched[50:52], "big") + 4  # body_offsets[1]
+    patched[first_body_end] ^= 0x7F
+    return _with_crcs(patched)
+
+
+def _undecompressable(topic: str) -> bytes:
+    record = bytearray(encode_messages(topic, [Message(topic, b"z" * 500)] * 4, compression_kind=ZSTD))
+    start = HEADER_SIZE + len(topic)
+    record[start + 8 : start + 24] = b"\xff" * 16  # inside the zstd frame
+    return _with_crcs(record)
+
+
+@pytest.mark.parametrize(
+    ("build", "error", "fragment"),
+    [
+        (
+            lambda t: _count_off_by_one(encode_messages(t, [Message(t, b"a"), Message(t, b"b")])),
+            "malformed",
+            "do not add up",
+        ),
+        (lambda t: _lengths_off(encode_messages(t, [Message(t, b"a"), Message(t, b"b")])), "malformed", "offsets"),
+        (
+            lambda t: encode_messages(t, [Message(t, b"x" * 9_000)] * 3),
+            "too large",
+            "over broker broker-a's limit of 20000 bytes",
+        ),
+        (_undecompressable, "malformed", "does not decompress"),
+        (lambda t: encode_messages(t, [Message(t, b"a")])[:-3], "malformed", "bad record header"),
+    ],
+    ids=["count disagrees", "lengths disagree", "over the batch limit", "does not decompress", "truncated"],
+)
+def test_a_bad_batch_record_gets_a_clear_error_and_stores_nothing(
+    make_cluster: Callable[..., LocalCluster], topic_name: str, build: Callable[[str], bytes], error: str, fragment: str
+) -> None:
+    cluster = make_cluster(brokers=1, broker_config={"max_message_bytes": 10_000})
+    with Admin(cluster.nameserver) as admin:
+        admin.create_topic(topic_name, queues=1)
+    request = RemotingCommand.request(
+        RequestCode.SEND_BATCH_MESSAGE, {"topic": topic_name, "queueId": 0}, build(topic_name)
+    )
+    response = _raw_call(cluster.brokers["broker-a"], request.encode())
+    code = ResponseCode.MALFORMED_REQUEST if error == "malformed" else ResponseCode.MESSAGE_ILLEGAL
+    assert response.code == code and fragment in response.remark, response.remark
+    with Producer(cluster.nameserver) as producer:  # still serving, and nothing of the bad batch stored
+        assert producer.send(Message(topic_name, b"after")).queue_offset == 0
+
+
+def test_a_producer_epoch_going_backwards_is_fenced(shared_cluster: LocalCluster, topic_name: str) -> None:
+    with Admin(shared_cluster.nameserver) as admin:
+        admin.create_topic(topic_name, queues=1)
+    producer_id = 0x5EED
+
+    def send(epoch: int, seq: int) -> SendResult:
+        record = encode_messages(
+            topic_name, [Message(topic_name, b"m")], idempotence=Idempotence(producer_id, epoch, seq)
+        )
+        return producer.send_to_queue(topic_name, 0, record)
+
+    with Producer(shared_cluster.nameserver) as producer:
+        assert send(epoch=2, seq=0).count == 1
+        assert send(epoch=2, seq=0).duplicates == 1  # a resend, dropped
+        with pytest.raises(ProducerFencedError, match=r"sent epoch 1 .* but epoch 2 of it has written there since"):
+            send(epoch=1, seq=1)
+        assert send(epoch=3, seq=0).count == 1  # a newer incarnation numbers afresh
+        assert producer.send(Message(topic_name, b"plain")).queue_offset == 2

@@ -20,7 +20,7 @@ from rocketspark import Admin, Consumer, LocalCluster, Message, Producer
 
 pytestmark = pytest.mark.integration
 
-ENTRY_SIZE = 20
+ENTRY_SIZE = 40  # broker.store.consumequeue: one entry per batch
 SMALL_STORE = {
     "auto_create_topic_enable": False,
     "segment_bytes": 64 * 1024,
@@ -103,7 +103,7 @@ def test_a_wrong_consume_queue_entry_is_never_answered_from(
     cluster = make_cluster(broker_config=SMALL_STORE)
     bodies = produce(cluster, topic_name, queues=2, per_queue=40)
     victim, donor = queue_dir(cluster, topic_name, 0) / f"{0:020d}", queue_dir(cluster, topic_name, 1) / f"{0:020d}"
-    entry = donor.read_bytes()[17 * ENTRY_SIZE : 18 * ENTRY_SIZE] if damage != "garbage" else os.urandom(20)
+    entry = donor.read_bytes()[17 * ENTRY_SIZE : 18 * ENTRY_SIZE] if damage != "garbage" else os.urandom(ENTRY_SIZE)
     fd = os.open(victim, os.O_WRONLY)  # the running broker reads this file: it sees the change at once
     try:
         os.pwrite(fd, entry, 17 * ENTRY_SIZE)
