@@ -1,20 +1,24 @@
-"""The sink's encoder and sends without Spark: every row shape is encoded exactly as
-``record.encode_payload`` does and lands on the queue the producer's rules give; sends are
+"""The sink's encoder and sends without Spark: every row shape is encoded as the producer
+encodes a message and lands on the queue the producer's rules give; sends are batch records
 split by bytes and numbered for the broker's dedupe (a recording stand-in for the producer)."""
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 import pytest
 
-from rocketspark.protocol import record
+from rocketspark.client.selection import queue_for_key
+from rocketspark.codec.build import pack_ext
+from rocketspark.codec.columns import decode
+from rocketspark.codec.messages import to_messages
 from rocketspark.protocol.types import SendResult, SendStatus
 from rocketspark.spark.options import OptionError, WriterOptions
-from rocketspark.spark.sink import _Batcher
+from rocketspark.spark.sink import _Batcher, producer_id
+
+Row = tuple[bytes, str | None, bytes]  # body, tag, packed keys and properties
 
 NS = "127.0.0.1:9876"
 
@@ -24,16 +28,25 @@ class Recorder:
     """Stands in for the Producer: a fixed queue count per topic, and every send recorded."""
 
     queues: int = 4
-    sends: list[tuple[str, int, list[bytes], str | None, int]] = field(default_factory=list)
+    sends: list[tuple[str, int, bytes]] = field(default_factory=list)
 
     def queue_count(self, topic: str) -> int:
         return self.queues
 
-    def send_to_queue(
-        self, topic: str, queue_id: int, payloads: list[bytes], *, producer_id: str | None = None, sequence: int = 0
-    ) -> SendResult:
-        self.sends.append((topic, queue_id, payloads, producer_id, sequence))
-        return SendResult(SendStatus.SEND_OK, "", topic, "b", queue_id, 0, count=len(payloads))
+    def send_to_queue(self, topic: str, queue_id: int, record: bytes) -> SendResult:
+        self.sends.append((topic, queue_id, record))
+        return SendResult(SendStatus.SEND_OK, "", topic, "b", queue_id, 0, count=len(decode(record)))
+
+
+def rows_of(one: _Batcher) -> dict[tuple[str, int], list[Row]]:
+    """What the batcher holds, per (topic, queue), as (body, tag, ext) rows."""
+    out: dict[tuple[str, int], list[Row]] = {}
+    for key, parts in one.queues.items():
+        for part in parts:
+            out.setdefault(key, []).extend(
+                zip(part.body.to_pylist(), part.tag.to_pylist(), part.ext.to_pylist(), strict=True)
+            )
+    return out
 
 
 def batcher(recorder: Recorder, roles: list[str], partition: int = 0, **options: Any) -> _Batcher:
@@ -51,7 +64,7 @@ def test_round_robin_starts_at_the_task_partition() -> None:
     assert queues == {0, 1, 2, 3}
 
 
-def test_every_row_shape_is_encoded_as_encode_payload_does_and_lands_on_its_queue() -> None:
+def test_every_row_shape_is_encoded_as_the_producer_does_and_lands_on_its_queue() -> None:
     rows = {
         "value": ["a", "bb", None, "dddd", "e", "f"],
         "topic": ["x", "y", "x", "x", "y", "x"],
@@ -74,14 +87,13 @@ def test_every_row_shape_is_encoded_as_encode_payload_does_and_lands_on_its_queu
     )
     one = batcher(Recorder(queues=4), list(rows), partition=1, tag="default")
     one.add(pa.RecordBatch.from_pydict(rows, schema=schema))
-    crc = zlib.crc32(b"user-7") % 4
-    expected: dict[tuple[str, int], list[bytes]] = {}
-    for i, queue in enumerate([(1 + 0) % 4, 3, crc, crc, (1 + 4) % 4, 1]):
+    keyed = queue_for_key("user-7", 4)
+    expected: dict[tuple[str, int], list[Row]] = {}
+    for i, queue in enumerate([(1 + 0) % 4, 3, keyed, keyed, (1 + 4) % 4, 1]):
         tag = rows["tag"][i] if rows["tag"][i] is not None else "default"
-        props = dict(rows["properties"][i] or {})
-        payload = record.encode_payload((rows["value"][i] or "").encode(), tag, list(rows["keys"][i] or ()), props)
-        expected.setdefault((rows["topic"][i], queue), []).append(payload)
-    assert one.queues == expected
+        ext = pack_ext(list(rows["keys"][i] or ()), dict(rows["properties"][i] or {}))
+        expected.setdefault((rows["topic"][i], queue), []).append(((rows["value"][i] or "").encode(), tag, ext))
+    assert rows_of(one) == expected
 
 
 def test_a_null_topic_is_an_error_naming_the_row() -> None:
@@ -100,10 +112,10 @@ def test_a_key_given_as_a_string_and_properties_alone_are_encoded() -> None:
         ),
     )
     one.add(batch)
-    assert one.queues[("t", 0)] == [
-        record.encode_payload(b"a", None, ["k"], {}),
-        record.encode_payload(b"b", None, [], {"p": "1"}),
-        record.encode_payload(b"c", None, [], {}),
+    assert rows_of(one)[("t", 0)] == [
+        (b"a", None, pack_ext(["k"], {})),
+        (b"b", None, pack_ext([], {"p": "1"})),
+        (b"c", None, b""),
     ]
 
 
@@ -112,12 +124,15 @@ def test_sends_are_split_by_bytes_and_numbered_by_position_in_the_queue() -> Non
     one = batcher(recorder, ["body"], topic="t", batch_max_bytes=1024)
     one.add(pa.RecordBatch.from_pydict({"body": [bytes([i]) * 300 for i in range(7)]}))
     assert one.send("spark:q:5:0") == (7, 0)
-    assert [(len(p), pid, seq) for _, _, p, pid, seq in recorder.sends] == [
-        (3, "spark:q:5:0", 0),
-        (3, "spark:q:5:0", 3),
-        (1, "spark:q:5:0", 6),
+    heads = [decode(record).heads.rows[0] for _, _, record in recorder.sends]
+    assert [(int(h["count"]), int(h["producer_id"]), int(h["base_sequence"])) for h in heads] == [
+        (3, producer_id("spark:q:5:0"), 0),
+        (3, producer_id("spark:q:5:0"), 3),
+        (1, producer_id("spark:q:5:0"), 6),
     ]
-    assert all(sum(len(x) for x in p) <= 1024 for _, _, p, _, _ in recorder.sends)
+    assert all(len(record) <= 1024 + 200 for _, _, record in recorder.sends)  # bodies within it, plus the header
+    bodies = [m.body for _, _, record in recorder.sends for m in to_messages(decode(record), "t", "b")]
+    assert bodies == [bytes([i]) * 300 for i in range(7)]
 
 
 def test_a_tag_longer_than_a_record_holds_is_refused() -> None:
