@@ -15,7 +15,7 @@ import sys
 
 from broker import config as broker_config
 from broker.server import create_server, serve
-from rocketspark.client.routes import ENV_NAMESRV, resolve_nameservers
+from rocketspark.client.nameservers import ENV_NAMESRV, resolve_nameservers
 from rocketspark.configfile import ConfigError
 from rocketspark.errors import RocketSparkError
 

@@ -99,13 +99,13 @@ class Admin(QueueClient):
 
     def cluster_list(self) -> dict[str, Any]:
         """Clusters, their brokers, addresses, permissions and heartbeat ages (one nameserver)."""
-        response = self.routes.call_nameserver(RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO))
+        response = self.routes.namesrv.call(RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO))
         info: dict[str, Any] = unpack(response.body)
         return info
 
     def topics(self) -> list[str]:
         """Every topic the nameserver has a route for."""
-        response = self.routes.call_nameserver(RemotingCommand.request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
+        response = self.routes.namesrv.call(RemotingCommand.request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
         names: list[str] = unpack(response.body)
         return names
 
@@ -130,7 +130,7 @@ class Admin(QueueClient):
 
     def _each_nameserver(self, request_code: int, ext: dict[str, Any]) -> None:
         for address in self.nameservers:
-            self.routes.call_nameserver_at(address, RemotingCommand.request(request_code, ext))
+            self.routes.namesrv.call_at(address, RemotingCommand.request(request_code, ext))
 
     # -- topics -------------------------------------------------------------------------------
 
@@ -236,13 +236,13 @@ class Admin(QueueClient):
     def replica_groups(self) -> dict[str, ReplicaGroup]:
         """Every replica group the controller knows: master, epoch, SyncStateSet, and each
         replica's role, last reported offset and lag (as one nameserver saw the heartbeats)."""
-        response = self.routes.call_nameserver(RemotingCommand.request(RequestCode.CONTROLLER_GET_SYNC_STATE_DATA))
+        response = self.routes.namesrv.call(RemotingCommand.request(RequestCode.CONTROLLER_GET_SYNC_STATE_DATA))
         groups: dict[str, Any] = unpack(response.body)["groups"]
         return {name: ReplicaGroup.from_wire(view) for name, view in groups.items()}
 
     def replica_group(self, group: str) -> ReplicaGroup:
         request = RemotingCommand.request(RequestCode.CONTROLLER_GET_REPLICA_INFO, {"brokerName": group})
-        return ReplicaGroup.from_wire(unpack(self.routes.call_nameserver(request).body))
+        return ReplicaGroup.from_wire(unpack(self.routes.namesrv.call(request).body))
 
     def switchover(self, group: str, to: str) -> ReplicaGroup:
         """Hand ``group`` over to its replica at address ``to`` (planned; it must be alive and in
@@ -256,14 +256,14 @@ class Admin(QueueClient):
                 f"{', '.join(f'{r.address} ({r.role})' for r in current.replicas) or 'none'}"
             )
         ext = {"brokerName": group, "replicaId": target.replica_id}
-        response = self.routes.call_nameserver(RemotingCommand.request(RequestCode.CONTROLLER_ELECT_MASTER, ext))
+        response = self.routes.namesrv.call(RemotingCommand.request(RequestCode.CONTROLLER_ELECT_MASTER, ext))
         return ReplicaGroup.from_wire(unpack(response.body))
 
     def controller_metadata(self, address: str | None = None) -> dict[str, Any]:
         """One nameserver's controller as it sees itself (mqadmin ``getControllerMetaData``):
         ``controllerLeaderAddress`` (the Raft leader it last heard), ``isLeader``, ``self``,
         ``peers``, ``term`` and ``hasQuorum``."""
-        response = self.routes.call_nameserver_at(
+        response = self.routes.namesrv.call_at(
             self._nameserver(address), RemotingCommand.request(RequestCode.CONTROLLER_GET_METADATA_INFO)
         )
         metadata: dict[str, Any] = unpack(response.body)
@@ -300,7 +300,7 @@ class Admin(QueueClient):
 
     def nameserver_counters(self, address: str | None = None) -> dict[str, Any]:
         """Requests served by code (route queries are code 105), brokers, topics."""
-        response = self.routes.call_nameserver_at(
+        response = self.routes.namesrv.call_at(
             self._nameserver(address), RemotingCommand.request(RequestCode.GET_COUNTERS)
         )
         counters: dict[str, Any] = unpack(response.body)

@@ -33,11 +33,11 @@ class ClientBase:
     @property
     def nameservers(self) -> list[str]:
         """The nameserver addresses in use (the route cache's list)."""
-        return self.routes.nameservers
+        return self.routes.namesrv.addresses
 
     def update_nameservers(self, nameserver: str | list[str]) -> None:
         """Switch to another nameserver list (route subscriptions move with it)."""
-        self.routes.set_nameservers(nameserver)
+        self.routes.namesrv.replace(nameserver)
 
     def broker_address(self, route: TopicRouteData, broker_name: str) -> str:
         address = route.address_of(broker_name)

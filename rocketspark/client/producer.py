@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-import random
 import threading
 import time
 from collections.abc import Sequence
@@ -33,25 +32,16 @@ from rocketspark.client.selection import (
     key_hash,
     pinned_target,
     publish_info_of,
-    replicated,
 )
+from rocketspark.client.send_retries import RETRIABLE, RETRY_ON, SendRetries
 from rocketspark.codec.build import chunk_messages, encode_messages
 from rocketspark.codec.layout import COMPRESSIONS
 from rocketspark.errors import (
     ClientError,
-    ConnectError,
     InvalidParameterError,
-    MappingStaleError,
     MessageTooLargeError,
-    NoPermissionError,
     NoRouteInfoError,
-    NotLeaderForQueueError,
-    NotMasterError,
-    RequestTimeoutError,
     RocketSparkError,
-    SlaveNotAvailableError,
-    SystemBusyError,
-    TopicNotExistError,
 )
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
@@ -61,27 +51,6 @@ from rocketspark.protocol.validation import validate_topic_name
 log = logging.getLogger(__name__)
 
 MiB = 1024 * 1024
-# Errors after which another broker may succeed (RocketMQ's retryResponseCodes, plus transport:
-# a broker that cannot be reached or does not answer in time).
-RETRY_ON = (ConnectError, RequestTimeoutError, NoPermissionError, TopicNotExistError)
-# Of those, the ones that say the cached route is wrong (not just that a broker is down).
-ROUTE_WRONG = (NoPermissionError, TopicNotExistError)
-# Errors saying the queue now lives elsewhere (a remap, or a new master of a replica group):
-# re-read the route and send again.
-MOVED = (NotLeaderForQueueError, MappingStaleError, NotMasterError)
-# Less time than this left of the send timeout: another attempt could only time out (and would
-# wrongly mark a healthy broker in the latency table), so the failure is raised instead.
-MIN_ATTEMPT_S = 0.05
-
-
-def _backoff(attempt: int) -> float:
-    return float(min(0.025 * 2**attempt, 0.4))
-
-
-def _busy_backoff(refusals: int) -> float:
-    """Pause after the ``refusals``-th SYSTEM_BUSY: 50 ms doubling to 1 s, jittered so that
-    the clients a busy broker refused together do not all come back together."""
-    return float(min(0.05 * 2 ** (refusals - 1), 1.0) * random.uniform(0.5, 1.0))
 
 
 class Producer(ClientBase):
@@ -214,88 +183,53 @@ class Producer(ClientBase):
         batch: bool,
         timeout_ms: int | None,
     ) -> SendResult:
-        """Send one request body. A broker failure (unreachable, no answer in time, refusing
-        the topic) is retried on another broker, at most ``retry_times_when_send_failed`` times;
-        a queue that moved (a static topic remapped) is retried after re-reading the route,
-        with a short backoff; a broker answering SYSTEM_BUSY (its in-flight budget is full) is
-        retried after a growing, jittered pause, on another broker when the send may move.
-        All attempts together keep within the send timeout, as RocketMQ's ``sendDefaultImpl``
-        does. An attempt that could move to another broker waits at most its share of what is
-        left (``_attempt_timeout_ms``), so a hung broker (alive but silent) costs one share,
-        not the whole timeout; the broker it timed out on is avoided by the next attempt and,
-        with the latency table on, marked as the worst latency for later sends.
+        """Send one request body: attempts until one is acknowledged, each failure judged by
+        :class:`~rocketspark.client.send_retries.SendRetries` (give up, or where and when to
+        try again). An attempt that could move to another broker waits at most its share of
+        what is left (``_attempt_timeout_ms``), so a hung broker (alive but silent) costs one
+        share, not the whole timeout; the broker it timed out on is avoided by the next attempt
+        and, with the latency table on, marked as the worst latency for later sends.
 
         A broker that is down is only avoided (and marked in the latency table when that is
         on): the route stays, as the route push and the 30 s refresh keep it current; only an
         answer saying the route is wrong (no such topic, no write permission) drops it."""
-        attempts = 1 + max(0, self.retry_times_when_send_failed)
-        deadline = time.monotonic() + (timeout_ms or self.timeout_ms) / 1000
-        avoid: str | None = None
-        failures = moves = busy = 0
-        refreshed = False
+        retries = SendRetries(
+            topic,
+            self.routes,
+            1 + max(0, self.retry_times_when_send_failed),
+            time.monotonic() + (timeout_ms or self.timeout_ms) / 1000,
+            pinned is not None,
+        )
         while True:
             info = self.publish_info(topic)
             ref: Target | None = None
             try:
-                try:
-                    ref = (pinned_target(pinned, info.stable) if pinned else None) or self._next(info.queues, avoid)
-                except InvalidParameterError:
-                    if refreshed:
-                        raise
-                    refreshed = True  # the queue count may have grown since the route was cached
-                    self.routes.invalidate(topic)
-                    continue
-                address = self.broker_address(info.route, ref.broker_name)
-                request = self._request(info, topic, ref, body, batch)
-                started = time.monotonic()
-                wait_ms = self._attempt_timeout_ms(deadline - started, pinned is not None, attempts - failures)
-                try:
-                    response = self.call(address, request, wait_ms)
-                except RETRY_ON:
-                    self._record(ref.broker_name, started, failed=True)
-                    raise
-                self._record(ref.broker_name, started, failed=False)
-            except MOVED as exc:
-                self.routes.invalidate(topic)
-                moves += 1
-                if time.monotonic() + _backoff(moves) > deadline:
-                    raise
-                time.sleep(_backoff(moves))
-                log.debug("queue of %s moved (%s); retrying", topic, exc)
-                continue
-            except (SystemBusyError, SlaveNotAvailableError):  # nothing stored: wait and retry
-                busy += 1
-                pause = _busy_backoff(busy)
-                if time.monotonic() + pause + MIN_ATTEMPT_S > deadline:
-                    raise
-                avoid = ref.broker_name if ref is not None else None
-                log.debug("broker %s busy for a send of %s; retrying in %.0f ms", avoid, topic, pause * 1000)
-                time.sleep(pause)
-                continue
-            except RETRY_ON as exc:
-                if isinstance(exc, ROUTE_WRONG) and not info.template:
-                    self.routes.invalidate(topic)
-                if isinstance(exc, ConnectError) and ref is not None and replicated(info.route, ref.broker_name):
-                    self.routes.invalidate(topic)  # a replica group: the route may name a new master soon
-                if pinned is not None and isinstance(exc, ConnectError):
-                    # A pinned queue cannot move to another broker: its broker may be a replica
-                    # group electing a new master, which the route will name. Wait for it.
-                    self.routes.invalidate(topic)
-                    moves += 1
-                    if time.monotonic() + _backoff(moves) > deadline:
-                        raise
-                    time.sleep(_backoff(moves))
-                    continue
-                failures += 1
-                if failures >= attempts or deadline - time.monotonic() < MIN_ATTEMPT_S:
-                    raise
-                avoid = ref.broker_name if ref is not None else None
-                log.debug("send of %s failed (attempt %d/%d): %s", topic, failures, attempts, exc)
+                ref = (pinned_target(pinned, info.stable) if pinned else None) or self._next(info.queues, retries.avoid)
+                response = self._attempt(info, topic, ref, body, batch, retries)
+            except RETRIABLE as exc:
+                pause = retries.after(exc, info, ref)  # raises when the send must give up
+                if pause:
+                    time.sleep(pause)
                 continue
             if info.template:
                 self.routes.invalidate(topic)  # the topic exists now; learn its real route next time
-            assert ref is not None
             return self._result(topic, ref, response)
+
+    def _attempt(
+        self, info: PublishInfo, topic: str, ref: Target, body: bytes, batch: bool, retries: SendRetries
+    ) -> RemotingCommand:
+        """One attempt: send to ``ref``'s broker, wait for the answer, note its latency."""
+        address = self.broker_address(info.route, ref.broker_name)
+        request = self._request(info, topic, ref, body, batch)
+        started = time.monotonic()
+        wait_ms = self._attempt_timeout_ms(retries.deadline - started, retries.pinned, retries.attempts_left)
+        try:
+            response = self.call(address, request, wait_ms)
+        except RETRY_ON:
+            self._record(ref.broker_name, started, failed=True)
+            raise
+        self._record(ref.broker_name, started, failed=False)
+        return response
 
     def _attempt_timeout_ms(self, left_s: float, pinned: bool, attempts_left: int) -> int:
         """How long one attempt may wait for its answer. A pinned send is retried on the same

@@ -142,7 +142,7 @@ class RouteSubscriber:
     def nameserver_changed(self) -> None:
         """Move the subscriptions to the cache's (new) sticky nameserver."""
         stream = self._stream
-        if stream is not None and self.nameserver != self.cache.current_nameserver:
+        if stream is not None and self.nameserver != self.cache.namesrv.current:
             stream.cancel()  # ends the subscriptions there; the loop reconnects to the new one
 
     def _attach(self, nameserver: str) -> None:
@@ -163,7 +163,7 @@ class RouteSubscriber:
     def _run(self) -> None:
         backoff = 0.1
         while not self._stop.is_set():
-            target = self.cache.current_nameserver
+            target = self.cache.namesrv.current
             try:
                 self._stream = self.cache.remoting.open_push_stream(target, self.client_id)
                 for command in self._stream:

@@ -10,8 +10,6 @@ others are tried in turn.
 from __future__ import annotations
 
 import logging
-import os
-import random
 import threading
 import time
 from collections.abc import Callable
@@ -19,13 +17,12 @@ from dataclasses import dataclass
 from typing import TypedDict, TypeVar, cast
 
 from rocketspark.client.daemon import DaemonThread
+from rocketspark.client.nameservers import Nameservers
 from rocketspark.client.route_push import RouteSubscriber
 from rocketspark.errors import (
     ConnectError,
     InvalidParameterError,
-    NoNameServerError,
     NoRouteInfoError,
-    RequestTimeoutError,
     RocketSparkError,
     TopicNotExistError,
 )
@@ -33,30 +30,12 @@ from rocketspark.protocol.codec import unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.types import Perm, TopicRouteData
-from rocketspark.remoting.client import RemotingClient, check, parse_address
+from rocketspark.remoting.client import RemotingClient
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-ENV_NAMESRV = "ROCKETSPARK_NAMESRV"
 AUTO_CREATE_TOPIC = "TBW102"
-
-
-def resolve_nameservers(nameserver: str | list[str] | tuple[str, ...] | None) -> list[str]:
-    """Addresses from the argument, else ``ROCKETSPARK_NAMESRV``; none at all is an error."""
-    if nameserver is None:
-        nameserver = os.environ.get(ENV_NAMESRV, "")
-    if isinstance(nameserver, str):
-        nameserver = nameserver.replace(";", ",").split(",")
-    addresses = [a.strip() for a in nameserver if a and a.strip()]
-    if not addresses:
-        raise NoNameServerError(
-            f"No name server address, please set it: pass nameserver='host:port' or set the {ENV_NAMESRV} "
-            "environment variable (e.g. 127.0.0.1:9876)"
-        )
-    for address in addresses:
-        parse_address(address)
-    return addresses
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +158,7 @@ class RouteCache:
         remoting: RemotingClient,
         options: RouteOptions | None = None,
     ) -> None:
-        self.nameservers = resolve_nameservers(nameservers)
+        self.namesrv = Nameservers(nameservers, remoting)
         self.remoting = remoting
         self.options = options = options or RouteOptions()
         self.counters = RouteCounters()
@@ -190,63 +169,28 @@ class RouteCache:
         # topic -> build function -> (the route it was built from, the value): see derive()
         self._derived: dict[str, dict[Callable[[TopicRouteData], object], tuple[TopicRouteData, object]]] = {}
         self._lock = threading.Lock()
-        self._current = random.randrange(len(self.nameservers))
         self._stop = threading.Event()
         self._refresher = DaemonThread(self._refresh_loop, "route-refresh")
         self.subscriber: RouteSubscriber | None = RouteSubscriber(self) if options.route_push else None
+        self.namesrv.on_change = self._nameserver_changed
 
     # -- nameserver calls ------------------------------------------------------------------------
 
-    @property
-    def current_nameserver(self) -> str:
-        return self.nameservers[self._current % len(self.nameservers)]
-
-    def set_nameservers(self, nameservers: str | list[str]) -> None:
-        """A new nameserver list: pick a new sticky one at random; subscriptions move to it."""
-        addresses = resolve_nameservers(nameservers)
-        if addresses == self.nameservers:
-            return
-        self.nameservers = addresses
-        self._current = random.randrange(len(addresses))
+    def _nameserver_changed(self) -> None:
         if self.subscriber is not None:
-            self.subscriber.nameserver_changed()
-
-    def call_nameserver(self, request: RemotingCommand, *ok: int, timeout_ms: int | None = None) -> RemotingCommand:
-        """Send to the sticky nameserver, moving to the next one when it cannot be reached;
-        raise for an answer whose code is not SUCCESS or one of ``ok``."""
-        errors: list[str] = []
-        for attempt in range(len(self.nameservers)):
-            index = (self._current + attempt) % len(self.nameservers)
-            try:
-                response = self.remoting.invoke(self.nameservers[index], request, timeout_ms, peer="nameserver")
-            except (ConnectError, RequestTimeoutError) as exc:
-                errors.append(exc.message)
-                continue
-            if index != self._current % len(self.nameservers):
-                self._current = index
-                if self.subscriber is not None:
-                    self.subscriber.nameserver_changed()
-            return check(response, *ok)
-        raise ConnectError("no nameserver answered: " + "; ".join(errors), nameservers=self.nameservers)
-
-    def call_nameserver_at(
-        self, address: str, request: RemotingCommand, *ok: int, timeout_ms: int | None = None
-    ) -> RemotingCommand:
-        """Send to one given nameserver (changes go to every one of them); checked like
-        ``call_nameserver``."""
-        return check(self.remoting.invoke(address, request, timeout_ms, peer="nameserver"), *ok)
+            self.subscriber.nameserver_changed()  # subscriptions move to the new sticky one
 
     def fetch(self, topic: str) -> TopicRouteData:
         """Ask a nameserver for a route now; TopicNotExistError when it has none."""
         self.counters.queries += 1
-        response = self.call_nameserver(RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}))
+        response = self.namesrv.call(RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}))
         return TopicRouteData.from_wire(unpack(response.body))
 
     # -- cache -----------------------------------------------------------------------------------
 
     def _not_found(self, topic: str) -> NoRouteInfoError:
         return NoRouteInfoError(
-            f'No route info of this topic "{topic}": the nameserver at {self.current_nameserver} knows no such '
+            f'No route info of this topic "{topic}": the nameserver at {self.namesrv.current} knows no such '
             f"topic. Create it with `rocketspark admin create-topic {topic}`",
             topic=topic,
         )

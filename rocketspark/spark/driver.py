@@ -80,7 +80,7 @@ class Catalog:
             pattern = re.compile(opts.topic_pattern or "")
             request = RemotingCommand.request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
             try:
-                listed: list[str] = unpack(self.consumer.routes.call_nameserver(request).body)
+                listed: list[str] = unpack(self.consumer.routes.namesrv.call(request).body)
             except ConnectError as exc:
                 raise self._unreachable(exc) from None
             names = [t for t in listed if pattern.fullmatch(t) and t != AUTO_CREATE_TOPIC]

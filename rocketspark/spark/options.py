@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rocketspark.client.nameservers import resolve_nameservers
 from rocketspark.client.pulling import parse_tags
-from rocketspark.client.routes import resolve_nameservers
 from rocketspark.errors import ClientError, InvalidAddressError, NoNameServerError
 from rocketspark.protocol.service import MAX_GRPC_MESSAGE_BYTES
 

@@ -41,4 +41,4 @@ def test_bad_route_options_are_refused(options: dict[str, int], message: str) ->
 def test_the_nameserver_list_is_the_route_cache_s() -> None:
     with Admin(NS, route_push=False) as admin:
         admin.update_nameservers("127.0.0.1:1;127.0.0.1:2")
-        assert admin.nameservers == ["127.0.0.1:1", "127.0.0.1:2"] == admin.routes.nameservers
+        assert admin.nameservers == ["127.0.0.1:1", "127.0.0.1:2"] == admin.routes.namesrv.addresses

@@ -202,8 +202,8 @@ def test_an_error_answer_from_a_nameserver_is_raised_not_returned() -> None:
     routes = cache(FakeNameserver())
     try:
         with pytest.raises(SystemError_, match="cannot serve"):
-            routes.call_nameserver(RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO))
+            routes.namesrv.call(RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO))
         with pytest.raises(SystemError_, match="cannot serve"):
-            routes.call_nameserver_at("127.0.0.1:9876", RemotingCommand.request(RequestCode.GET_COUNTERS))
+            routes.namesrv.call_at("127.0.0.1:9876", RemotingCommand.request(RequestCode.GET_COUNTERS))
     finally:
         routes.close()

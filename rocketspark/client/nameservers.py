@@ -1,0 +1,82 @@
+"""The nameservers a client talks to: their addresses, and calls that move on when one fails.
+
+Addresses come from the argument or ``ROCKETSPARK_NAMESRV`` (the broker's ``__main__`` reads
+them the same way). One nameserver, picked at random, is used until it cannot be reached;
+the others are then tried in turn, and the one that answered becomes the sticky one (whoever
+listens to ``on_change``, the route-push subscriber, follows it).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Callable
+
+from rocketspark.errors import ConnectError, NoNameServerError, RequestTimeoutError
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.remoting.client import RemotingClient, check, parse_address
+
+ENV_NAMESRV = "ROCKETSPARK_NAMESRV"
+
+
+def resolve_nameservers(nameserver: str | list[str] | tuple[str, ...] | None) -> list[str]:
+    """Addresses from the argument, else ``ROCKETSPARK_NAMESRV``; none at all is an error."""
+    if nameserver is None:
+        nameserver = os.environ.get(ENV_NAMESRV, "")
+    if isinstance(nameserver, str):
+        nameserver = nameserver.replace(";", ",").split(",")
+    addresses = [a.strip() for a in nameserver if a and a.strip()]
+    if not addresses:
+        raise NoNameServerError(
+            f"No name server address, please set it: pass nameserver='host:port' or set the {ENV_NAMESRV} "
+            "environment variable (e.g. 127.0.0.1:9876)"
+        )
+    for address in addresses:
+        parse_address(address)
+    return addresses
+
+
+class Nameservers:
+    """Calls to a client's nameservers: the sticky one first, the others when it fails."""
+
+    def __init__(self, nameservers: str | list[str] | tuple[str, ...] | None, remoting: RemotingClient) -> None:
+        self.addresses = resolve_nameservers(nameservers)
+        self.remoting = remoting
+        self._current = random.randrange(len(self.addresses))
+        self.on_change: Callable[[], None] = lambda: None  # the sticky one changed
+
+    @property
+    def current(self) -> str:
+        return self.addresses[self._current % len(self.addresses)]
+
+    def replace(self, nameservers: str | list[str]) -> None:
+        """A new address list: pick a new sticky one at random."""
+        addresses = resolve_nameservers(nameservers)
+        if addresses == self.addresses:
+            return
+        self.addresses = addresses
+        self._current = random.randrange(len(addresses))
+        self.on_change()
+
+    def call(self, request: RemotingCommand, *ok: int, timeout_ms: int | None = None) -> RemotingCommand:
+        """Send to the sticky nameserver, moving to the next one when it cannot be reached;
+        raise for an answer whose code is not SUCCESS or one of ``ok``."""
+        errors: list[str] = []
+        for attempt in range(len(self.addresses)):
+            index = (self._current + attempt) % len(self.addresses)
+            try:
+                response = self.remoting.invoke(self.addresses[index], request, timeout_ms, peer="nameserver")
+            except (ConnectError, RequestTimeoutError) as exc:
+                errors.append(exc.message)
+                continue
+            if index != self._current % len(self.addresses):
+                self._current = index
+                self.on_change()
+            return check(response, *ok)
+        raise ConnectError("no nameserver answered: " + "; ".join(errors), nameservers=self.addresses)
+
+    def call_at(
+        self, address: str, request: RemotingCommand, *ok: int, timeout_ms: int | None = None
+    ) -> RemotingCommand:
+        """Send to one given nameserver (changes go to every one of them); checked like ``call``."""
+        return check(self.remoting.invoke(address, request, timeout_ms, peer="nameserver"), *ok)

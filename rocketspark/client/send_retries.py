@@ -1,0 +1,128 @@
+"""What a producer does after a send attempt failed: give up, or wait and try again (where).
+
+One policy for every failure, so that a send is one attempt in a loop (``Producer._send_body``):
+
+- a queue that moved (a static topic remapped, a replica group's new master): re-read the
+  route and send again, after a short backoff;
+- a broker answering SYSTEM_BUSY or too few in-sync replicas (nothing was stored): wait a
+  growing, jittered pause and try again, on another broker when the send may move;
+- a broker that failed (unreachable, no answer in time, refusing the topic): try another
+  broker, at most ``retry_times_when_send_failed`` more times; a pinned send cannot move, so
+  it waits for the route to name the queue's new home instead;
+- a queue id the cached route does not have: re-read the route once (queues may have been
+  added).
+
+All attempts together keep within the send timeout, as RocketMQ's ``sendDefaultImpl`` does.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from dataclasses import dataclass
+
+from rocketspark.client.routes import RouteCache
+from rocketspark.client.selection import PublishInfo, Target, replicated
+from rocketspark.errors import (
+    ConnectError,
+    InvalidParameterError,
+    MappingStaleError,
+    NoPermissionError,
+    NotLeaderForQueueError,
+    NotMasterError,
+    RequestTimeoutError,
+    RocketSparkError,
+    SlaveNotAvailableError,
+    SystemBusyError,
+    TopicNotExistError,
+)
+
+log = logging.getLogger(__name__)
+
+# Errors after which another broker may succeed (RocketMQ's retryResponseCodes, plus transport:
+# a broker that cannot be reached or does not answer in time).
+RETRY_ON = (ConnectError, RequestTimeoutError, NoPermissionError, TopicNotExistError)
+# Of those, the ones that say the cached route is wrong (not just that a broker is down).
+ROUTE_WRONG = (NoPermissionError, TopicNotExistError)
+# Errors saying the queue now lives elsewhere (a remap, or a new master of a replica group).
+MOVED = (NotLeaderForQueueError, MappingStaleError, NotMasterError)
+BUSY = (SystemBusyError, SlaveNotAvailableError)  # nothing was stored
+RETRIABLE = (*RETRY_ON, *MOVED, *BUSY, InvalidParameterError)
+# Less time than this left of the send timeout: another attempt could only time out (and would
+# wrongly mark a healthy broker in the latency table), so the failure is raised instead.
+MIN_ATTEMPT_S = 0.05
+
+
+def _backoff(attempt: int) -> float:
+    return float(min(0.025 * 2**attempt, 0.4))
+
+
+def _busy_backoff(refusals: int) -> float:
+    """Pause after the ``refusals``-th SYSTEM_BUSY: 50 ms doubling to 1 s, jittered so that
+    the clients a busy broker refused together do not all come back together."""
+    return float(min(0.05 * 2 ** (refusals - 1), 1.0) * random.uniform(0.5, 1.0))
+
+
+@dataclass
+class SendRetries:
+    """The state of one send's retries; ``after`` decides on each failure."""
+
+    topic: str
+    routes: RouteCache
+    attempts: int  # 1 + retry_times_when_send_failed
+    deadline: float  # monotonic
+    pinned: bool
+    avoid: str | None = None  # the broker the next attempt should not pick
+    failures: int = 0
+    moves: int = 0
+    busy: int = 0
+    refreshed: bool = False
+
+    @property
+    def attempts_left(self) -> int:
+        return self.attempts - self.failures
+
+    def after(self, exc: RocketSparkError, info: PublishInfo, ref: Target | None) -> float:
+        """The pause before the next attempt; raises ``exc`` when the send must give up."""
+        if isinstance(exc, InvalidParameterError):
+            if ref is not None or self.refreshed:  # the broker's answer, or a queue id still unknown
+                raise exc
+            self.refreshed = True  # the queue count may have grown since the route was cached
+            self.routes.invalidate(self.topic)
+            return 0.0
+        if isinstance(exc, MOVED):
+            return self._moved(exc)
+        if isinstance(exc, BUSY):
+            self.busy += 1
+            pause = _busy_backoff(self.busy)
+            if time.monotonic() + pause + MIN_ATTEMPT_S > self.deadline:
+                raise exc
+            self.avoid = ref.broker_name if ref is not None else None
+            log.debug("broker %s busy for a send of %s; retrying in %.0f ms", self.avoid, self.topic, pause * 1000)
+            return pause
+        if not isinstance(exc, RETRY_ON):
+            raise exc
+        if isinstance(exc, ROUTE_WRONG) and not info.template:
+            self.routes.invalidate(self.topic)
+        if isinstance(exc, ConnectError) and ref is not None and replicated(info.route, ref.broker_name):
+            self.routes.invalidate(self.topic)  # a replica group: the route may name a new master soon
+        if self.pinned and isinstance(exc, ConnectError):
+            # A pinned queue cannot move to another broker: its broker may be a replica group
+            # electing a new master, which the route will name. Wait for it.
+            return self._moved(exc)
+        self.failures += 1
+        if self.failures >= self.attempts or self.deadline - time.monotonic() < MIN_ATTEMPT_S:
+            raise exc
+        self.avoid = ref.broker_name if ref is not None else None
+        log.debug("send of %s failed (attempt %d/%d): %s", self.topic, self.failures, self.attempts, exc)
+        return 0.0
+
+    def _moved(self, exc: RocketSparkError) -> float:
+        self.routes.invalidate(self.topic)
+        self.moves += 1
+        pause = _backoff(self.moves)
+        if time.monotonic() + pause > self.deadline:
+            raise exc
+        log.debug("queue of %s moved (%s); retrying", self.topic, exc)
+        return pause
