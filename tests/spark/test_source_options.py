@@ -254,4 +254,4 @@ def test_properties_and_keys_come_through(spark: Any, cluster: LocalCluster) -> 
     first, second = df.collect()
     assert (first.tag, first.keys, first.properties) == ("T", ["k1", "k2"], {"trace": "abc"})
     assert (second.tag, second.keys, second.properties) == (None, None, None)
-    assert first.brokerName == "broker-a" and len(first.msgId) == 24
+    assert first.brokerName == "broker-a" and len(first.msgId) == 32
