@@ -149,8 +149,7 @@ def read_heads(buf: bytes | memoryview, *, verify: bool = True, max_section: int
     raw = np.frombuffer(buf, dtype=np.uint8)
     rows = raw[starts[:, None] + _HEAD_SPAN].view(HEADER_DTYPE)[:, 0] if len(starts) else np.zeros(0, HEADER_DTYPE)
     heads = Heads(starts, rows)
-    _check_fields(heads, max_section)
-    if verify:
+    if verify:  # CRCs first: a damaged byte is damage, whatever field it landed in
         view = memoryview(buf)
         crc32 = zlib.crc32
         for pos, total, header_crc, body_crc in zip(
@@ -164,6 +163,7 @@ def read_heads(buf: bytes | memoryview, *, verify: bool = True, max_section: int
                 raise RecordCorrupted(f"body CRC mismatch in the record at byte {pos}", pos)
             if crc32(view[pos + BROKER_AT : pos + BROKER_END]) != header_crc:
                 raise RecordCorrupted(f"header CRC mismatch in the record at byte {pos}", pos)
+    _check_fields(heads, max_section)
     return heads
 
 
@@ -318,11 +318,11 @@ def check_record(buf: bytes | memoryview, pos: int, limit: int) -> int:
     if total < HEADER_SIZE or pos + total > limit:
         raise RecordCorrupted(f"impossible record size {total} at {pos}", pos)
     head = HEADER.unpack_from(buf, pos)
-    if head[9] != VERSION:
-        raise RecordCorrupted(f"record version {head[9]} at {pos} (this broker knows {VERSION})", pos)
     view = memoryview(buf)
     if zlib.crc32(view[pos + BODY_AT : pos + total]) != head[8]:
         raise RecordCorrupted(f"body CRC mismatch in record at {pos}", pos)
     if zlib.crc32(view[pos + BROKER_AT : pos + BROKER_END]) != head[2]:
         raise RecordCorrupted(f"header CRC mismatch in record at {pos}", pos)
+    if head[9] != VERSION:  # intact, but of a format this broker does not know
+        raise RecordCorrupted(f"record version {head[9]} at {pos} (this broker knows {VERSION})", pos)
     return int(total)

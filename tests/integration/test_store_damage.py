@@ -137,7 +137,9 @@ def test_damage_in_a_sealed_segment_is_found_by_the_scrub_before_any_reader(
         assert time.monotonic() < deadline, "the scrub did not find the damage"
         time.sleep(0.2)
     values = counters(cluster)
-    assert segments[1].name in str(values["scrubDamage"]) and "CRC mismatch" in str(values["scrubDamage"])
+    found = str(values["scrubDamage"])
+    assert segments[1].name in found  # where the rot landed in its record decides which check names it
+    assert any(reason in found for reason in ("CRC mismatch", "bad magic", "impossible record size")), found
 
     got = read_queue(cluster, topic_name, 0)
     lost = [i for i in range(600) if (i, bodies[0][i]) not in got]
