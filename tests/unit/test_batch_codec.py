@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from rocketspark.codec.arrow import Source, msg_ids, to_record_batch
+from rocketspark.codec.arrow import SCHEMA, Source, msg_ids, to_record_batch
 from rocketspark.codec.build import (
     Idempotence,
     Section,
@@ -67,21 +67,6 @@ COUNT_AT = 52
 SECTION_SIZE_AT = 88
 ATTRIBUTES_AT = 49
 
-SCHEMA = pa.schema(
-    [
-        ("topic", pa.string()),
-        ("queueId", pa.int32()),
-        ("queueOffset", pa.int64()),
-        ("msgId", pa.string()),
-        ("tag", pa.string()),
-        ("keys", pa.list_(pa.string())),
-        ("body", pa.binary()),
-        ("bornTimestamp", pa.timestamp("us", tz="UTC")),
-        ("storeTimestamp", pa.timestamp("us", tz="UTC")),
-        ("brokerName", pa.string()),
-        ("properties", pa.map_(pa.string(), pa.string())),
-    ]
-)
 
 # --- helpers -------------------------------------------------------------------------------
 
