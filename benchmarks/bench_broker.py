@@ -8,8 +8,9 @@ echo server, then for 100-byte and 1 KiB bodies measures:
   transport takes), and our ratio to it;
 - drain: reading every message back from offset 0 with ``Consumer.iter_range``, msgs/s, into
   Message objects and into Arrow columns (``columnar=True``);
-- latency: one message at a time at 1,000 and 10,000 msg/s, received by a consumer in another
-  process that follows the queue with a streaming pull; p50 and p99 in ms;
+- latency: one message a send at 1,000 and 10,000 msg/s (from one sending thread per 500 msg/s,
+  each waiting for its acknowledgements), received by a consumer in another process that
+  follows the queue with a streaming pull; p50 and p99 in ms;
 - one thread sending one message at a time, waiting for each acknowledgement, against a unary
   round trip to the do-nothing server;
 - static topic: the drain rate of one logical queue whose data spans 3 segments on 2
@@ -144,14 +145,22 @@ def latency(nameserver: str, topic: str, size: int, count: int, rate: int = 1000
     consumer.stdout.readline()  # "consumer ready"
     time.sleep(0.5)
     padding = b"p" * max(0, size - 8)
-    with Producer(nameserver) as producer:
+    senders = max(1, rate // 500)  # each thread waits for every acknowledgement: 500/s each keeps up
+
+    def send_share(k: int, producer: Producer) -> None:
         start = time.monotonic()
-        for i in range(count):
-            due = start + i / rate
-            delay = due - time.monotonic()
+        for i in range(k, count, senders):
+            delay = start + i / rate - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
             producer.send(Message(topic, struct.pack(">q", time.monotonic_ns()) + padding, queue_id=0))
+
+    with Producer(nameserver) as producer:
+        threads = [threading.Thread(target=send_share, args=(k, producer)) for k in range(senders)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
     out, _ = consumer.communicate(timeout=120)
     samples = json.loads(out.strip().splitlines()[-1])
     samples = sorted(samples[len(samples) // 50 :])  # drop the first 2% as warm-up

@@ -22,6 +22,7 @@ from rocketspark.codec import layout
 from rocketspark.codec.build import stamped_head
 
 log = logging.getLogger(__name__)
+FORMAT_1_MAGIC = 0x52534D31  # "RSM1": a record of one message, before batch records
 
 
 class CommitLog:
@@ -66,6 +67,19 @@ class CommitLog:
             segment.wrote = self.segment_bytes  # assume full until recovery finds the real end
             segment.flushed = self.segment_bytes
             self.segments.append(segment)
+        if self.segments:
+            self._refuse_an_older_format(self.segments[0])
+
+    def _refuse_an_older_format(self, first: MappedFile) -> None:
+        """A log of per-message records (rocketspark's format 1) would be cut as damage by
+        recovery: refuse it whole, naming what to do, rather than lose it."""
+        if layout.PREFIX.unpack_from(first.read(0, layout.PREFIX.size))[1] == FORMAT_1_MAGIC:
+            self.close()
+            raise ValueError(
+                f"the commit log in {self.directory} was written by an older rocketspark (one record per message, "
+                "format 1); this broker stores batch records (format 2) and cannot read it. Drain its topics with "
+                "the older version (or let them expire) and start this one on an empty data_dir"
+            )
 
     def close(self) -> None:
         for segment in self.segments:

@@ -92,9 +92,16 @@ class MappedFile:
             pos += written
 
     def read(self, pos: int, n: int) -> bytes:
-        if self._mm is not None:
-            return self._mm[pos : pos + n]
+        """``n`` bytes at ``pos``, read with ``pread``: a read through the mapping would leave
+        its pages mapped into this process, and a broker serving reads across a 10 GiB log would
+        count all of them in its resident set."""
         return os.pread(self._fd, n, pos)
+
+    def release(self) -> None:
+        """Drop this process's mapping of the pages a scan touched (they stay in the page
+        cache): after recovery scanned a log, its pages would otherwise count as resident."""
+        if self._mm is not None:
+            self._mm.madvise(mmap.MADV_DONTNEED)
 
     def zero_from(self, pos: int) -> None:
         """Erase every byte from ``pos`` to the end of the file (truncate a torn tail).

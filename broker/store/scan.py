@@ -141,6 +141,7 @@ def scan_segment(
         yield state
     finally:
         mm.release()
+        segment.release()  # the pages scanned stay cached, not mapped into this process
 
 
 def _data_end(raw: mmap.mmap, pos: int, size: int) -> int:

@@ -145,3 +145,16 @@ def test_damage_to_a_batch_is_cut_and_the_batches_around_it_survive(store_path: 
     assert read_from(store, "t", 0) == expected
     assert put_batch(store, "t", 0, [b"next"]).first_queue_offset == 12  # the lost offsets are not handed out again
     store.close()
+
+
+def test_a_log_of_the_older_per_message_format_is_refused_whole_not_cut(store_path: Path) -> None:
+    store = open_store(store_path)
+    put_batch(store, "t", 0, [b"x"])
+    store.close()
+    segment = store_path / "commitlog" / f"{0:020d}"
+    with open(segment, "r+b") as f:  # what format 1 wrote at the start of its log
+        f.write((200).to_bytes(4, "big") + (0x52534D31).to_bytes(4, "big"))
+    before = segment.read_bytes()
+    with pytest.raises(ValueError, match=r"older rocketspark \(one record per message, format 1\)"):
+        open_store(store_path)
+    assert segment.read_bytes() == before  # nothing cut
