@@ -14,6 +14,7 @@ from typing import Any
 
 import msgpack
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from rocketspark.codec.columns import I64, Columns
@@ -78,20 +79,59 @@ def _view_array(kind: pa.DataType, data: bytes, begins: I64, lengths: I64, valid
     return array.cast(kind)
 
 
-def msg_ids(broker_name: str, phys: I64, index: I64) -> pa.Array:
+def _hex(values: npt.NDArray[np.uint64], digits: int) -> npt.NDArray[np.uint8]:
+    """Upper-case hex digits of each value, ``digits`` per value, one row each."""
+    shifts = np.arange(digits - 1, -1, -1, dtype=np.uint64) * np.uint64(4)
+    rows: npt.NDArray[np.uint8] = _HEX[((values[:, None] >> shifts) & np.uint64(0xF)).astype(np.intp)]
+    return rows
+
+
+def msg_ids(broker_name: str, phys: I64, index: I64, batch: I64 | None = None) -> pa.Array:
     """``layout.msg_id`` of every message: 8 hex digits of the broker, 16 of its batch's log
-    offset, 8 of its place in the batch."""
-    n = len(phys)
+    offset, 8 of its place in the batch. With ``batch`` (each message's record, ``phys``
+    then being per record) the log offsets are formatted once per record."""
+    n = len(index)
     prefix = np.frombuffer(f"{zlib.crc32(broker_name.encode()):08X}".encode(), dtype=np.uint8)
-    shifts16 = np.arange(15, -1, -1, dtype=np.uint64) * 4
-    shifts8 = np.arange(7, -1, -1, dtype=np.uint64) * 4
-    high = (phys.astype(np.uint64)[:, None] >> shifts16) & 0xF
-    low = (index.astype(np.uint64)[:, None] >> shifts8) & 0xF
-    digits = np.concatenate(
-        [np.broadcast_to(prefix, (n, 8)), _HEX[high.astype(np.intp)], _HEX[low.astype(np.intp)]], axis=1
-    )
+    high = _hex(phys.astype(np.uint64), 16)
+    if batch is not None:
+        high = high[batch]
+    top = int(index.max()) + 1 if n else 0
+    if top <= n:  # places in batches repeat: format each once
+        low = _hex(np.arange(top, dtype=np.uint64), 8)[index]
+    else:
+        low = _hex(index.astype(np.uint64), 8)
+    digits = np.concatenate([np.broadcast_to(prefix, (n, 8)), high, low], axis=1)
     offsets = np.arange(0, 32 * n + 1, 32, dtype=np.int32)
     return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(digits.ravel())])
+
+
+def _column(
+    kind: pa.DataType, columns: Columns, data: bytes, at: I64, lengths: I64, valid: np.ndarray | None
+) -> pa.Array:
+    """A binary or string column of values at ``at`` in ``data``. Values that lie end to end
+    within each record (the usual case: nothing filtered out in between) are copied once, a
+    run per record, and indexed by offsets; otherwise each value is placed by a view."""
+    n = len(lengths)
+    if n == 0:
+        return pa.array([], kind)
+    starts = np.flatnonzero(np.r_[True, columns.batch[1:] != columns.batch[:-1]])  # each record's first row
+    ends = np.r_[starts[1:], n]
+    region_from = at[starts]
+    region_to = at[ends - 1] + lengths[ends - 1]
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    shift = np.zeros(len(starts), dtype=np.int64)
+    np.cumsum((region_to - region_from)[:-1], out=shift[1:])
+    placed = at - np.repeat(region_from - shift, ends - starts)
+    if offsets[-1] >= 1 << 31 or not np.array_equal(placed, offsets[:-1]):
+        return _view_array(kind, data, at, lengths, valid)
+    view = memoryview(data)
+    joined = b"".join(view[a:b] for a, b in zip(region_from.tolist(), region_to.tolist(), strict=True))
+    validity, nulls = None, 0
+    if valid is not None and not valid.all():
+        validity, nulls = pa.py_buffer(np.packbits(valid, bitorder="little")), int((~valid).sum())
+    buffers = [validity, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(joined)]
+    return pa.Array.from_buffers(kind, n, buffers, null_count=nulls)
 
 
 def _extras(data: bytes, columns: Columns) -> tuple[list[Any], list[Any]]:
@@ -114,9 +154,9 @@ def to_record_batch(columns: Columns, source: Source, schema: pa.Schema) -> pa.R
         "topic": pa.repeat(pa.scalar(source.topic, pa.string()), n),
         "queueId": pa.repeat(pa.scalar(source.queue_id, pa.int32()), n),
         "queueOffset": pa.array(columns.queue_offset + source.offset_delta, pa.int64()),
-        "msgId": msg_ids(source.broker_name, columns.per_message("commitlog_offset"), columns.index),
-        "tag": _view_array(pa.string(), data, columns.tag_at, columns.tag_len, columns.has_tag),
-        "body": _view_array(pa.binary(), data, columns.body_at, columns.body_len, None),
+        "msgId": msg_ids(source.broker_name, columns.heads.field("commitlog_offset"), columns.index, columns.batch),
+        "tag": _column(pa.string(), columns, data, columns.tag_at, columns.tag_len, columns.has_tag),
+        "body": _column(pa.binary(), columns, data, columns.body_at, columns.body_len, None),
         "bornTimestamp": pa.array(columns.per_message("born_ms") * 1000, stamp),
         "storeTimestamp": pa.array(columns.per_message("store_ms") * 1000, stamp),
         "brokerName": pa.repeat(pa.scalar(source.broker_name, pa.string()), n),
