@@ -96,10 +96,8 @@ def msg_ids(broker_name: str, phys: I64, index: I64, batch: I64 | None = None) -
     if batch is not None:
         high = high[batch]
     top = int(index.max()) + 1 if n else 0
-    if top <= n:  # places in batches repeat: format each once
-        low = _hex(np.arange(top, dtype=np.uint64), 8)[index]
-    else:
-        low = _hex(index.astype(np.uint64), 8)
+    # places in batches repeat: each formatted once, unless they are sparse
+    low = _hex(np.arange(top, dtype=np.uint64), 8)[index] if top <= n else _hex(index.astype(np.uint64), 8)
     digits = np.concatenate([np.broadcast_to(prefix, (n, 8)), high, low], axis=1)
     offsets = np.arange(0, 32 * n + 1, 32, dtype=np.int32)
     return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(digits.ravel())])
