@@ -198,7 +198,7 @@ class ReaderOptions:
     include_properties: bool = False
     consumer_group: str | None = None
     pull_timeout_ms: int = 30_000
-    pull_batch_size: int = 4000
+    pull_batch_size: int = 32_768
     verify_crc: bool = True
     latest_offset_cache_ms: int = 100
 
@@ -277,7 +277,7 @@ def parse_reader(options: Mapping[str, str], *, streaming: bool | None) -> Reade
         include_properties=_bool(options, "includeProperties", False),
         consumer_group=_get(options, "consumerGroup"),
         pull_timeout_ms=_int(options, "pullTimeoutMs", 30_000, 1) or 30_000,
-        pull_batch_size=_int(options, "pullBatchSize", 4000, 1) or 4000,
+        pull_batch_size=_int(options, "pullBatchSize", 32_768, 1) or 32_768,
         verify_crc=_bool(options, "verifyCrc", True),
         latest_offset_cache_ms=_int(options, "latestOffsetCacheMs", 100, 0) or 0,
     )
