@@ -139,6 +139,14 @@ class Producer(ClientBase):
 
     # -- validation -----------------------------------------------------------------------------
 
+    def _check_all(self, topic: str, messages: Sequence[Message]) -> None:
+        """``_check`` of messages of one topic: the topic once, the largest body once."""
+        if not self.routes.has_route(topic):
+            validate_topic_name(topic)
+        if max(len(m.body) for m in messages) > self.max_message_bytes:
+            for message in messages:
+                self._check(message)  # raises, naming the first one over
+
     def _check(self, message: Message) -> None:
         if not self.routes.has_route(message.topic):  # a cached route's name was accepted by the cluster
             validate_topic_name(message.topic)
@@ -271,8 +279,7 @@ class Producer(ClientBase):
         if messages and all(m.queue_id is None and m.sharding_key is None for m in messages):
             topic = messages[0].topic
             if all(m.topic == topic for m in messages):  # the common case: one topic, no pinning
-                for message in messages:
-                    self._check(message)
+                self._check_all(topic, messages)
                 return [(topic, None, messages)]
         groups: dict[tuple[str, object], tuple[Message | None, list[Message]]] = {}
         for message in messages:

@@ -230,14 +230,18 @@ def message_size(message: Message) -> int:
 
 def chunk_messages(messages: Sequence[Message], max_bytes: int) -> list[Sequence[Message]]:
     """Messages, in order, in runs of at most ``max_bytes`` (a larger message goes alone)."""
+    if not any(m.tags or m.keys or m.properties for m in messages):  # sizes from bodies alone
+        sizes = np.fromiter((len(m.body) for m in messages), dtype=np.int64, count=len(messages)) + 16
+        if int(sizes.sum()) <= max_bytes:
+            return [messages]
+    else:
+        sizes = np.fromiter(map(message_size, messages), dtype=np.int64, count=len(messages))
     chunks: list[Sequence[Message]] = []
-    start = size = 0
-    for i, message in enumerate(messages):
-        n = message_size(message)
-        if i > start and size + n > max_bytes:
-            chunks.append(messages[start:i])
-            start, size = i, 0
-        size += n
-    if start < len(messages):
-        chunks.append(messages[start:])
+    ends = np.cumsum(sizes)
+    start = 0
+    while start < len(messages):
+        floor = int(ends[start - 1]) if start else 0
+        stop = max(start + 1, int(np.searchsorted(ends, floor + max_bytes, side="right")))
+        chunks.append(messages[start:stop])
+        start = stop
     return chunks
