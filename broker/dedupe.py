@@ -133,7 +133,9 @@ class ProducerTable:
         unflushed = self._unflushed
         while unflushed and unflushed[0][1].end <= flushed_offset:
             key, state = unflushed.popleft()
-            if key in self.states:  # not forgotten meanwhile
+            saved = self.durable.get(key)
+            # not forgotten meanwhile, and not behind what was adopted since (a master's rows)
+            if key in self.states and (saved is None or (state.epoch, state.next_seq) > (saved.epoch, saved.next_seq)):
                 self.durable[key] = state
                 self.file.changed()
         cutoff = time.time() - self.retention_s

@@ -224,8 +224,8 @@ class Consumer(QueueClient):
 
 def _trim(result: PullResult, end: int | None) -> PullResult:
     """Drop what lies at or past ``end`` (a pull answers with whole batches)."""
-    if end is None or result.next_offset <= end:
-        return result
+    if end is None or result.next_offset <= end or result.status not in (PullStatus.FOUND, PullStatus.NO_MATCHED_MSG):
+        return result  # an OFFSET_ILLEGAL result's next_offset says where the queue is: kept
     nxt = min(result.next_offset, end)
     if result.batch is not None:
         offsets = result.batch.column("queueOffset").to_numpy()

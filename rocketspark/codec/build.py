@@ -219,19 +219,25 @@ def encode_messages(
 
 
 def message_size(message: Message) -> int:
-    """About how many bytes a message takes in a batch (for splitting sends by size)."""
-    return (
-        len(message.body)
-        + 16
-        + (len(message.tags) if message.tags else 0)
-        + (64 if message.keys or message.properties else 0)
-    )
+    """The bytes a message takes in a batch's section: its body, tag, keys and properties, and
+    its 13 bytes of offsets and flags (for splitting sends by size)."""
+    tag = len(message.tags.encode()) if message.tags else 0
+    ext = len(pack_ext(message.keys, message.properties)) if message.keys or message.properties else 0
+    return len(message.body) + tag + ext + 13
+
+
+def record_overhead(topic: bytes) -> int:
+    """The bytes of a batch record that are not its messages: header, topic, the offsets' ends."""
+    return HEADER_SIZE + len(topic) + 12
 
 
 def chunk_messages(messages: Sequence[Message], max_bytes: int) -> list[Sequence[Message]]:
-    """Messages, in order, in runs of at most ``max_bytes`` (a larger message goes alone)."""
+    """Messages, in order, in runs whose batch records take at most ``max_bytes`` (a larger
+    message goes alone)."""
+    if messages:
+        max_bytes = max(1, max_bytes - record_overhead(messages[0].topic.encode()))
     if not any(m.tags or m.keys or m.properties for m in messages):  # sizes from bodies alone
-        sizes = np.fromiter((len(m.body) for m in messages), dtype=np.int64, count=len(messages)) + 16
+        sizes = np.fromiter((len(m.body) for m in messages), dtype=np.int64, count=len(messages)) + 13
         if int(sizes.sum()) <= max_bytes:
             return [messages]
     else:

@@ -16,7 +16,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rocketspark.codec.build import Idempotence, Section, encode_batch, join_section
+from rocketspark.codec.build import Idempotence, Section, encode_batch, join_section, record_overhead
 from rocketspark.codec.layout import NONE, summary_of, tag_hash
 
 I64 = npt.NDArray[np.int64]
@@ -65,6 +65,7 @@ def records(
     ends = np.cumsum(sizes)
     start = 0
     topic_bytes = topic.encode()
+    max_bytes = max(1, max_bytes - record_overhead(topic_bytes))
     while start < n:
         floor = int(ends[start - 1]) if start else 0
         stop = max(start + 1, int(np.searchsorted(ends, floor + max_bytes, side="right")))

@@ -24,6 +24,7 @@ from rocketspark.codec.build import (
     encode_messages,
     join_section,
     pack_ext,
+    record_overhead,
     stamped_head,
     tag_summary_of,
 )
@@ -536,7 +537,7 @@ def test_records_carry_the_tag_summary_of_their_own_messages() -> None:
         pa.array(["A", "A", None, "B"], pa.string()),
         pa.array([b""] * 4, pa.binary()),
     )
-    out = [r for r, _ in records(TOPIC, messages, 30)]  # two messages a record (15 bytes each)
+    out = [r for r, _ in records(TOPIC, messages, record_overhead(TOPIC.encode()) + 30)]  # two a record (15 B each)
     assert [tag_summary_of(r) for r in out] == [tag_hash(b"A"), tag_hash(b"B")]
 
 
@@ -570,7 +571,7 @@ def test_records_from_arrow_pass_the_brokers_check() -> None:
 
 def test_chunk_messages_keeps_order_and_puts_a_large_message_alone() -> None:
     sent = [message(b"s" * 10), message(b"s" * 10), message(b"L" * 1000), message(b"s" * 10)]
-    chunks = chunk_messages(sent, 60)
+    chunks = chunk_messages(sent, record_overhead(TOPIC.encode()) + 60)  # 23 bytes a small message
     assert [len(c) for c in chunks] == [2, 1, 1]
     assert [m for c in chunks for m in c] == sent
 
@@ -887,3 +888,18 @@ def test_a_total_size_below_the_header_is_refused(total: int) -> None:
         decode(record)
     with pytest.raises(RecordCorrupted, match="impossible record size"):
         check_record(record, 0, len(record))
+
+
+def test_check_sent_refuses_a_tag_summary_that_does_not_match_the_tags() -> None:
+    record = bytearray(encode_messages(TOPIC, tagged("A")))
+    record[80:88] = (0).to_bytes(8, "big")  # "no message is tagged": filtered readers would skip it
+    record[44:48] = zlib.crc32(record[48:]).to_bytes(4, "big")
+    with pytest.raises(BatchRefused, match="tag summary does not match"):
+        check(bytes(record))
+
+
+def test_a_batch_of_messages_with_large_properties_is_split_to_fit_its_limit() -> None:
+    sent = [Message(TOPIC, b"x", properties={"p": "v" * 10_000}) for _ in range(40)]
+    chunks = chunk_messages(sent, 100_000)
+    assert sum(len(c) for c in chunks) == 40 and len(chunks) > 1
+    assert all(len(encode_messages(TOPIC, list(c))) <= 100_000 for c in chunks)

@@ -4,6 +4,7 @@ log holds after the save is replayed, and an epoch never goes backwards."""
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pytest
@@ -130,3 +131,12 @@ def test_a_failed_save_is_retried(tmp_path: Path) -> None:
     table.persist(flushed_offset=10)
     assert not table.file.dirty
     assert next_seqs(reload(path)) == {KEY: 1}
+
+
+def test_a_replayed_row_saved_after_the_masters_rows_were_adopted_does_not_lower_them(tmp_path: Path) -> None:
+    path = tmp_path / "producers.json"
+    table = ProducerTable(path, retention_hours=24)
+    table.replay_log([batch(KEY, 0, 0, 10, phys=100)])  # a restarted slave's own log, queued for saving
+    table.follow([[KEY[0], KEY[1], KEY[2], 0, 20, time.time(), 300]], upto=300)  # then its master's table
+    table.persist(flushed_offset=1000)
+    assert next_seqs(reload(path)) == {KEY: 20}
