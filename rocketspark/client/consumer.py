@@ -62,7 +62,9 @@ class Consumer(QueueClient):
         long_poll_ms: int = 0,
         timeout_ms: int | None = None,
     ) -> PullResult:
-        """Read up to ``max_messages`` from ``offset``; wait up to ``long_poll_ms`` for new ones."""
+        """Read from ``offset``, about ``max_messages`` (whole batches come back: a pull may
+        return more, up to the end of the batch holding the last); wait up to ``long_poll_ms``
+        for new ones."""
         wanted = parse_tags(tags)
 
         def attempt() -> PullResult:
