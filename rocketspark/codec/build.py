@@ -183,17 +183,11 @@ def drop_front(record: bytes, k: int) -> bytes:
         region(columns.ext_at, columns.ext_len),
         has_tag,
     )
-    tags = {
-        bytes(raw[a : a + n_])
-        for a, n_ in zip(
-            columns.tag_at[k:][has_tag > 0].tolist(), columns.tag_len[k:][has_tag > 0].tolist(), strict=True
-        )
-    }
     topic = bytes(record[HEADER_SIZE : HEADER_SIZE + int(row["topic_len"])])
     idem = Idempotence(int(row["producer_id"]), int(row["producer_epoch"]), int(row["base_sequence"]) + k)
     return encode_batch(
         topic,
-        Section(section, n, summary_of({tag_hash(t) for t in tags if t})),
+        Section(section, n, columns.take(np.arange(len(columns)) >= k).tag_summary()),
         compression_kind=int(row["attributes"]) & COMPRESSION_MASK,
         idempotence=idem if idem.producer_id else None,
         born_ms=int(row["born_ms"]),

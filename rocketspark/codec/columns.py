@@ -33,6 +33,8 @@ from rocketspark.codec.layout import (
     PREFIX,
     VERSION,
     RecordCorrupted,
+    summary_of,
+    tag_hash,
 )
 
 I64 = npt.NDArray[np.int64]
@@ -109,6 +111,22 @@ class Columns:
         if wanted:
             keep &= self.tag_in(wanted)
         return self if keep.all() else self.take(keep)
+
+    def tag_summary(self) -> int:
+        """The tag summary these messages give (``layout.summary_of`` of their distinct tags),
+        the distinct tags found with numpy over a padded matrix of the tags' bytes."""
+        tagged = self.has_tag & (self.tag_len > 0)
+        if not tagged.any():
+            return 0
+        raw = np.frombuffer(self.data, dtype=np.uint8)
+        at, lengths = self.tag_at[tagged], self.tag_len[tagged]
+        width = int(lengths.max())
+        cells = raw[np.minimum(at[:, None] + np.arange(width), len(raw) - 1)]
+        cells[np.arange(width) >= lengths[:, None]] = 0
+        keyed = np.column_stack([cells, (lengths & 0xFF).astype(np.uint8), (lengths >> 8).astype(np.uint8)])
+        rows = np.unique(keyed, axis=0)
+        distinct = {bytes(row[: int(row[-2]) + (int(row[-1]) << 8)]) for row in rows}
+        return summary_of({tag_hash(t) for t in distinct})
 
     def tag_in(self, wanted: list[str]) -> npt.NDArray[np.bool_]:
         """Which messages carry one of the ``wanted`` tags (compared byte for byte)."""
@@ -300,11 +318,6 @@ def check_tags_utf8(columns: Columns) -> None:
         raise RecordCorrupted("a message tag is not valid UTF-8", 0) from None
     if ((raw[starts] & 0xC0) == 0x80).any():
         raise RecordCorrupted("a message tag is not valid UTF-8 (it starts inside a character)", 0)
-
-
-def header_fields(buf: bytes | memoryview, pos: int) -> tuple[int, ...]:
-    """One record's header as a tuple, in ``layout.HEADER`` order (scalar readers)."""
-    return HEADER.unpack_from(buf, pos)
 
 
 def check_record(buf: bytes | memoryview, pos: int, limit: int) -> int:

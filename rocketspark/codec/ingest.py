@@ -15,7 +15,7 @@ import msgpack
 import numpy as np
 
 from rocketspark.codec.columns import Columns, check_tags_utf8, decode
-from rocketspark.codec.layout import HEADER_SIZE, RecordCorrupted, summary_of, tag_hash
+from rocketspark.codec.layout import HEADER_SIZE, RecordCorrupted
 
 
 class BatchRefused(ValueError):
@@ -90,16 +90,6 @@ def _check_exts(columns: Columns) -> None:
 def _check_summary(columns: Columns) -> None:
     """The header's tag summary is the one its tags give: the broker's filter skips batches by
     it, so a wrong one would hide messages from filtered readers (and recovery re-reads it)."""
-    tagged = columns.has_tag & (columns.tag_len > 0)
-    distinct: set[bytes] = set()
-    if tagged.any():
-        raw = np.frombuffer(columns.data, dtype=np.uint8)
-        at, lengths = columns.tag_at[tagged], columns.tag_len[tagged]
-        width = int(lengths.max())
-        cells = raw[np.minimum(at[:, None] + np.arange(width), len(raw) - 1)]
-        cells[np.arange(width) >= lengths[:, None]] = 0
-        rows = np.unique(np.column_stack([cells, lengths.astype(np.uint8), (lengths >> 8).astype(np.uint8)]), axis=0)
-        distinct = {bytes(row[:-2][: int(row[-2]) + (int(row[-1]) << 8)]) for row in rows}
-    expected = summary_of({tag_hash(t) for t in distinct})
+    expected = columns.tag_summary()
     if int(columns.heads.rows[0]["tag_summary"]) != expected:
         raise RecordCorrupted(f"the tag summary does not match the batch's tags (expected {expected:#x})", 0)

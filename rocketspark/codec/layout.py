@@ -157,8 +157,3 @@ def msg_id(broker_name: str, commitlog_offset: int, index: int) -> str:
 def encode_blank(size: int) -> bytes:
     """Padding that fills the end of a segment when the next record does not fit."""
     return PREFIX.pack(size, BLANK_MAGIC) + bytes(size - MIN_BLANK_SIZE)
-
-
-def section_offsets_size(count: int) -> int:
-    """Bytes of the three offset arrays and the flags at the start of a message section."""
-    return 3 * 4 * (count + 1) + count

@@ -175,3 +175,12 @@ def test_pull_requests_name_the_segment_and_ask_for_at_most_pull_batch_size(monk
         (4, 4, 10),
         (8, 2, 10),
     ]
+
+
+def test_the_consumers_arrow_schema_is_the_spark_sources_own() -> None:
+    """``codec.arrow.SCHEMA`` (no pyspark needed) and the source's schema as Spark converts it
+    are written apart; they must not drift."""
+    from rocketspark.codec.arrow import SCHEMA
+    from rocketspark.spark.arrow import arrow_schema
+
+    assert arrow_schema(True).remove_metadata() == SCHEMA
