@@ -16,17 +16,13 @@ topic is out of date is told so by the broker and re-reads the route before retr
 from __future__ import annotations
 
 from collections.abc import Iterator
-from concurrent.futures import Future
 from typing import Unpack
 
-import numpy as np
-
 from rocketspark.client.offsets import STALE, QueueClient
-from rocketspark.client.pulling import PullPlan, finish_pull, next_logical, parse_tags, plan_pull
+from rocketspark.client.pipeline import Pipeline
+from rocketspark.client.pulling import PullPlan, finish_pull, parse_tags, plan_pull
 from rocketspark.client.routes import RouteKwargs
 from rocketspark.errors import ConnectError, TopicNotExistError
-from rocketspark.protocol.codes import ResponseCode
-from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.types import PullResult, PullStatus
 from rocketspark.remoting.client import DEFAULT_TIMEOUT_MS
 
@@ -110,52 +106,30 @@ class Consumer(QueueClient):
 
         def plan_at(offset: int) -> PullPlan | PullResult:
             queue = self.queue(topic, queue_id, broker_name)
-            span = batch if end is None else max(1, min(batch, end - offset))
-            return plan_pull(queue, offset, span, max_bytes=max_bytes, wanted=wanted, timeout_ms=budget)
+            return plan_pull(queue, offset, batch, end=end, max_bytes=max_bytes, wanted=wanted, timeout_ms=budget)
 
+        pipeline = Pipeline(self.remoting, plan_at, end=end)
         offset = start
-        plan = plan_at(offset)
-        pending = self._dispatch(plan)
         while end is None or offset < end:
-            following: tuple[PullPlan | PullResult, Future[RemotingCommand] | None] | None = None
-            if isinstance(plan, PullResult):
-                result = plan
+            try:
+                pulled = pipeline.pull(offset)
+            except ConnectError:
+                self.routes.invalidate(topic)
+                raise
+            if isinstance(pulled, PullResult):
+                result = pulled
             else:
-                assert pending is not None
                 try:
-                    response = pending.result()
-                except ConnectError:
-                    self.routes.invalidate(topic)
-                    raise
-                if response.code in (ResponseCode.SUCCESS, ResponseCode.PULL_RETRY_IMMEDIATELY):
-                    nxt = next_logical(plan, int(response.ext["next"]))
-                    if nxt > offset and (end is None or nxt < end):
-                        ahead = plan_at(nxt)  # in flight while this response is decoded and used
-                        following = (ahead, self._dispatch(ahead))
-                try:
-                    result = finish_pull(plan, response, verify=self.verify_crc, columnar=columnar)
+                    result = finish_pull(*pulled, verify=self.verify_crc, columnar=columnar, end=end)
                 except STALE:
-                    self.routes.invalidate(topic)
-                    plan = plan_at(offset)
-                    pending = self._dispatch(plan)
+                    self.routes.invalidate(topic)  # re-planned from the new route on the next turn
                     continue
-            result = _trim(result, end)
             terminal = result.status in (PullStatus.NO_NEW_MSG, PullStatus.OFFSET_ILLEGAL)
             if result.count or terminal:
                 yield result
             if terminal or result.next_offset <= offset:
                 return
             offset = result.next_offset
-            if following is not None and isinstance(following[0], PullPlan) and following[0].offset == offset:
-                plan, pending = following
-            else:
-                plan = plan_at(offset)
-                pending = self._dispatch(plan)
-
-    def _dispatch(self, plan: PullPlan | PullResult) -> Future[RemotingCommand] | None:
-        if isinstance(plan, PullResult):
-            return None
-        return self.remoting.invoke_async(plan.address, plan.request, plan.budget_ms)
 
     def follow(
         self,
@@ -222,16 +196,3 @@ class Consumer(QueueClient):
                 raise
             finally:
                 responses.cancel()
-
-
-def _trim(result: PullResult, end: int | None) -> PullResult:
-    """Drop what lies at or past ``end`` (a pull answers with whole batches)."""
-    if end is None or result.next_offset <= end or result.status not in (PullStatus.FOUND, PullStatus.NO_MATCHED_MSG):
-        return result  # an OFFSET_ILLEGAL result's next_offset says where the queue is: kept
-    nxt = min(result.next_offset, end)
-    if result.batch is not None:
-        offsets = result.batch.column("queueOffset").to_numpy()
-        kept = result.batch.slice(0, int(np.searchsorted(offsets, end)))
-        return PullResult(result.status, [], nxt, result.min_offset, result.max_offset, kept)
-    messages = [m for m in result.messages if m.queue_offset < end]
-    return PullResult(result.status, messages, nxt, result.min_offset, result.max_offset)

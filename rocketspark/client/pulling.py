@@ -19,7 +19,7 @@ from typing import Any
 
 from rocketspark.client.logical import LogicalQueue, Segment
 from rocketspark.codec.arrow import SCHEMA, Source, to_record_batch
-from rocketspark.codec.columns import decode
+from rocketspark.codec.columns import Columns, decode
 from rocketspark.codec.layout import RecordCorrupted
 from rocketspark.codec.messages import to_messages
 from rocketspark.errors import DataCorruptedError, NoRouteInfoError
@@ -75,12 +75,14 @@ def plan_pull(
     offset: int,
     max_messages: int,
     *,
+    end: int | None = None,
     max_bytes: int | None = None,
     wanted: list[str] | None = None,
     long_poll_ms: int = 0,
     timeout_ms: int,
 ) -> PullPlan | PullResult:
-    """The request to send for logical ``offset``, or the result already known without one."""
+    """The request to send for logical ``offset``, or the result already known without one.
+    With ``end`` (logical, exclusive) the broker reads nothing at or past it."""
     if not queue.segments:
         raise NoRouteInfoError(
             f"logical queue {queue.queue_id} of {queue.topic} has no segment in the route (a remap may be under "
@@ -90,14 +92,19 @@ def plan_pull(
     if offset < first.logic_offset:
         return PullResult(PullStatus.OFFSET_ILLEGAL, [], first.logic_offset, first.logic_offset, UNKNOWN)
     segment = queue.segment_for(offset)
-    end = segment.logical_end
-    if end is not None and offset >= end:
+    sealed_end = segment.logical_end
+    if sealed_end is not None and offset >= sealed_end:
         return PullResult(PullStatus.NO_MATCHED_MSG, [], queue.after_end(segment), UNKNOWN, UNKNOWN)
     address = segment.require_address(queue.topic)
     physical = segment.physical(offset)
-    count = max_messages if not segment.sealed else max(1, min(max_messages, segment.end_offset - physical))
+    stop = segment.end_offset if segment.sealed else None
+    if end is not None:
+        stop = segment.physical(end) if stop is None else min(stop, segment.physical(end))
+    count = max_messages if stop is None else max(1, min(max_messages, stop - physical))
     ext = segment_request_ext(queue, segment)
     ext.update(queueOffset=physical, maxMsgNums=count, suspendTimeoutMs=long_poll_ms)
+    if end is not None and stop is not None:
+        ext["endOffset"] = stop
     if max_bytes is not None:
         ext["maxBytes"] = max_bytes
     if wanted:
@@ -114,9 +121,27 @@ def next_logical(plan: PullPlan, next_physical: int) -> int:
     return segment.logical(next_physical)
 
 
-def finish_pull(plan: PullPlan, response: RemotingCommand, *, verify: bool, columnar: bool = False) -> PullResult:
+def read_columns(plan: PullPlan, body: bytes, *, verify: bool, end: int | None = None) -> Columns:
+    """The messages of a pull's body (one response's, or several joined) as columns, from the
+    logical offset the plan asked for up to ``end`` (logical, exclusive), with the wanted tags:
+    whole batches come back, and the broker's tag filter goes by each batch's summary."""
+    segment, queue = plan.segment, plan.queue
+    try:
+        columns = decode(body, verify=verify)
+    except RecordCorrupted as exc:
+        raise DataCorruptedError(
+            f"a record of {queue.topic} queue {queue.queue_id} (read from offset {plan.offset} on broker "
+            f"{segment.broker_name}) failed its integrity check: {exc}; the broker's copy is damaged"
+        ) from None
+    stop = None if end is None else segment.physical(end)
+    return columns.select(segment.physical(plan.offset), stop, plan.wanted)
+
+
+def finish_pull(
+    plan: PullPlan, response: RemotingCommand, *, verify: bool, columnar: bool = False, end: int | None = None
+) -> PullResult:
     """Translate a segment's pull response into a logical PullResult: its messages as
-    MessageExt objects, or (``columnar``) as one Arrow record batch."""
+    MessageExt objects, or (``columnar``) as one Arrow record batch; none at or past ``end``."""
     check(response, *STATUS_CODES)
     status = STATUS[ResponseCode(response.code)]
     segment, queue = plan.segment, plan.queue
@@ -127,15 +152,7 @@ def finish_pull(plan: PullPlan, response: RemotingCommand, *, verify: bool, colu
     messages: list[MessageExt] = []
     batch = None
     if status is PullStatus.FOUND:
-        try:
-            # Whole batches come back: drop what lies before the offset asked for, and what the
-            # broker's filter let through by tag summary but whose own tag is not wanted.
-            columns = decode(response.body, verify=verify).select(segment.physical(plan.offset), None, plan.wanted)
-        except RecordCorrupted as exc:
-            raise DataCorruptedError(
-                f"a record of {queue.topic} queue {queue.queue_id} (read from offset {plan.offset} on broker "
-                f"{segment.broker_name}) failed its integrity check: {exc}; the broker's copy is damaged"
-            ) from None
+        columns = read_columns(plan, response.body, verify=verify, end=end)
         if columnar:
             source = Source(queue.topic, queue.queue_id, segment.offset_delta, segment.broker_name)
             batch = to_record_batch(columns, source, SCHEMA)
@@ -155,6 +172,8 @@ def finish_pull(plan: PullPlan, response: RemotingCommand, *, verify: bool, colu
             status = PullStatus.NO_MATCHED_MSG  # a hole in the middle of the chain is not out of range
         elif not too_small and not is_leader:
             status = PullStatus.NO_MATCHED_MSG
+    if end is not None and status is not PullStatus.OFFSET_ILLEGAL:  # that one says where the queue is
+        next_offset = min(next_offset, end)
     min_offset = segment.logical(low) if is_first else queue.segments[0].logic_offset
     max_offset = segment.logical(high) if is_leader or not queue.static else UNKNOWN
     return PullResult(status, messages, next_offset, min_offset, max_offset, batch)

@@ -10,24 +10,23 @@ query naming the queue and the lost range, otherwise exactly that range is skipp
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import Future
 from dataclasses import dataclass
 
 import pyarrow as pa
 
 from rocketspark.client.admin import Admin
-from rocketspark.client.pulling import segment_request_ext
+from rocketspark.client.pipeline import Pipeline
+from rocketspark.client.pulling import STATUS_CODES, PullPlan, next_logical, plan_pull, read_columns
 from rocketspark.codec.arrow import Source, to_record_batch
-from rocketspark.codec.columns import decode
-from rocketspark.codec.layout import RecordCorrupted
-from rocketspark.errors import ConnectError, DataCorruptedError, RocketSparkError
-from rocketspark.protocol.codes import RequestCode, ResponseCode
-from rocketspark.protocol.command import RemotingCommand
+from rocketspark.errors import ConnectError, RocketSparkError
+from rocketspark.protocol.codes import ResponseCode
+from rocketspark.protocol.types import PullResult
 from rocketspark.remoting.client import RemotingClient, check
 from rocketspark.spark.arrow import arrow_schema
 from rocketspark.spark.planning import SegmentRange
@@ -66,16 +65,8 @@ class ReadSpec:
     pull_batch_size: int
 
 
-def _request(spec: ReadSpec, r: SegmentRange, offset: int) -> RemotingCommand:
-    ext = segment_request_ext(r.queue, r.segment)
-    ext.update(queueOffset=offset, maxMsgNums=min(spec.pull_batch_size, r.end - offset), endOffset=r.end)
-    if spec.tags:
-        ext["tags"] = list(spec.tags)
-    return RemotingCommand.request(RequestCode.PULL_MESSAGE, ext)
-
-
-def _lost(spec: ReadSpec, r: SegmentRange, start: int, end: int, why: str) -> None:
-    lo, hi = start + r.offset_delta, end + r.offset_delta
+def _lost(spec: ReadSpec, r: SegmentRange, lo: int, hi: int, why: str) -> None:
+    """Logical ``[lo, hi)`` of the planned range cannot be read: fail, or skip it."""
     message = (
         f"data loss in topic {r.queue.topic} logical queue {r.queue.queue_id}: offsets [{lo}, {hi}) ({hi - lo} "
         f"messages) are no longer on broker {r.segment.broker_name} ({why})"
@@ -106,41 +97,35 @@ MIN_ARROW_ROWS = 32_768  # pulled batches are decoded together until they hold t
 class _Decoder:
     """Pull responses, decoded together into RecordBatches of at least ``MIN_ARROW_ROWS``
     rows where the range allows: the Data Source API carries large Arrow batches several
-    times faster than small ones. Whole batch records come back from a pull, so what lies
-    outside the planned range, or outside the tag filter (the broker filters by summary), is
-    dropped here, with numpy."""
+    times faster than small ones. What lies outside the planned range or the tag filter is
+    dropped by the pipeline's one decoder (``read_columns``)."""
 
     def __init__(self, spec: ReadSpec, r: SegmentRange) -> None:
         self.spec, self.r = spec, r
         self.source = Source(r.queue.topic, r.queue.queue_id, r.offset_delta, r.segment.broker_name)
         self.schema = arrow_schema(spec.include_properties)
+        self.first: PullPlan | None = None  # the pull the bodies held start with
         self.bodies: list[bytes] = []
         self.rows = 0
 
-    def add(self, body: bytes, count: int) -> pa.RecordBatch | None:
+    def add(self, plan: PullPlan, body: bytes, count: int) -> pa.RecordBatch | None:
+        self.first = self.first or plan
         self.bodies.append(body)
         self.rows += count
         return self.flush() if self.rows >= MIN_ARROW_ROWS else None
 
     def flush(self) -> pa.RecordBatch | None:
-        if not self.bodies:
+        if self.first is None:
             return None
         body = self.bodies[0] if len(self.bodies) == 1 else b"".join(self.bodies)
-        self.bodies, self.rows = [], 0
-        r = self.r
-        try:
-            columns = decode(body, verify=self.spec.verify_crc).select(r.start, r.end, list(self.spec.tags or ()))
-        except RecordCorrupted as exc:
-            raise DataCorruptedError(
-                f"a record of {r.queue.topic} queue {r.queue.queue_id} from broker {r.segment.broker_name} failed "
-                f"its integrity check: {exc}; the broker's copy is damaged"
-            ) from None
+        columns = read_columns(self.first, body, verify=self.spec.verify_crc, end=self.r.logical_end)
+        self.first, self.bodies, self.rows = None, [], 0
         batch = to_record_batch(columns, self.source, self.schema)
         return batch if batch.num_rows else None
 
 
 def read_range(spec: ReadSpec, r: SegmentRange) -> Iterator[pa.RecordBatch]:
-    """Every message of one segment slice, as RecordBatches, with the next pull in flight."""
+    """Every message of one segment slice, as RecordBatches, through the pull pipeline."""
     decoder = _Decoder(spec, r)
     yield from _pull_range(spec, r, decoder)
     last = decoder.flush()
@@ -148,47 +133,69 @@ def read_range(spec: ReadSpec, r: SegmentRange) -> Iterator[pa.RecordBatch]:
         yield last
 
 
-def _pull_range(spec: ReadSpec, r: SegmentRange, decoder: _Decoder) -> Iterator[pa.RecordBatch]:
-    topic, segment = r.queue.topic, r.segment
-    # The planned address, else the nameserver's; else require_address raises naming the broker.
-    address = segment.address or _broker_address(spec, segment.broker_name) or segment.require_address(topic)
-    remoting = client()
-    offset = r.start
-    give_up = 0.0  # while a broker cannot be reached: when to stop looking for where it went
-    pending: Future[RemotingCommand] = remoting.invoke_async(address, _request(spec, r, offset), spec.pull_timeout_ms)
-    while offset < r.end:
-        try:
-            response = pending.result()
-        except ConnectError:
-            # Gone: restarted elsewhere, or its group is electing a master. Look again, for up
-            # to pullTimeoutMs (a failover takes the controller's heartbeat timeout).
-            give_up = give_up or time.monotonic() + spec.pull_timeout_ms / 1000
-            if time.monotonic() > give_up:
-                raise
-            time.sleep(0.5)  # each look is a nameserver query from a fresh admin client
-            address = _broker_address(spec, segment.broker_name) or address
-            pending = remoting.invoke_async(address, _request(spec, r, offset), spec.pull_timeout_ms)
-            continue
-        give_up = 0.0
-        code = response.code
-        check(
-            response, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY, ResponseCode.PULL_OFFSET_MOVED
+class _Planned:
+    """Where the pulls of a planned slice go: always the planned segment, at the address the
+    plan knew, or where the nameserver says its broker is now. A broker that cannot be
+    reached is looked up again for up to ``pullTimeoutMs`` (it restarted elsewhere, or its
+    replica group is electing a master: that takes the controller's heartbeat timeout)."""
+
+    def __init__(self, spec: ReadSpec, r: SegmentRange) -> None:
+        self.spec, self.r = spec, r
+        segment = r.segment
+        # The planned address, else the nameserver's; else require_address raises naming the broker.
+        self.address = (
+            segment.address or _broker_address(spec, segment.broker_name) or segment.require_address(r.queue.topic)
         )
-        nxt = int(response.ext["next"])
-        if code in (ResponseCode.SUCCESS, ResponseCode.PULL_RETRY_IMMEDIATELY) and offset < nxt < r.end:
-            pending = remoting.invoke_async(address, _request(spec, r, nxt), spec.pull_timeout_ms)
+        self.give_up = 0.0  # while the broker cannot be reached: when to stop looking for it
+
+    def plan_at(self, offset: int) -> PullPlan | PullResult:
+        spec, r = self.spec, self.r
+        planned = plan_pull(
+            r.queue,
+            offset,
+            spec.pull_batch_size,
+            end=r.logical_end,
+            wanted=list(spec.tags) if spec.tags else None,
+            timeout_ms=spec.pull_timeout_ms,
+        )
+        return dataclasses.replace(planned, address=self.address) if isinstance(planned, PullPlan) else planned
+
+    def recover(self, plan: PullPlan, exc: ConnectError) -> PullPlan:
+        self.give_up = self.give_up or time.monotonic() + self.spec.pull_timeout_ms / 1000
+        if time.monotonic() > self.give_up:
+            raise exc
+        time.sleep(0.5)  # each look is a nameserver query from a fresh admin client
+        self.address = _broker_address(self.spec, self.r.segment.broker_name) or self.address
+        return dataclasses.replace(plan, address=self.address)
+
+    def reached(self) -> None:
+        self.give_up = 0.0
+
+
+def _pull_range(spec: ReadSpec, r: SegmentRange, decoder: _Decoder) -> Iterator[pa.RecordBatch]:
+    planned = _Planned(spec, r)
+    end = r.logical_end
+    pipeline = Pipeline(client(), planned.plan_at, end=end, recover=planned.recover)
+    offset = r.logical_start
+    while offset < end:
+        pulled = pipeline.pull(offset)
+        if isinstance(pulled, PullResult):  # the planned segment is always asked
+            raise RocketSparkError(f"internal: no pull planned for {r.queue.topic} offset {offset} ({pulled.status})")
+        planned.reached()
+        plan, response = pulled
+        code = response.code
+        check(response, *STATUS_CODES)
+        nxt = next_logical(plan, int(response.ext["next"]))
         if code == ResponseCode.SUCCESS:
-            batch = decoder.add(response.body, nxt - offset)
+            batch = decoder.add(plan, response.body, min(nxt, end) - offset)
             if batch is not None:
                 yield batch
         elif code == ResponseCode.PULL_OFFSET_MOVED and nxt > offset:
-            _lost(spec, r, offset, min(nxt, r.end), "deleted by retention")
+            _lost(spec, r, offset, min(nxt, end), "deleted by retention")
         elif code != ResponseCode.PULL_RETRY_IMMEDIATELY:
-            _lost(spec, r, offset, r.end, "the broker has fewer messages than planned")
+            _lost(spec, r, offset, end, "the broker has fewer messages than planned")
             return
         if nxt <= offset:  # no progress: what is left of the planned range cannot be read
-            _lost(spec, r, offset, r.end, f"the broker's answer (code {code}) did not move past offset {offset}")
+            _lost(spec, r, offset, end, f"the broker's answer (code {code}) did not move past offset {offset}")
             return
         offset = nxt
-        if offset < r.end and code not in (ResponseCode.SUCCESS, ResponseCode.PULL_RETRY_IMMEDIATELY):
-            pending = remoting.invoke_async(address, _request(spec, r, offset), spec.pull_timeout_ms)
