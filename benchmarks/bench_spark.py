@@ -85,7 +85,7 @@ def ceiling_source(rows: int, per_batch: int, arrow_rows: int) -> Any:
     """A Python source that yields prebuilt Arrow batches of ``arrow_rows`` rows with the
     connector's schema (the last one of a partition smaller, so every row is read)."""
     from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
-    from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows
+    from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
     from rocketspark.spark.arrow import arrow_schema
     from rocketspark.spark.schema import source_schema
@@ -94,12 +94,17 @@ def ceiling_source(rows: int, per_batch: int, arrow_rows: int) -> Any:
         def __init__(self, rows: int) -> None:
             self.rows = rows
 
-    class Reader(DataSourceStreamReader):
+    class Reader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         def initialOffset(self) -> dict[str, int]:
             return {"offset": 0}
 
         def getDefaultReadLimit(self) -> ReadLimit:
             return ReadMaxRows(per_batch)
+
+        def prepareForTriggerAvailableNow(self) -> None:
+            """As the connector does: availableNow then still honours the read limit, so the
+            micro-batches are the same size as the connector's (without it, Spark reads
+            everything in one)."""
 
         def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
             cap = limit.max_rows if isinstance(limit, ReadMaxRows) else rows

@@ -89,18 +89,21 @@ def _hex(values: npt.NDArray[np.uint64], digits: int) -> npt.NDArray[np.uint8]:
 def msg_ids(broker_name: str, phys: I64, index: I64, batch: I64 | None = None) -> pa.Array:
     """``layout.msg_id`` of every message: 8 hex digits of the broker, 16 of its batch's log
     offset, 8 of its place in the batch. With ``batch`` (each message's record, ``phys``
-    then being per record) the log offsets are formatted once per record."""
+    then being per record) the log offsets are formatted once per record. Each id is four
+    8-byte words, so it is assembled by word, not by byte."""
     n = len(index)
-    prefix = np.frombuffer(f"{zlib.crc32(broker_name.encode()):08X}".encode(), dtype=np.uint8)
-    high = _hex(phys.astype(np.uint64), 16)
-    if batch is not None:
-        high = high[batch]
+    prefix = np.frombuffer(f"{zlib.crc32(broker_name.encode()):08X}".encode(), dtype=np.uint64)
+    high = _hex(phys.astype(np.uint64), 16).view(np.uint64)  # two words per value
     top = int(index.max()) + 1 if n else 0
-    # places in batches repeat: each formatted once, unless they are sparse
-    low = _hex(np.arange(top, dtype=np.uint64), 8)[index] if top <= n else _hex(index.astype(np.uint64), 8)
-    digits = np.concatenate([np.broadcast_to(prefix, (n, 8)), high, low], axis=1)
+    out = np.empty((n, 4), dtype=np.uint64)
+    out[:, 0] = prefix[0]
+    out[:, 1:3] = high if batch is None else high[batch]
+    if top <= n:  # places in batches repeat: each formatted once
+        out[:, 3] = _hex(np.arange(top, dtype=np.uint64), 8).view(np.uint64)[:, 0][index]
+    else:
+        out[:, 3] = _hex(index.astype(np.uint64), 8).view(np.uint64)[:, 0]
     offsets = np.arange(0, 32 * n + 1, 32, dtype=np.int32)
-    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(digits.ravel())])
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(out)])
 
 
 def _column(

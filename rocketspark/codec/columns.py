@@ -241,9 +241,18 @@ def _sections(buf: bytes | memoryview, heads: Heads) -> tuple[bytes | memoryview
     return b"".join(parts), starts
 
 
-def _u32(raw: npt.NDArray[np.uint8], at: I64) -> I64:
-    out: I64 = raw[at[:, None] + np.arange(4)].view(_U32)[:, 0].astype(np.int64)
-    return out
+def _offsets(data: bytes | memoryview, sec: I64, count: I64) -> tuple[I64, I64]:
+    """Each message's start and end in its record's three offsets arrays (bodies, tags,
+    keys/properties), shape (3, messages). A record's three arrays lie end to end, so each
+    record is one numpy view of ``3 * (count + 1)`` values: one step per record."""
+    starts, ends = [], []
+    for at, n in zip(sec.tolist(), count.tolist(), strict=True):
+        values = np.frombuffer(data, dtype=_U32, count=3 * (n + 1), offset=at).reshape(3, n + 1)
+        starts.append(values[:, :-1])
+        ends.append(values[:, 1:])
+    if not starts:
+        return np.zeros((3, 0), dtype=np.int64), np.zeros((3, 0), dtype=np.int64)
+    return np.concatenate(starts, axis=1).astype(np.int64), np.concatenate(ends, axis=1).astype(np.int64)
 
 
 def decode(buf: bytes | memoryview, *, verify: bool = True, max_section: int = MAX_SECTION) -> Columns:
@@ -262,22 +271,15 @@ def decode(buf: bytes | memoryview, *, verify: bool = True, max_section: int = M
     width = 4 * (count + 1)  # one offsets array
     flags_at = sec + 3 * width
     data_at = flags_at + count  # where the bodies start
-    totals = np.stack([_u32(raw, sec + k * width + 4 * count) for k in range(3)])  # bytes of bodies, tags, exts
-    firsts = np.stack([_u32(raw, sec + k * width) for k in range(3)])
+    lo, hi = _offsets(data, sec, count)
+    firsts, totals = lo[:, first], hi[:, first + count - 1]  # each record's first and last offset
     if (firsts != 0).any() or (data_at + totals.sum(axis=0) != sec + size).any():
         bad = int(np.argmax((firsts != 0).any(axis=0) | (data_at + totals.sum(axis=0) != sec + size)))
         raise _at(heads, bad, "a message section whose offsets do not add up to its size")
-    sb, si = sec[batch], index
-    cb = count[batch]
-    lo = [_u32(raw, sb + k * (4 * (cb + 1)) + 4 * si) for k in range(3)]
-    hi = [_u32(raw, sb + k * (4 * (cb + 1)) + 4 * si + 4) for k in range(3)]
-    lengths = [h - low for h, low in zip(hi, lo, strict=True)]
-    if any((length < 0).any() for length in lengths):
-        where = np.zeros(n, dtype=np.bool_)
-        for length in lengths:
-            where |= length < 0
-        raise _at(heads, int(batch[np.argmax(where)]), "message offsets that go backwards")
-    flags = raw[flags_at[batch] + si]
+    lengths = hi - lo
+    if (lengths < 0).any():
+        raise _at(heads, int(batch[np.argmax((lengths < 0).any(axis=0))]), "message offsets that go backwards")
+    flags = raw[flags_at[batch] + index]
     has_tag = (flags & HAS_TAG).astype(np.bool_)
     if (flags > HAS_TAG).any() or ((~has_tag) & (lengths[1] > 0)).any():
         bad = int(batch[np.argmax((flags > HAS_TAG) | ((~has_tag) & (lengths[1] > 0)))])
