@@ -20,6 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import Unpack
 
 from rocketspark.client.base import ClientBase
@@ -34,7 +35,7 @@ from rocketspark.client.selection import (
     publish_info_of,
 )
 from rocketspark.client.send_retries import RETRIABLE, RETRY_ON, SendRetries
-from rocketspark.codec.build import chunk_messages, encode_messages
+from rocketspark.codec.build import BODY, chunk_messages, encode_messages
 from rocketspark.codec.layout import COMPRESSIONS
 from rocketspark.errors import (
     ClientError,
@@ -49,6 +50,7 @@ from rocketspark.protocol.types import Message, QueueData, SendResult, SendStatu
 from rocketspark.protocol.validation import validate_topic_name
 
 log = logging.getLogger(__name__)
+_ROUTING = (attrgetter("topic"), attrgetter("queue_id"), attrgetter("sharding_key"))  # what decides a send's queue
 
 MiB = 1024 * 1024
 
@@ -143,7 +145,7 @@ class Producer(ClientBase):
         """``_check`` of messages of one topic: the topic once, the largest body once."""
         if not self.routes.has_route(topic):
             validate_topic_name(topic)
-        if max(len(m.body) for m in messages) > self.max_message_bytes:
+        if max(map(len, map(BODY, messages))) > self.max_message_bytes:
             for message in messages:
                 self._check(message)  # raises, naming the first one over
 
@@ -276,11 +278,12 @@ class Producer(ClientBase):
         return results
 
     def _groups(self, messages: Sequence[Message]) -> list[tuple[str, Message | None, Sequence[Message]]]:
-        if messages and all(m.queue_id is None and m.sharding_key is None for m in messages):
-            topic = messages[0].topic
-            if all(m.topic == topic for m in messages):  # the common case: one topic, no pinning
-                self._check_all(topic, messages)
-                return [(topic, None, messages)]
+        first = messages[0] if messages else None
+        if first is not None and all(len(set(map(get, messages))) == 1 for get in _ROUTING):
+            # the common case: one topic, and one queue (or none) for all
+            self._check_all(first.topic, messages)
+            pinned = first if first.queue_id is not None or first.sharding_key is not None else None
+            return [(first.topic, pinned, messages)]
         groups: dict[tuple[str, object], tuple[Message | None, list[Message]]] = {}
         for message in messages:
             self._check(message)

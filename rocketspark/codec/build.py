@@ -12,6 +12,7 @@ import time
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 
 import msgpack
 import numpy as np
@@ -207,9 +208,28 @@ def encode_messages(
     idempotence: Idempotence | None = None,
 ) -> bytes:
     """One batch record of ``messages`` (all of ``topic``), as a producer sends it."""
-    exts = [pack_ext(m.keys, m.properties) if m.keys or m.properties else b"" for m in messages]
-    section = build_section([m.body for m in messages], [m.tags for m in messages], exts)
+    bodies = list(map(BODY, messages))
+    if is_plain(messages):  # bodies alone: no per-message Python
+        section = Section(
+            join_section(
+                np.fromiter(map(len, bodies), np.int64, len(bodies)), b"".join(bodies), None, b"", None, b"", None
+            ),
+            len(bodies),
+            0,
+        )
+    else:
+        exts = [pack_ext(m.keys, m.properties) if m.keys or m.properties else b"" for m in messages]
+        section = build_section(bodies, [m.tags for m in messages], exts)
     return encode_batch(topic.encode(), section, compression_kind=compression_kind, idempotence=idempotence)
+
+
+BODY = attrgetter("body")  # a message's attributes, read by C loops over many messages
+_TAGS, _KEYS, _PROPERTIES = attrgetter("tags"), attrgetter("keys"), attrgetter("properties")
+
+
+def is_plain(messages: Sequence[Message]) -> bool:
+    """No message has a tag, keys or properties: the batch is its bodies alone."""
+    return not (any(map(_TAGS, messages)) or any(map(_KEYS, messages)) or any(map(_PROPERTIES, messages)))
 
 
 def message_size(message: Message) -> int:
@@ -230,8 +250,8 @@ def chunk_messages(messages: Sequence[Message], max_bytes: int) -> list[Sequence
     message goes alone)."""
     if messages:
         max_bytes = max(1, max_bytes - record_overhead(messages[0].topic.encode()))
-    if not any(m.tags or m.keys or m.properties for m in messages):  # sizes from bodies alone
-        sizes = np.fromiter((len(m.body) for m in messages), dtype=np.int64, count=len(messages)) + 13
+    if is_plain(messages):  # sizes from bodies alone
+        sizes = np.fromiter(map(len, map(BODY, messages)), dtype=np.int64, count=len(messages)) + 13
         if int(sizes.sum()) <= max_bytes:
             return [messages]
     else:
