@@ -72,22 +72,27 @@ def _offsets(lengths: npt.NDArray[np.int64]) -> npt.NDArray[np.uint32]:
     return out
 
 
-def build_section(bodies: Sequence[bytes], tags: Sequence[str | None], exts: Sequence[bytes]) -> Section:
-    """The columnar section of messages given as three equal-length columns."""
+def build_section(
+    bodies: Sequence[bytes], tags: Sequence[str | None] | None = None, exts: Sequence[bytes] | None = None
+) -> Section:
+    """The columnar section of messages given as equal-length columns; no ``tags`` or
+    ``exts`` column means none has any (then nothing is done per message)."""
     n = len(bodies)
-    encoded = [b"" if t is None else t.encode() for t in tags] if any(t is not None for t in tags) else None
-    if encoded is not None and max(map(len, encoded)) > MAX_TAG_BYTES:
-        raise ValueError(f"a tag is limited to {MAX_TAG_BYTES} bytes of UTF-8")
-    has_tag = np.fromiter((t is not None for t in tags), dtype=np.uint8, count=n) if encoded is not None else None
-    summary = summary_of({tag_hash(t) for t in set(encoded) if t}) if encoded is not None else 0
+    encoded, has_tag, summary = None, None, 0
+    if tags is not None and any(t is not None for t in tags):
+        encoded = [b"" if t is None else t.encode() for t in tags]
+        if max(map(len, encoded)) > MAX_TAG_BYTES:
+            raise ValueError(f"a tag is limited to {MAX_TAG_BYTES} bytes of UTF-8")
+        has_tag = np.fromiter((t is not None for t in tags), dtype=np.uint8, count=n)
+        summary = summary_of({tag_hash(t) for t in set(encoded) if t})
     return Section(
         join_section(
             np.fromiter(map(len, bodies), dtype=np.int64, count=n),
             b"".join(bodies),
             None if encoded is None else np.fromiter(map(len, encoded), dtype=np.int64, count=n),
             b"" if encoded is None else b"".join(encoded),
-            np.fromiter(map(len, exts), dtype=np.int64, count=n) if any(exts) else None,
-            b"".join(exts),
+            np.fromiter(map(len, exts), dtype=np.int64, count=n) if exts and any(exts) else None,
+            b"".join(exts) if exts else b"",
             has_tag,
         ),
         n,
@@ -210,13 +215,7 @@ def encode_messages(
     """One batch record of ``messages`` (all of ``topic``), as a producer sends it."""
     bodies = list(map(BODY, messages))
     if is_plain(messages):  # bodies alone: no per-message Python
-        section = Section(
-            join_section(
-                np.fromiter(map(len, bodies), np.int64, len(bodies)), b"".join(bodies), None, b"", None, b"", None
-            ),
-            len(bodies),
-            0,
-        )
+        section = build_section(bodies)
     else:
         exts = [pack_ext(m.keys, m.properties) if m.keys or m.properties else b"" for m in messages]
         section = build_section(bodies, [m.tags for m in messages], exts)
