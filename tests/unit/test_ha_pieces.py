@@ -13,7 +13,8 @@ import pytest
 
 from broker.ha.acks import AckTracker
 from broker.ha.epochs import EpochFile, common_end
-from broker.ha.transfer import PUSH, LogClient, TransferError
+from broker.ha.role import GroupView, Role
+from broker.ha.transfer import ACK, HELLO, MAGIC, PUSH, Hearing, LogClient, LogServer, TransferError
 
 
 def test_a_replica_that_shares_every_epoch_keeps_its_whole_log() -> None:
@@ -103,5 +104,74 @@ def test_a_slave_takes_only_pushed_log_that_is_whole_in_place_and_from_its_maste
             with pytest.raises(TransferError, match=why):
                 await client.receive(expected)
             await client.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_slave_drops_a_master_that_falls_silent() -> None:
+    async def scenario() -> None:
+        ours, theirs = socket.socketpair()  # the master's end stays open and says nothing
+        reader, writer = await asyncio.open_connection(sock=ours)
+        client = LogClient(reader, writer, 3, Hearing("the master", keepalive_s=0.02, silence_s=0.1))
+        with pytest.raises(TransferError, match=r"the master was silent for [\d.]+ s"):
+            await asyncio.wait_for(client.receive(0), 5)
+        await client.close()
+        theirs.close()
+
+    asyncio.run(scenario())
+
+
+class _Log:
+    """A master's log as the HA port reads it: bytes from offset 0."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    @property
+    def log_min_offset(self) -> int:
+        return 0
+
+    @property
+    def log_max_offset(self) -> int:
+        return len(self.data)
+
+    @property
+    def log_segments(self) -> int:
+        return 1
+
+    def read_chunk(self, offset: int, max_bytes: int) -> bytes:
+        return bytes(self.data[offset : offset + max_bytes])
+
+
+async def _frame_read(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    offset, size, _, _, _, _ = PUSH.unpack(await asyncio.wait_for(reader.readexactly(PUSH.size), 5))
+    return offset, await reader.readexactly(size)
+
+
+def test_the_master_keeps_one_frame_in_flight_so_sends_stored_meanwhile_travel_together() -> None:
+    async def scenario() -> None:
+        log, acks = _Log(), AckTracker(max_lag_ms=10_000)
+        role = Role("broker-a", 0, controller_mode=True, lease_ms=10_000)
+        role.learn(GroupView("127.0.0.1:1", 0, 3, frozenset({0, 1})))
+        server = LogServer(log, role, acks, lambda: (1, 1), 1 << 20, lambda peer: Hearing(peer, 0.05, 0.5))
+        port = await server.start("127.0.0.1", 0)
+        log.data += b"a" * 10
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(HELLO.pack(MAGIC, 1, 3, 0))
+        assert await _frame_read(reader) == (0, b"a" * 10)
+        for piece in (b"b" * 5, b"c" * 5):  # two sends stored while the first frame is unacknowledged
+            log.data += piece
+            server.appended()
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(reader.readexactly(1), 0.2)
+        writer.write(ACK.pack(10))
+        assert await _frame_read(reader) == (10, b"b" * 5 + b"c" * 5)
+        writer.write(ACK.pack(20))
+        assert await _frame_read(reader) == (20, b"")  # idle: a keepalive from the watchdog's tick
+        assert acks.slaves[1].offset == 20
+        # a slave that stops acknowledging is dropped after the silence period
+        assert await asyncio.wait_for(reader.read(), 5) == b""
+        writer.close()
+        await server.stop()
 
     asyncio.run(scenario())
