@@ -8,9 +8,11 @@ echo server, then for 100-byte and 1 KiB bodies measures:
   transport takes), and our ratio to it;
 - drain: reading every message back from offset 0 with ``Consumer.iter_range``, msgs/s, into
   Message objects and into Arrow columns (``columnar=True``);
-- latency: one message a send at 1,000 and 10,000 msg/s (from one sending thread per 500 msg/s,
-  each waiting for its acknowledgements), received by a consumer in another process that
-  follows the queue with a streaming pull; p50 and p99 in ms;
+- latency: one message a send at 1,000 and 10,000 msg/s offered (from one sending thread per
+  500 sends/s, each waiting for its acknowledgements), and 10,000 msg/s as 10-message sends
+  (1,000 sends/s, as a producer that batches does), received by a consumer in another process
+  that follows the queue with a streaming pull from its end; the rate reached, p50 and p99
+  in ms;
 - one thread sending one message at a time, waiting for each acknowledgement, against a unary
   round trip to the do-nothing server;
 - static topic: the drain rate of one logical queue whose data spans 3 segments on 2
@@ -135,9 +137,15 @@ def echo_one_at_a_time(address: str, topic: str, count: int) -> float:
     return count / elapsed
 
 
-def latency(nameserver: str, topic: str, size: int, count: int, rate: int = 1000) -> tuple[float, float]:
+def latency(
+    nameserver: str, topic: str, size: int, count: int, rate: int = 1000, per_send: int = 1
+) -> tuple[float, float, float]:
+    """Produce-to-consume latency of ``rate`` msg/s offered as sends of ``per_send`` messages:
+    the rate reached, p50 and p99 in ms."""
+    with Consumer(nameserver) as probe:
+        start_offset = probe.max_offset(topic, 0)
     consumer = subprocess.Popen(
-        [sys.executable, str(HERE / "latency_consumer.py"), nameserver, topic, str(count)],
+        [sys.executable, str(HERE / "latency_consumer.py"), nameserver, topic, str(count), str(start_offset)],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -145,28 +153,36 @@ def latency(nameserver: str, topic: str, size: int, count: int, rate: int = 1000
     consumer.stdout.readline()  # "consumer ready"
     time.sleep(0.5)
     padding = b"p" * max(0, size - 8)
-    senders = max(1, rate // 500)  # each thread waits for every acknowledgement: 500/s each keeps up
+    sends = count // per_send
+    send_rate = rate / per_send
+    senders = max(1, int(send_rate) // 500)  # each thread waits for every acknowledgement: 500/s each keeps up
 
     def send_share(k: int, producer: Producer) -> None:
         start = time.monotonic()
-        for i in range(k, count, senders):
-            delay = start + i / rate - time.monotonic()
+        for i in range(k, sends, senders):
+            delay = start + i / send_rate - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
-            producer.send(Message(topic, struct.pack(">q", time.monotonic_ns()) + padding, queue_id=0))
+            body = struct.pack(">q", time.monotonic_ns()) + padding
+            if per_send == 1:
+                producer.send(Message(topic, body, queue_id=0))
+            else:
+                producer.send_batch([Message(topic, body, queue_id=0)] * per_send)
 
     with Producer(nameserver) as producer:
         threads = [threading.Thread(target=send_share, args=(k, producer)) for k in range(senders)]
+        began = time.monotonic()
         for t in threads:
             t.start()
         for t in threads:
             t.join()
+        reached = sends * per_send / (time.monotonic() - began)
     out, _ = consumer.communicate(timeout=120)
     samples = json.loads(out.strip().splitlines()[-1])
     samples = sorted(samples[len(samples) // 50 :])  # drop the first 2% as warm-up
     p50 = statistics.median(samples) / 1000
     p99 = samples[int(len(samples) * 0.99) - 1] / 1000
-    return p50, p99
+    return reached, p50, p99
 
 
 def static_drain(messages_n: int, size: int = 100) -> tuple[float, float, int]:
@@ -238,8 +254,9 @@ def main() -> None:
                 objects, _ = drain(ns, topic)
                 columns, _ = drain(ns, topic, columnar=True)
                 drain_rows.append((size, objects, columns))
-                for rate in (1000, 10_000):
-                    latency_rows.append((size, rate, *latency(ns, f"latency-{size}", size, latency_n, rate)))
+                for rate, per_send in ((1000, 1), (10_000, 1), (10_000, 10)):
+                    figures = latency(ns, f"latency-{size}", size, latency_n * per_send, rate, per_send)
+                    latency_rows.append((size, rate, per_send, *figures))
             single = one_at_a_time(ns, "one-by-one", 3000)
             single_ceiling = echo_one_at_a_time(echo_address, "one-by-one", 3000)
         static_single, spanning, segments = static_drain(min(messages_n, 300_000))
@@ -259,10 +276,10 @@ def main() -> None:
     print(f"{'body':>6} {'Message objects':>16} {'Arrow columns':>14}")
     for size, objects, columns in drain_rows:
         print(f"{size:>5}B {objects:>16,.0f} {columns:>14,.0f}")
-    print("\nproduce to consume latency (streaming pull in another process)")
-    print(f"{'body':>6} {'rate':>8} {'p50 ms':>7} {'p99 ms':>7}")
-    for size, rate, p50, p99 in latency_rows:
-        print(f"{size:>5}B {rate:>8,} {p50:>7.2f} {p99:>7.2f}")
+    print("\nproduce to consume latency (streaming pull in another process; msg/s offered and reached)")
+    print(f"{'body':>6} {'offered':>8} {'per send':>8} {'reached':>8} {'p50 ms':>7} {'p99 ms':>7}")
+    for size, rate, per_send, reached, p50, p99 in latency_rows:
+        print(f"{size:>5}B {rate:>8,} {per_send:>8} {reached:>8,.0f} {p50:>7.2f} {p99:>7.2f}")
     print(
         f"\none thread, one message at a time, waiting for each acknowledgement: {single:,.0f} msg/s; a unary "
         f"round trip to the do-nothing server: {single_ceiling:,.0f}/s (ratio {single / single_ceiling:.2f})"

@@ -3,7 +3,8 @@
 Follows one queue with a streaming pull (``Consumer.follow``) and, for every message,
 records now minus the send time the producer wrote into the body (CLOCK_MONOTONIC, shared
 by processes on one machine). Prints a JSON list of latencies in microseconds once it has
-seen ``count`` messages.
+seen ``count`` messages, read from ``offset`` on (the queue's end when it starts: what earlier
+runs left there is not this run's).
 """
 
 from __future__ import annotations
@@ -19,9 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from rocketspark import Consumer, PullStatus
 
 
-def main(nameserver: str, topic: str, count: int) -> None:
+def main(nameserver: str, topic: str, count: int, offset: int) -> None:
     latencies: list[int] = []
-    offset = 0
     with Consumer(nameserver) as consumer:
         print("consumer ready", flush=True)
         for result in consumer.follow(topic, 0, offset, window_ms=5000):
@@ -36,4 +36,4 @@ def main(nameserver: str, topic: str, count: int) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]))
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
