@@ -16,8 +16,7 @@ import sys
 from broker import config as broker_config
 from broker.server import create_server, serve
 from rocketspark.client.nameservers import ENV_NAMESRV, resolve_nameservers
-from rocketspark.configfile import ConfigError
-from rocketspark.errors import RocketSparkError
+from rocketspark.errors import ConfigError, RocketSparkError
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

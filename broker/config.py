@@ -13,7 +13,7 @@ from typing import Any
 
 from broker.store.store import StoreConfig
 from rocketspark import configfile
-from rocketspark.configfile import ConfigError
+from rocketspark.errors import ConfigError
 from rocketspark.protocol.types import Perm
 
 MiB = 1024 * 1024

@@ -13,7 +13,7 @@ import sys
 
 from nameserver import config as ns_config
 from nameserver.server import create_server, serve
-from rocketspark.configfile import ConfigError
+from rocketspark.errors import ConfigError
 
 
 def main(argv: list[str] | None = None) -> int:

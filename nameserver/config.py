@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rocketspark import configfile
-from rocketspark.configfile import ConfigError
+from rocketspark.errors import ConfigError
 
 _HOST_PORT = re.compile(r"[^\s:]+:[0-9]{1,5}")
 

@@ -23,9 +23,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from rocketspark.cluster import ClusterError
-from rocketspark.configfile import ConfigError
-from rocketspark.errors import RocketSparkError
+from rocketspark.errors import ClusterError, ConfigError, RocketSparkError
 from rocketspark.protocol.types import Perm
 
 console = Console(width=None if sys.stdout.isatty() else 160)

@@ -25,9 +25,9 @@ from types import TracebackType
 from typing import Any, Self
 
 from rocketspark.configfile import from_mapping
+from rocketspark.errors import ClusterError
 from rocketspark.servers import (
     READY_TIMEOUT_S,
-    ClusterError,
     InProcess,
     ServerProcess,
     StopServer,

@@ -11,11 +11,9 @@ import tomllib
 from pathlib import Path
 from typing import Any, TypeVar
 
+from rocketspark.errors import ConfigError
+
 T = TypeVar("T")
-
-
-class ConfigError(ValueError):
-    """A configuration file or value is wrong; the message says which key and why."""
 
 
 def _expected_type(f: dataclasses.Field[Any]) -> type:

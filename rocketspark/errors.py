@@ -1,6 +1,6 @@
 """Every error rocketspark raises, in one hierarchy.
 
-Each class carries its wire ``code`` (a RocketMQ ``ResponseCode`` or ``ClientErrorCode``)
+Each class carries its wire ``code`` (a ``ResponseCode`` or a ``ClientErrorCode``)
 and whether retrying the same call may succeed (``retriable``). The code-to-class table is
 built from the classes themselves, so adding a class is the only step::
 
@@ -11,7 +11,11 @@ built from the classes themselves, so adding a class is the only step::
     │   ├── ConnectError               10001  peer unreachable (retriable)
     │   ├── RequestTimeoutError        10002  no reply before the deadline (retriable)
     │   ├── InvalidAddressError        10006  an address that is not host:port
+    │   ├── OptionError                10007  an option of the Spark data source
+    │   ├── DataLossError              10008  planned offsets are gone (failOnDataLoss)
     │   └── DataCorruptedError         9103   a pulled record failed its CRC
+    ├── ConfigError                    10009  a configuration key or value (also a ValueError)
+    ├── ClusterError                   10010  a LocalCluster server failed (also a RuntimeError)
     └── ServerError                    a non-success response code
         ├── SystemError_               1
         ├── SystemBusyError            2      (retriable)
@@ -24,7 +28,8 @@ built from the classes themselves, so adding a class is the only step::
         │   └── MessageTooLargeError   13     body over the size limit
         ├── ServiceNotAvailableError   14     (retriable)
         │   └── StoreWriteError        14     disk full or I/O error: nothing was stored
-        ├── NoPermissionError          16
+        ├── NoPermissionError          16     a user lacks a permission: names what is missing
+        │   └── AuthenticationError    16     unknown access key, wrong signature, skewed clock
         ├── TopicNotExistError         17
         ├── TopicExistAlreadyError     18
         ├── NotLeaderForQueueError     501    (retriable after a route refresh)
@@ -59,7 +64,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from rocketspark.protocol.codes import ResponseCode
+from rocketspark.protocol.codes import ClientErrorCode, ResponseCode
 
 
 class RocketSparkError(Exception):
@@ -79,29 +84,54 @@ class ClientError(RocketSparkError):
 
 
 class NoNameServerError(ClientError):
-    code = 10004
+    code = int(ClientErrorCode.NO_NAME_SERVER)
 
 
 class NoRouteInfoError(ClientError):
-    code = 10005
+    code = int(ClientErrorCode.NOT_FOUND_TOPIC)
 
 
 class ConnectError(ClientError):
-    code = 10001
+    code = int(ClientErrorCode.CONNECT_BROKER_EXCEPTION)
     retriable = True
 
 
 class RequestTimeoutError(ClientError):
-    code = 10002
+    code = int(ClientErrorCode.ACCESS_BROKER_TIMEOUT)
     retriable = True
 
 
 class InvalidAddressError(ClientError):
-    code = 10006
+    code = int(ClientErrorCode.INVALID_ADDRESS)
+
+
+class OptionError(ClientError):
+    """An option of the rocketmq data source is missing, unknown or has a bad value."""
+
+    code = int(ClientErrorCode.INVALID_OPTION)
+
+
+class DataLossError(ClientError):
+    """Planned offsets are gone (retention, deletion or a lost broker); see failOnDataLoss."""
+
+    code = int(ClientErrorCode.DATA_LOSS)
 
 
 class DataCorruptedError(ClientError):
     code = int(ResponseCode.DATA_CORRUPTED)
+
+
+class ConfigError(RocketSparkError, ValueError):
+    """A configuration file or value is wrong; the message says which key and why."""
+
+    code = int(ClientErrorCode.INVALID_CONFIG)
+
+
+class ClusterError(RocketSparkError, RuntimeError):
+    """A server of a local cluster failed to start or stop, or a LocalCluster method was used
+    in a way it does not support; the message says which and why."""
+
+    code = int(ClientErrorCode.CLUSTER_FAILED)
 
 
 class ServerError(RocketSparkError):
@@ -160,7 +190,15 @@ class StoreWriteError(ServiceNotAvailableError):
 
 
 class NoPermissionError(ServerError):
+    """The request's user lacks a permission; the message names the user, the action and the
+    resource (``user "etl" lacks Pub on Topic:orders``), never a secret."""
+
     code = int(ResponseCode.NO_PERMISSION)
+
+
+class AuthenticationError(NoPermissionError):
+    """The request is not signed by a known user: no credentials, an unknown access key, a
+    signature that does not match, or a clock outside the allowed skew."""
 
 
 class TopicNotExistError(ServerError):

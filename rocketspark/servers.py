@@ -21,11 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rocketspark.errors import ClusterError
+
 READY_TIMEOUT_S = 60.0
-
-
-class ClusterError(RuntimeError):
-    """A server of the local cluster failed to start or stop; the message holds its output."""
 
 
 def broker_names(count: int) -> list[str]:

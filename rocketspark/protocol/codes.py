@@ -158,6 +158,21 @@ class ResponseCode(IntEnum):
     NOT_MASTER = 9106  # a write reached a replica that is not (or no longer surely) its group's master
 
 
+class ClientErrorCode(IntEnum):
+    """Codes of errors the client raises itself, never sent by a server (RocketMQ's
+    ``ClientErrorCode`` numbers where it has one)."""
+
+    CONNECT_BROKER_EXCEPTION = 10001  # ConnectError: a peer unreachable
+    ACCESS_BROKER_TIMEOUT = 10002  # RequestTimeoutError
+    NO_NAME_SERVER = 10004  # NoNameServerError
+    NOT_FOUND_TOPIC = 10005  # NoRouteInfoError
+    INVALID_ADDRESS = 10006  # InvalidAddressError (ours from here on)
+    INVALID_OPTION = 10007  # OptionError: an option of the Spark data source
+    DATA_LOSS = 10008  # DataLossError: planned offsets are gone (failOnDataLoss)
+    INVALID_CONFIG = 10009  # ConfigError: a server's or cluster's configuration
+    CLUSTER_FAILED = 10010  # ClusterError: a server of a LocalCluster did not start or stop
+
+
 class Flag:
     """Bits of the ``flag`` field, as in RocketMQ's RemotingCommand."""
 

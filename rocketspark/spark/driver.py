@@ -18,12 +18,12 @@ from rocketspark.client.consumer import Consumer
 from rocketspark.client.logical import LogicalQueue, logical_view
 from rocketspark.client.routes import AUTO_CREATE_TOPIC
 from rocketspark.client.topic_stats import fetch_topic_stats, queue_bounds
-from rocketspark.errors import ConnectError, NoRouteInfoError, RocketSparkError, TopicNotExistError
+from rocketspark.errors import ConnectError, NoRouteInfoError, OptionError, RocketSparkError, TopicNotExistError
 from rocketspark.protocol.codec import unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.types import TopicRouteData
-from rocketspark.spark.options import EARLIEST, LATEST, OptionError, ReaderOptions
+from rocketspark.spark.options import EARLIEST, LATEST, ReaderOptions
 from rocketspark.spark.planning import Bounds
 
 Offsets = dict[str, dict[int, int]]  # topic -> logical queue id -> logical offset
@@ -103,8 +103,8 @@ class Catalog:
             return cached
         try:
             route, view = self.consumer.routes.derive(topic, _route_and_view)
-        except NoRouteInfoError as exc:
-            raise self._missing(topic, exc) from None
+        except NoRouteInfoError:
+            raise self._missing(topic) from None
         except ConnectError as exc:
             raise self._unreachable(exc) from None
         wanted = self.options.assign.get(topic) if self.options.assign else None
@@ -124,9 +124,7 @@ class Catalog:
         """Every topic read, each as one consistent fetch."""
         return {t: self.state(t) for t in self.topics()}
 
-    def _missing(self, topic: str, exc: RocketSparkError) -> RocketSparkError:
-        if isinstance(exc, NoRouteInfoError) and "no nameserver answered" in exc.message:
-            return self._unreachable(exc)
+    def _missing(self, topic: str) -> TopicNotExistError:
         return TopicNotExistError(
             f'topic "{topic}" (option "{"topic" if self.options.topics else "assign"}") does not exist on the '
             f"cluster at {', '.join(self.options.nameservers)}: create it first (rocketspark admin create-topic "

@@ -18,17 +18,11 @@ from typing import Any
 
 from rocketspark.client.nameservers import resolve_nameservers
 from rocketspark.client.pulling import parse_tags
-from rocketspark.errors import ClientError, InvalidAddressError, NoNameServerError
+from rocketspark.errors import InvalidAddressError, NoNameServerError, OptionError
 from rocketspark.protocol.service import MAX_GRPC_MESSAGE_BYTES
 
 EARLIEST = -2  # in JSON offsets, as in Kafka
 LATEST = -1
-
-
-class OptionError(ClientError):
-    """An option of the rocketmq data source is missing, unknown or has a bad value."""
-
-    code = 10007
 
 
 # The option names, as users write them (Spark hands them over lower-cased).

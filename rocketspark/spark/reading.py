@@ -24,7 +24,7 @@ from rocketspark.client.admin import Admin
 from rocketspark.client.pipeline import Pipeline
 from rocketspark.client.pulling import STATUS_CODES, PullPlan, next_logical, plan_pull, read_columns
 from rocketspark.codec.arrow import Source, to_record_batch
-from rocketspark.errors import ConnectError, RocketSparkError
+from rocketspark.errors import ConnectError, DataLossError, RocketSparkError
 from rocketspark.protocol.codes import ResponseCode
 from rocketspark.protocol.types import PullResult
 from rocketspark.remoting.client import RemotingClient, check
@@ -44,12 +44,6 @@ def client() -> RemotingClient:
         if _client is None or _client[0] != os.getpid():
             _client = (os.getpid(), RemotingClient(peer_kind="broker"))
         return _client[1]
-
-
-class DataLossError(RocketSparkError):
-    """Planned offsets are gone (retention, deletion or a lost broker); see failOnDataLoss."""
-
-    code = 10008
 
 
 @dataclass(frozen=True, slots=True)

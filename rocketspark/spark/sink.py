@@ -45,7 +45,8 @@ from rocketspark.client.selection import queues_for_keys
 from rocketspark.codec.build import pack_ext
 from rocketspark.codec.from_arrow import MessageArrays, records
 from rocketspark.codec.layout import MAX_TAG_BYTES
-from rocketspark.spark.options import OptionError, WriterOptions
+from rocketspark.errors import OptionError
+from rocketspark.spark.options import WriterOptions
 
 log = logging.getLogger(__name__)
 

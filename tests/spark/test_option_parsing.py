@@ -7,8 +7,9 @@ import os
 
 import pytest
 
+from rocketspark.errors import OptionError
 from rocketspark.spark import sink
-from rocketspark.spark.options import OptionError, parse_reader, parse_writer
+from rocketspark.spark.options import parse_reader, parse_writer
 
 NS = "127.0.0.1:9876"
 

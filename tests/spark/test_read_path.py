@@ -15,14 +15,14 @@ import pytest
 from rocketspark.client.logical import LogicalQueue, Segment
 from rocketspark.codec.build import stamped_head
 from rocketspark.codec.layout import BODY_AT
-from rocketspark.errors import DataCorruptedError, RequestTimeoutError
+from rocketspark.errors import DataCorruptedError, DataLossError, RequestTimeoutError
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.mapping import LogicQueueMappingItem
 from rocketspark.remoting.server import Dispatcher, create_server
 from rocketspark.spark import reading
 from rocketspark.spark.planning import plan_ranges, split
-from rocketspark.spark.reading import DataLossError, ReadSpec, read_range
+from rocketspark.spark.reading import ReadSpec, read_range
 from tests.helpers import batch_record
 
 NS = "127.0.0.1:9876"

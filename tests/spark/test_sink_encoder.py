@@ -14,8 +14,9 @@ from rocketspark.client.selection import queue_for_key
 from rocketspark.codec.build import pack_ext
 from rocketspark.codec.columns import decode
 from rocketspark.codec.messages import to_messages
+from rocketspark.errors import OptionError
 from rocketspark.protocol.types import SendResult, SendStatus
-from rocketspark.spark.options import OptionError, WriterOptions
+from rocketspark.spark.options import WriterOptions
 from rocketspark.spark.sink import _Batcher, producer_id
 
 Row = tuple[bytes, str | None, bytes]  # body, tag, packed keys and properties

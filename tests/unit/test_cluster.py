@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rocketspark.cluster import ClusterError, LocalCluster, ServerProcess
-from rocketspark.configfile import ConfigError
+from rocketspark.cluster import LocalCluster, ServerProcess
+from rocketspark.errors import ClusterError, ConfigError
 
 
 def test_a_child_that_hangs_before_its_readiness_line_times_out(tmp_path: Path) -> None:

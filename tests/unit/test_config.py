@@ -10,7 +10,7 @@ import pytest
 
 from broker import config as broker_config
 from nameserver import config as ns_config
-from rocketspark.configfile import ConfigError
+from rocketspark.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 

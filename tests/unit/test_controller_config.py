@@ -6,7 +6,7 @@ import pytest
 
 from nameserver.config import NameServerConfig
 from nameserver.server import NameServer
-from rocketspark.configfile import ConfigError
+from rocketspark.errors import ConfigError
 
 
 def test_the_controller_is_off_by_default_and_its_requests_still_have_handlers() -> None:
