@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Protocol
 
 from broker.static_topics import StaticTopics
 from broker.store.store import MessageStore
@@ -20,19 +19,12 @@ from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.mapping import LogicQueueMappingItem
 from rocketspark.remoting.client import check
+from rocketspark.remoting.transport import Transport
 
 log = logging.getLogger(__name__)
 
 
-class Invoker(Protocol):
-    """The calls cleanup makes (a ``RemotingClient``)."""
-
-    def invoke(
-        self, address: str, request: RemotingCommand, timeout_ms: int | None = None, *, peer: str | None = None
-    ) -> RemotingCommand: ...
-
-
-def broker_addresses(client: Invoker, nameservers: list[str], name: str) -> dict[str, str]:
+def broker_addresses(client: Transport, nameservers: list[str], name: str) -> dict[str, str]:
     """Broker name -> address, from every nameserver (one that just restarted may not know
     every broker yet; the first address heard for a name is kept). Blocking: run in a thread."""
     addresses: dict[str, str] = {}
@@ -49,11 +41,11 @@ def broker_addresses(client: Invoker, nameservers: list[str], name: str) -> dict
     return addresses
 
 
-def remote_min_offset(client: Invoker, address: str, topic: str, item: LogicQueueMappingItem) -> int | None:
+def remote_min_offset(client: Transport, address: str, topic: str, item: LogicQueueMappingItem) -> int | None:
     """Min offset of a segment's physical queue on another broker; None if it does not answer."""
     request = RemotingCommand.request(RequestCode.GET_MIN_OFFSET, {"topic": topic, "queueId": item.queue_id})
     try:
-        return int(check(client.invoke(address, request, peer="broker")).ext["offset"])
+        return int(check(client.invoke(address, request)).ext["offset"])
     except RocketSparkError as exc:
         log.debug("cannot read min offset of %s/%s on %s: %s", topic, item.queue_id, item.bname, exc)
         return None
@@ -64,7 +56,7 @@ class SegmentOffsets:
     remote one's from its broker, whose address is looked up (from the nameservers) once
     per round."""
 
-    def __init__(self, name: str, store: MessageStore, client: Invoker, nameservers: list[str]) -> None:
+    def __init__(self, name: str, store: MessageStore, client: Transport, nameservers: list[str]) -> None:
         self.name = name
         self.store = store
         self.client = client

@@ -14,22 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Protocol
 
 from rocketspark.client.pulling import PullPlan, next_logical
 from rocketspark.errors import ConnectError
 from rocketspark.protocol.codes import ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.types import PullResult
-
-
-class Invoker(Protocol):
-    """What the pipeline needs of a transport (``RemotingClient`` is one)."""
-
-    def invoke_async(
-        self, address: str, request: RemotingCommand, timeout_ms: int | None = None
-    ) -> Future[RemotingCommand]: ...
-
+from rocketspark.remoting.transport import Transport
 
 PlanAt = Callable[[int], PullPlan | PullResult]  # a logical offset -> its pull, or a result known without one
 Recover = Callable[[PullPlan, ConnectError], PullPlan]  # a pull that failed to connect -> the one to try instead
@@ -41,7 +32,7 @@ class Pipeline:
     sent the moment the answer arrives, before the caller looks at it."""
 
     def __init__(
-        self, remoting: Invoker, plan_at: PlanAt, *, end: int | None = None, recover: Recover | None = None
+        self, remoting: Transport, plan_at: PlanAt, *, end: int | None = None, recover: Recover | None = None
     ) -> None:
         self.remoting = remoting
         self.plan_at = plan_at

@@ -28,6 +28,7 @@ from rocketspark.errors import ConnectError, DataLossError, RocketSparkError
 from rocketspark.protocol.codes import ResponseCode
 from rocketspark.protocol.types import PullResult
 from rocketspark.remoting.client import RemotingClient, check
+from rocketspark.remoting.transport import Transport
 from rocketspark.spark.arrow import arrow_schema
 from rocketspark.spark.planning import SegmentRange
 
@@ -118,10 +119,11 @@ class _Decoder:
         return batch if batch.num_rows else None
 
 
-def read_range(spec: ReadSpec, r: SegmentRange) -> Iterator[pa.RecordBatch]:
-    """Every message of one segment slice, as RecordBatches, through the pull pipeline."""
+def read_range(spec: ReadSpec, r: SegmentRange, transport: Transport | None = None) -> Iterator[pa.RecordBatch]:
+    """Every message of one segment slice, as RecordBatches, through the pull pipeline
+    (over this process's client unless a ``transport`` is given)."""
     decoder = _Decoder(spec, r)
-    yield from _pull_range(spec, r, decoder)
+    yield from _pull_range(spec, r, decoder, transport or client())
     last = decoder.flush()
     if last is not None:
         yield last
@@ -166,10 +168,10 @@ class _Planned:
         self.give_up = 0.0
 
 
-def _pull_range(spec: ReadSpec, r: SegmentRange, decoder: _Decoder) -> Iterator[pa.RecordBatch]:
+def _pull_range(spec: ReadSpec, r: SegmentRange, decoder: _Decoder, transport: Transport) -> Iterator[pa.RecordBatch]:
     planned = _Planned(spec, r)
     end = r.logical_end
-    pipeline = Pipeline(client(), planned.plan_at, end=end, recover=planned.recover)
+    pipeline = Pipeline(transport, planned.plan_at, end=end, recover=planned.recover)
     offset = r.logical_start
     while offset < end:
         pulled = pipeline.pull(offset)

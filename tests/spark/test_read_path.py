@@ -20,7 +20,6 @@ from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.mapping import LogicQueueMappingItem
 from rocketspark.remoting.server import Dispatcher, create_server
-from rocketspark.spark import reading
 from rocketspark.spark.planning import plan_ranges, split
 from rocketspark.spark.reading import ReadSpec, read_range
 from tests.helpers import batch_record
@@ -63,10 +62,15 @@ class Scripted:
         self.responses = list(responses)
         self.requests: list[RemotingCommand] = []
 
-    def invoke_async(self, address: str, request: RemotingCommand, timeout_ms: int) -> concurrent.futures.Future[Any]:
+    def invoke(self, address: str, request: RemotingCommand, timeout_ms: int | None = None) -> RemotingCommand:
         self.requests.append(request)
-        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        future.set_result(self.responses.pop(0) if self.responses else RemotingCommand(ResponseCode.SYSTEM_ERROR))
+        return self.responses.pop(0) if self.responses else RemotingCommand(ResponseCode.SYSTEM_ERROR)
+
+    def invoke_async(
+        self, address: str, request: RemotingCommand, timeout_ms: int | None = None
+    ) -> concurrent.futures.Future[RemotingCommand]:
+        future: concurrent.futures.Future[RemotingCommand] = concurrent.futures.Future()
+        future.set_result(self.invoke(address, request, timeout_ms))
         return future
 
 
@@ -102,33 +106,32 @@ def one_segment(end: int) -> Any:
     return plan_ranges(queue, 0, end)[0]
 
 
-def test_an_answer_that_does_not_move_on_is_data_loss_not_a_silent_end(monkeypatch: pytest.MonkeyPatch) -> None:
-    scripted = Scripted(
-        answer(ResponseCode.SUCCESS, 5, stored(range(5))), answer(ResponseCode.PULL_RETRY_IMMEDIATELY, 5)
-    )
-    monkeypatch.setattr(reading, "client", lambda: scripted)
+def test_an_answer_that_does_not_move_on_is_data_loss_not_a_silent_end() -> None:
+    def scripted() -> Scripted:
+        return Scripted(
+            answer(ResponseCode.SUCCESS, 5, stored(range(5))), answer(ResponseCode.PULL_RETRY_IMMEDIATELY, 5)
+        )
+
     got = []
     with pytest.raises(DataLossError, match=r"offsets \[5, 10\) \(5 messages\) are no longer on broker broker-a"):
-        for batch in read_range(spec(pull_batch_size=5), one_segment(10)):
+        for batch in read_range(spec(pull_batch_size=5), one_segment(10), scripted()):
             got.append(batch.num_rows)
     assert got == []  # the rows decoded so far wait for more (MIN_ARROW_ROWS); the task fails with them
-    scripted = Scripted(
-        answer(ResponseCode.SUCCESS, 5, stored(range(5))), answer(ResponseCode.PULL_RETRY_IMMEDIATELY, 5)
-    )
-    monkeypatch.setattr(reading, "client", lambda: scripted)
-    assert [b.num_rows for b in read_range(spec(pull_batch_size=5, fail_on_data_loss=False), one_segment(10))] == [5]
+    lenient = spec(pull_batch_size=5, fail_on_data_loss=False)
+    assert [b.num_rows for b in read_range(lenient, one_segment(10), scripted())] == [5]
 
 
-def test_verify_crc_decides_whether_a_damaged_record_fails_the_read(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_verify_crc_decides_whether_a_damaged_record_fails_the_read() -> None:
     damaged = bytearray(stored(range(3)))
     damaged[-1] ^= 0xFF  # the last body byte of the last record
-    for verify in (True, False):
-        monkeypatch.setattr(reading, "client", lambda: Scripted(answer(ResponseCode.SUCCESS, 3, bytes(damaged))))
-        if verify:
-            with pytest.raises(DataCorruptedError, match="CRC mismatch"):
-                list(read_range(spec(verify_crc=True), one_segment(3)))
-        else:
-            assert sum(b.num_rows for b in read_range(spec(verify_crc=False), one_segment(3))) == 3
+    with pytest.raises(DataCorruptedError, match="CRC mismatch"):
+        list(
+            read_range(spec(verify_crc=True), one_segment(3), Scripted(answer(ResponseCode.SUCCESS, 3, bytes(damaged))))
+        )
+    unchecked = read_range(
+        spec(verify_crc=False), one_segment(3), Scripted(answer(ResponseCode.SUCCESS, 3, bytes(damaged)))
+    )
+    assert sum(b.num_rows for b in unchecked) == 3
 
 
 @pytest.fixture
@@ -164,12 +167,11 @@ def test_pull_timeout_ms_is_the_deadline_of_each_pull(silent_broker: str) -> Non
         list(read_range(spec(pull_timeout_ms=400), plan_ranges(queue, 0, 10)[0]))
 
 
-def test_pull_requests_name_the_segment_and_ask_for_at_most_pull_batch_size(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pull_requests_name_the_segment_and_ask_for_at_most_pull_batch_size() -> None:
     scripted = Scripted(
         *(answer(ResponseCode.SUCCESS, min(o + 4, 10), stored(range(o, min(o + 4, 10)))) for o in (0, 4, 8))
     )
-    monkeypatch.setattr(reading, "client", lambda: scripted)
-    assert [b.num_rows for b in read_range(spec(pull_batch_size=4), one_segment(10))] == [10]  # decoded together
+    assert [b.num_rows for b in read_range(spec(pull_batch_size=4), one_segment(10), scripted)] == [10]  # together
     assert [(r.ext["queueOffset"], r.ext["maxMsgNums"], r.ext["endOffset"]) for r in scripted.requests] == [
         (0, 4, 10),
         (4, 4, 10),

@@ -39,6 +39,9 @@ class FakeBroker:
         future.set_result(request.response(code, ext={"next": nxt, "min": 0, "max": self.size}))
         return future
 
+    def invoke(self, address: str, request: RemotingCommand, timeout_ms: int | None = None) -> RemotingCommand:
+        return self.invoke_async(address, request, timeout_ms).result()
+
 
 def two_segments() -> LogicalQueue:
     """[0, 8) sealed on a, then from 100 open on b."""

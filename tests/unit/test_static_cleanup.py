@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,16 @@ class FakeNetwork:
             return request.response(body=pack({"clusters": {}, "brokers": brokers}))
         assert (address, request.code) == (BROKER_B, RequestCode.GET_MIN_OFFSET)
         return request.response(ext={"offset": 5})  # retention emptied the segment
+
+    def invoke_async(
+        self, address: str, request: RemotingCommand, timeout_ms: int | None = None
+    ) -> Future[RemotingCommand]:
+        future: Future[RemotingCommand] = Future()
+        try:
+            future.set_result(self.invoke(address, request, timeout_ms))
+        except Exception as exc:
+            future.set_exception(exc)
+        return future
 
 
 def test_a_remote_segment_s_broker_is_found_through_any_nameserver_asked_once_per_round(broker: Broker) -> None:
