@@ -15,13 +15,14 @@ from broker.store.store import StoreConfig
 from rocketspark import configfile
 from rocketspark.errors import ConfigError
 from rocketspark.protocol.types import Perm
+from rocketspark.security.settings import SecuritySettings
 
 MiB = 1024 * 1024
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class BrokerConfig:
+class BrokerConfig(SecuritySettings):
     broker_name: str = "broker-a"
     cluster_name: str = "DefaultCluster"
     listen_host: str = "127.0.0.1"
@@ -70,6 +71,7 @@ class BrokerConfig:
     master_lease_ms: int = 5000  # a master stops acknowledging this long after its last heartbeat answer
 
     def __post_init__(self) -> None:
+        self.check_security()
         if not _NAME.match(self.broker_name):
             raise ConfigError(f'broker_name "{self.broker_name}" must be 1-64 letters, digits, "_" or "-"')
         if not _NAME.match(self.cluster_name):

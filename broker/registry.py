@@ -40,7 +40,11 @@ class Registry:
         self.role = role
         self.registration = registration
         self.address = address
-        self.client = RemotingClient(peer_kind="nameserver", default_timeout_ms=config.register_timeout_ms)
+        self.client = RemotingClient(
+            peer_kind="nameserver",
+            default_timeout_ms=config.register_timeout_ms,
+            credentials=config.cluster_credentials(),
+        )
         self._tasks: set[asyncio.Task[None]] = set()  # registrations that outlive their caller
         self._failing: set[str] = set()
         # One lock per nameserver: an UNREGISTER must not be overtaken by a late REGISTER to the

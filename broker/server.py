@@ -39,6 +39,7 @@ from rocketspark.errors import ControllerInvalidRequestError, ControllerReplicaI
 from rocketspark.protocol.types import Perm
 from rocketspark.remoting.server import Dispatcher, run_every, serve_until_signalled
 from rocketspark.remoting.server import create_server as bind_server
+from rocketspark.security.service import serve_acl
 
 log = logging.getLogger("broker")
 
@@ -58,7 +59,10 @@ class Broker:
         self.store = MessageStore(config.store_config(), accepts=self.topics.accepts)
         self.longpoll = LongPollHub()
         self.consumers = ConsumerGroups(config.consumer_expired_ms)
-        self.dispatcher = Dispatcher(f"broker {self.name}", max_inflight_bytes=config.max_inflight_request_bytes)
+        self.acl = config.acl_store(self.data_dir / "config" / "acl.json")
+        self.dispatcher = Dispatcher(
+            f"broker {self.name}", max_inflight_bytes=config.max_inflight_request_bytes, guard=config.guard(self.acl)
+        )
         self.role = Role(self.name, config.replica_id, config.controller_mode, config.master_lease_ms)
         self.registry = Registry(config, self.role, self.registration, lambda: self.address)
         self.epochs = EpochFile(self.data_dir / "config" / "epochs.json")
@@ -75,6 +79,7 @@ class Broker:
             max_lag_ms=config.ha_max_time_slave_not_catchup_ms,
             chunk_bytes=config.ha_chunk_bytes,
             metadata_interval_ms=config.ha_metadata_interval_ms,
+            credentials=config.cluster_credentials(),
         )
         self.address = ""
         self.started_at = time.time()
@@ -87,6 +92,7 @@ class Broker:
                 nameservers=config.nameservers,
                 interval_ms=config.controller_heartbeat_interval_ms,
                 on_role_change=self._role_changed,
+                credentials=config.cluster_credentials(),
             )
             if config.controller_mode
             else None
@@ -133,6 +139,7 @@ class Broker:
         admin.register(d, admin_context)
         static.register(d, self.static_context)
         ha.register(d, ha.HaContext(role, store, self.epochs, self.replication))
+        serve_acl(d, self.acl)
 
     @property
     def perm(self) -> int:

@@ -13,12 +13,13 @@ from typing import Any
 
 from rocketspark import configfile
 from rocketspark.errors import ConfigError
+from rocketspark.security.settings import SecuritySettings
 
 _HOST_PORT = re.compile(r"[^\s:]+:[0-9]{1,5}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class NameServerConfig:
+class NameServerConfig(SecuritySettings):
     listen_host: str = "127.0.0.1"
     listen_port: int = 9876  # 0 picks a free port
     scan_interval_ms: int = 5000  # how often silent brokers are looked for (4.x: 10 s)
@@ -34,6 +35,7 @@ class NameServerConfig:
     controller_broker_heartbeat_timeout_ms: int = 10_000  # a master silent this long is replaced
 
     def __post_init__(self) -> None:
+        self.check_security()
         if not 0 <= self.listen_port < 65536:
             raise ConfigError(f"listen_port {self.listen_port} is not a port number (0-65535)")
         if self.scan_interval_ms <= 0 or self.broker_expired_ms <= 0 or self.notify_scan_interval_ms <= 0:

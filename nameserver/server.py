@@ -7,6 +7,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from grpc import aio
@@ -23,6 +24,7 @@ from rocketspark.protocol.headers import get_list, get_str
 from rocketspark.protocol.types import BrokerData
 from rocketspark.remoting.server import Dispatcher, PushHub, run_every, serve_until_signalled
 from rocketspark.remoting.server import create_server as bind_server
+from rocketspark.security.service import serve_acl
 
 log = logging.getLogger("nameserver")
 
@@ -31,7 +33,8 @@ class NameServer:
     def __init__(self, config: NameServerConfig) -> None:
         self.config = config
         self.routes = RouteTable(config.broker_expired_ms)
-        self.dispatcher = Dispatcher("nameserver")
+        self.acl = config.acl_store(Path(config.controller_data_dir).parent / "acl.json")
+        self.dispatcher = Dispatcher("nameserver", guard=config.guard(self.acl))
         self.push = PushHub()
         self.notifier = RouteNotifier(
             self.push,
@@ -59,6 +62,7 @@ class NameServer:
         d.register(RequestCode.SUBSCRIBE_TOPIC_ROUTE, self.subscribe)
         d.register(RequestCode.UNSUBSCRIBE_TOPIC_ROUTE, self.unsubscribe)
         d.register_stream(RequestCode.OPEN_PUSH_STREAM, self.push.stream)
+        serve_acl(d, self.acl)
         if self.controller is not None:
             self.controller.register(d)
         else:

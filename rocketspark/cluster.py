@@ -15,6 +15,7 @@ This is the one module of the ``rocketspark`` package that imports ``broker`` an
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import socket
 import sys
@@ -52,6 +53,10 @@ class LocalCluster:
     their masters. ``kill``, ``pause``, ``resume`` and ``restart`` act on one replica by its
     address; ``replicas_of(name)`` lists a group's addresses. With several nameservers their
     controllers form one Raft group; ``kill_nameserver`` and ``restart_nameserver`` act on one.
+
+    With ``auth`` every server requires signed, authorized requests: the cluster gets a fresh
+    cluster secret and an admin super user, ``admin_access_key``/``admin_secret_key`` (pass
+    them to clients, or create users with ``Admin.create_user``).
     """
 
     def __init__(
@@ -65,6 +70,7 @@ class LocalCluster:
         cluster_name: str = "DefaultCluster",
         replicas: int = 1,
         nameservers: int = 1,
+        auth: bool = False,
     ) -> None:
         if replicas < 1:
             raise ClusterError(f"replicas must be at least 1, not {replicas}")
@@ -74,8 +80,12 @@ class LocalCluster:
         self.replica_count = replicas
         self.broker_count = brokers
         self.processes = processes
-        self.broker_config = dict(broker_config or {})
-        self.nameserver_config = dict(nameserver_config or {})
+        self.auth = auth
+        self.admin_access_key = "admin" if auth else None
+        self.admin_secret_key = secrets.token_hex(16) if auth else None
+        security = self._security_values()
+        self.broker_config = security | dict(broker_config or {})
+        self.nameserver_config = security | dict(nameserver_config or {})
         self.cluster_name = cluster_name
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="rocketspark-"))
@@ -87,6 +97,19 @@ class LocalCluster:
         self._ports: dict[str, int] = {}  # every broker ever started: a restart reuses its port
         self._replicas: dict[str, dict[int, str]] = {}  # group -> replica id -> address
         self._by_address: dict[str, tuple[str, int]] = {}  # replica address -> (group, replica id)
+
+    def _security_values(self) -> dict[str, Any]:
+        if not self.auth:
+            return {}
+        return {
+            "auth_enable": True,
+            "cluster_secret": secrets.token_hex(24),
+            "admin_access_key": self.admin_access_key,
+            "admin_secret_key": self.admin_secret_key,
+        }
+
+    def __repr__(self) -> str:
+        return f"LocalCluster(nameserver={self.nameserver!r}, brokers={sorted(self.brokers)}, auth={self.auth})"
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -141,7 +164,11 @@ class LocalCluster:
         controllers form one Raft group (each one's peers are the others)."""
         raft = [f"127.0.0.1:{_free_port()}" for _ in range(self.nameserver_count)]
         for index in range(self.nameserver_count):
-            values: dict[str, Any] = {"listen_host": "127.0.0.1", "listen_port": 0}
+            values: dict[str, Any] = {
+                "listen_host": "127.0.0.1",
+                "listen_port": 0,
+                "acl_file": str(self.data_dir / f"{_nameserver_key(index)}-acl.json"),
+            }
             if self.replica_count > 1:  # replica groups: the controller runs inside the nameserver
                 values |= {
                     "controller_enable": True,

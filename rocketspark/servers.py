@@ -9,6 +9,7 @@ loop in a daemon thread. ``LocalCluster`` (``rocketspark.cluster``) is built fro
 from __future__ import annotations
 
 import asyncio
+import os
 import queue
 import signal
 import string
@@ -41,7 +42,11 @@ def _toml_value(value: Any) -> str:
 
 
 def write_toml(path: Path, values: dict[str, Any]) -> None:
-    path.write_text("".join(f"{key} = {_toml_value(value)}\n" for key, value in values.items()))
+    """Write a server's config, readable by its owner only (it may hold secrets)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write("".join(f"{key} = {_toml_value(value)}\n" for key, value in values.items()))
+    os.chmod(path, 0o600)
 
 
 @dataclass

@@ -23,6 +23,7 @@ from rocketspark.protocol.codec import unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.client import RemotingClient, check
+from rocketspark.security.signing import Credentials
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,7 @@ class ControllerLink:
         nameservers: list[str],
         interval_ms: int,
         on_role_change: Callable[[], object],
+        credentials: Credentials | None = None,
     ) -> None:
         self.role = role
         self.replication = replication
@@ -58,7 +60,9 @@ class ControllerLink:
         self.nameservers = nameservers
         self.interval_s = interval_ms / 1000
         self.on_role_change = on_role_change
-        self.client = RemotingClient(peer_kind="nameserver", default_timeout_ms=max(1000, 2 * interval_ms))
+        self.client = RemotingClient(
+            peer_kind="nameserver", default_timeout_ms=max(1000, 2 * interval_ms), credentials=credentials
+        )
         self.registered = False
         self._failing = False
 

@@ -30,6 +30,7 @@ from rocketspark.protocol.codec import pack, unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.client import RemotingClient, check
+from rocketspark.security.signing import Credentials
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,7 @@ class Replication:
         max_lag_ms: int,
         chunk_bytes: int,
         metadata_interval_ms: int,
+        credentials: Credentials | None = None,
     ) -> None:
         self.store = store
         self.role = role
@@ -69,8 +71,9 @@ class Replication:
         self.chunk_bytes = chunk_bytes
         self.metadata_interval_s = metadata_interval_ms / 1000
         self.acks = AckTracker(max_lag_ms)
-        self.client = RemotingClient(peer_kind="broker", default_timeout_ms=10_000)
-        self.server = LogServer(store, role, self.acks, metadata.version, chunk_bytes)
+        self.client = RemotingClient(peer_kind="broker", default_timeout_ms=10_000, credentials=credentials)
+        self.secret = credentials.secret_key if credentials is not None else None
+        self.server = LogServer(store, role, self.acks, metadata.version, chunk_bytes, secret=self.secret)
         self._copying: asyncio.Task[None] | None = None
         self._term: tuple[str, int] | None = None  # (role, epoch) acted on last
         self._floor = 0  # where an empty slave starts copying: the master's first segment
@@ -215,7 +218,7 @@ class Replication:
         master's changes (topics, mappings) and every ``ha_metadata_interval_ms``."""
         offset = self.store.log_max_offset if self.store.log_segments else self._floor
         host = master.rsplit(":", 1)[0]
-        link = await LogClient.connect(host, port, self.role.replica_id, epoch, offset)
+        link = await LogClient.connect(host, port, self.role.replica_id, epoch, offset, self.secret)
         copied = asyncio.Event()
         indexer = asyncio.get_running_loop().create_task(self._index_behind(copied, link))
         next_metadata, known = 0.0, (-1, -1)

@@ -3,12 +3,15 @@ RocketMQ's HAService has (its HA port), not a request per chunk.
 
 A slave connects to the master's HA port (learned from ``HA_GET_EPOCHS``, which also agrees
 on history first) and says who it is, which epoch it follows and where its log ends
-(``HELLO``). From then on the master pushes the log from there as it grows (``PUSH`` frames,
-each a header with the bytes' CRC, then the bytes; an empty one every second tells the slave
-the master is alive), and the slave answers every frame with its log end after storing it
-(``ACK``): that is its acknowledgement, and, after a keepalive, its sign of life. With a
-request per chunk every acknowledgement waited for the slave's next request to make its way
-through gRPC; here both directions just flow.
+(``HELLO``), proving it knows the cluster secret when security is on (``AUTH``: its clock
+and an HMAC-SHA256 of both, keyed with ``cluster_secret``; zeros when security is off, and a
+master with security on refuses a connection without the right one). From then on the
+master pushes the log from there as it grows (``PUSH`` frames, each a header with the bytes'
+CRC, then the bytes; an empty one every second tells the slave the master is alive), and
+the slave answers every frame with its log end after storing it (``ACK``): that is its
+acknowledgement, and, after a keepalive, its sign of life. With a request per chunk every
+acknowledgement waited for the slave's next request to make its way through gRPC; here both
+directions just flow.
 
 Each side notices a silent peer with one watchdog per connection (:class:`Hearing`), not a
 timeout around every read: a timeout costs a timer per frame, and at a frame per send that
@@ -23,6 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import hmac
 import logging
 import struct
 import time
@@ -37,6 +42,8 @@ log = logging.getLogger(__name__)
 
 MAGIC: Final = 0x52534841  # "RSHA"
 HELLO: Final = struct.Struct(">IiqQ")  # magic, replica id, master epoch it follows, its log end
+AUTH: Final = struct.Struct(">q32s")  # the slave's clock (ms), HMAC-SHA256 of HELLO + clock with the cluster secret
+AUTH_SKEW_MS: Final = 300_000  # the slave's clock may be this far from the master's (as signed requests)
 # log offset, bytes that follow, their CRC32, master epoch, topics and mappings versions
 PUSH: Final = struct.Struct(">QIIqQQ")
 ACK: Final = struct.Struct(">Q")  # the slave's log end after storing a frame
@@ -86,6 +93,28 @@ class Hearing:
             tick()
 
 
+def _proof(secret: str, hello: bytes, at_ms: int) -> bytes:
+    return hmac.new(secret.encode(), hello + at_ms.to_bytes(8, "big", signed=True), hashlib.sha256).digest()
+
+
+def auth_frame(secret: str | None, hello: bytes) -> bytes:
+    """What a slave sends after HELLO: proof that it holds the cluster secret (zeros: none)."""
+    if secret is None:
+        return AUTH.pack(0, bytes(32))
+    at_ms = int(time.time() * 1000)
+    return AUTH.pack(at_ms, _proof(secret, hello, at_ms))
+
+
+def check_auth(secret: str, hello: bytes, auth: bytes) -> None:
+    at_ms, proof = AUTH.unpack(auth)
+    if not hmac.compare_digest(proof, _proof(secret, hello, at_ms)):
+        raise TransferError("it did not prove it holds this cluster's secret (cluster_secret): not a replica of it")
+    if abs(time.time() * 1000 - at_ms) > AUTH_SKEW_MS:
+        raise TransferError(
+            f"its clock is more than {AUTH_SKEW_MS // 1000} s from this master's: synchronise the clocks"
+        )
+
+
 def _frame(offset: int, chunk: bytes, epoch: int, versions: tuple[int, int]) -> bytes:
     return PUSH.pack(offset, len(chunk), zlib.crc32(chunk), epoch, *versions) + chunk
 
@@ -101,6 +130,7 @@ class LogServer:
         versions: Callable[[], tuple[int, int]],
         chunk: int,
         hearing: Callable[[str], Hearing] = Hearing,
+        secret: str | None = None,
     ) -> None:
         self.store = store
         self.role = role
@@ -108,6 +138,7 @@ class LogServer:
         self.versions = versions
         self.chunk_bytes = min(chunk, MAX_PUSH_BYTES)
         self.hearing = hearing  # a connection's watchdog (tests shorten its periods)
+        self.secret = secret  # the cluster secret a slave must prove it holds (None: security off)
         self.port = 0
         self._server: asyncio.Server | None = None
         self._wakeups: set[asyncio.Event] = set()
@@ -144,10 +175,13 @@ class LogServer:
         peer = writer.get_extra_info("peername")
         replica_id = -1
         try:
-            magic, replica_id, epoch, offset = HELLO.unpack(
-                await asyncio.wait_for(reader.readexactly(HELLO.size), SILENCE_S)
-            )
-            self._check_hello(magic, epoch, offset)
+            hello, auth = await asyncio.wait_for(self._read_hello(reader), SILENCE_S)
+            magic, replica_id, epoch, offset = HELLO.unpack(hello)
+            if magic != MAGIC:
+                raise TransferError(f"not a replica of this cluster (magic 0x{magic:08X})")
+            if self.secret is not None:
+                check_auth(self.secret, hello, auth)
+            self._check_hello(epoch, offset)
             older = self._by_replica.get(replica_id)
             if older is not None:
                 older.cancel()  # it reconnected: the old connection is half-open, or about to close
@@ -165,10 +199,13 @@ class LogServer:
                 del self._by_replica[replica_id]
             writer.close()
 
-    def _check_hello(self, magic: int, epoch: int, offset: int) -> None:
+    @staticmethod
+    async def _read_hello(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
+        hello = await reader.readexactly(HELLO.size)
+        return hello, await reader.readexactly(AUTH.size)
+
+    def _check_hello(self, epoch: int, offset: int) -> None:
         role, low, high = self.role, self.store.log_min_offset, self.store.log_max_offset
-        if magic != MAGIC:
-            raise TransferError(f"not a replica of this cluster (magic 0x{magic:08X})")
         if not role.is_master or epoch != role.epoch:
             raise TransferError(
                 f"it follows epoch {epoch}, and replica {role.replica_id} of {role.group} is not master at it "
@@ -254,9 +291,12 @@ class LogClient:
         self._watchdog = asyncio.get_running_loop().create_task(self._watch())
 
     @classmethod
-    async def connect(cls, host: str, port: int, replica_id: int, epoch: int, offset: int) -> LogClient:
+    async def connect(
+        cls, host: str, port: int, replica_id: int, epoch: int, offset: int, secret: str | None = None
+    ) -> LogClient:
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), SILENCE_S)
-        writer.write(HELLO.pack(MAGIC, replica_id, epoch, offset))
+        hello = HELLO.pack(MAGIC, replica_id, epoch, offset)
+        writer.write(hello + auth_frame(secret, hello))
         return cls(reader, writer, epoch)
 
     async def _watch(self) -> None:

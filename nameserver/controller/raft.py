@@ -115,8 +115,12 @@ def _settle(future: asyncio.Future[tuple[Any, int]], outcome: tuple[Any, int]) -
 class RaftNode:
     """One pysyncobj node of the controller; ``start`` on the event loop, ``stop`` at the end."""
 
-    def __init__(self, address: str, peers: list[str], data_dir: str) -> None:
+    def __init__(self, address: str, peers: list[str], data_dir: str, *, password: str | None = None) -> None:
+        """``password``: the cluster secret when security is on. pysyncobj then encrypts and
+        authenticates every Raft message with it (Fernet, through ``cryptography``), so a
+        process without it can neither vote nor read the controller's state."""
         self.address = address
+        self.password = password
         self.peers = sorted(peers)
         self.data_dir = Path(data_dir)
         self.state = ReplicatedState()
@@ -136,6 +140,7 @@ class RaftNode:
             bindRetryTime=0.5,
             connectionRetryTime=1.0,  # reconnect to a restarted peer within a second (default 5)
             leaderFallbackTimeout=3.0,  # a cut-off leader steps down in 3 s (default 30)
+            password=self.password,
         )
         # Created on the event loop's thread: pysyncobj's thread stops when its creator's does.
         node = SyncObj(self.address, self.peers, conf, consumers=[self.state])

@@ -64,7 +64,12 @@ def register_disabled(dispatcher: Dispatcher) -> None:
 class Controller:
     def __init__(self, config: NameServerConfig) -> None:
         self.config = config
-        self.raft = RaftNode(config.controller_raft_address, config.controller_peers, config.controller_data_dir)
+        self.raft = RaftNode(
+            config.controller_raft_address,
+            config.controller_peers,
+            config.controller_data_dir,
+            password=config.cluster_secret if config.auth_enable else None,
+        )
         self.liveness = Liveness(config.controller_broker_heartbeat_timeout_ms)
         self.leading = False
         self.elections = 0  # new masters (or none) this node installed as leader

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rocketspark.client import static_admin
+from rocketspark.client import acl_admin, static_admin
+from rocketspark.client.acl_admin import AclChange, UserInfo
 from rocketspark.client.logical import LogicalQueue, logical_view
 from rocketspark.client.offsets import QueueClient
 from rocketspark.client.static_admin import RemapResult
@@ -24,6 +25,8 @@ from rocketspark.protocol.mapping import SegmentState
 from rocketspark.protocol.replica import ReplicaGroup
 from rocketspark.protocol.types import Perm, TopicRouteData
 from rocketspark.protocol.validation import validate_topic_name
+from rocketspark.security.acl import AclTable, Decision
+from rocketspark.security.signing import Credentials
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,6 +308,49 @@ class Admin(QueueClient):
         )
         counters: dict[str, Any] = unpack(response.body)
         return counters
+
+    # -- users and policies (rocketspark.client.acl_admin: every server gets the change) ----------
+
+    def create_user(self, name: str, secret: str, *, super_user: bool = False) -> AclChange:
+        """A new user signing as ``name`` with ``secret``; a super user may do anything."""
+
+        def edit(table: AclTable) -> AclTable:
+            if name in table.users:
+                raise InvalidParameterError(f'user "{name}" exists already: use update_user to change it')
+            return table.with_user(name, Credentials(name, secret).secret_key, acl_admin.user_type(super_user))
+
+        return acl_admin.change(self, edit)
+
+    def update_user(self, name: str, secret: str | None = None, *, super_user: bool | None = None) -> AclChange:
+        """A new secret, or type, for an existing user (its policies stay)."""
+
+        def edit(table: AclTable) -> AclTable:
+            old = table.users.get(name)
+            if old is None:
+                raise InvalidParameterError(f'there is no user "{name}": create it first')
+            kind = old.type if super_user is None else acl_admin.user_type(super_user)
+            return table.with_user(name, secret or old.secret, kind)
+
+        return acl_admin.change(self, edit)
+
+    def delete_user(self, name: str) -> AclChange:
+        return acl_admin.change(self, lambda table: table.without_user(name))
+
+    def set_acl(self, user: str, resource: str, actions: list[str], *, decision: str = "Allow") -> AclChange:
+        """Give ``user`` ``actions`` on ``resource`` (Topic:<name or prefix*>, Group:<name or
+        prefix*>, Cluster), allowed or denied; replaces the user's policy on that resource."""
+        try:
+            verdict = Decision(decision)
+        except ValueError:
+            raise InvalidParameterError(f'decision "{decision}" must be Allow or Deny') from None
+        return acl_admin.change(self, lambda table: table.with_policy(user, resource, actions, verdict))
+
+    def delete_acl(self, user: str, resource: str) -> AclChange:
+        return acl_admin.change(self, lambda table: table.without_policy(user, resource))
+
+    def users(self) -> list[UserInfo]:
+        """Every user with its type and policies (never a secret)."""
+        return acl_admin.users(self)
 
     def _nameserver(self, address: str | None) -> str:
         """``address`` if it is one of this client's nameservers (default: the first)."""

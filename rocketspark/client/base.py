@@ -10,6 +10,7 @@ from rocketspark.errors import NoRouteInfoError
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.types import TopicRouteData
 from rocketspark.remoting.client import DEFAULT_TIMEOUT_MS, RemotingClient, check
+from rocketspark.security.signing import Credentials
 
 
 class ClientBase:
@@ -20,13 +21,19 @@ class ClientBase:
         nameserver: str | list[str] | None = None,
         *,
         timeout_ms: int = DEFAULT_TIMEOUT_MS,
+        access_key: str | None = None,
+        secret_key: str | None = None,
         **route: Unpack[RouteKwargs],
     ) -> None:
-        """``route``: ``poll_interval_ms``, ``topic_expiry_ms``, ``not_found_ttl_ms``,
+        """``access_key``/``secret_key``: the user every request is signed as, for a cluster
+        with security on (default: ``ROCKETSPARK_ACCESS_KEY``/``ROCKETSPARK_SECRET_KEY``, else
+        anonymous). ``route``: ``poll_interval_ms``, ``topic_expiry_ms``, ``not_found_ttl_ms``,
         ``route_push`` (see :class:`~rocketspark.client.routes.RouteOptions`)."""
         options = RouteOptions.of(type(self).__name__, route)  # checked before anything starts
+        credentials = Credentials.resolve(access_key, secret_key)
         self.timeout_ms = timeout_ms
-        self.remoting = RemotingClient(peer_kind="broker", default_timeout_ms=timeout_ms)
+        self.access_key = credentials.access_key if credentials is not None else None
+        self.remoting = RemotingClient(peer_kind="broker", default_timeout_ms=timeout_ms, credentials=credentials)
         self.routes = RouteCache(nameserver, self.remoting, options)
         self.closed = False
 

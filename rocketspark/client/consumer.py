@@ -34,9 +34,11 @@ class Consumer(QueueClient):
         *,
         timeout_ms: int = DEFAULT_TIMEOUT_MS,
         verify_crc: bool = True,
+        access_key: str | None = None,
+        secret_key: str | None = None,
         **route: Unpack[RouteKwargs],
     ) -> None:
-        super().__init__(nameserver, timeout_ms=timeout_ms, **route)
+        super().__init__(nameserver, timeout_ms=timeout_ms, access_key=access_key, secret_key=secret_key, **route)
         self.verify_crc = verify_crc
 
     def _send(self, plan: PullPlan) -> PullResult:

@@ -67,6 +67,8 @@ class GroupConsumer:
         tags: str | None = None,
         start_from: str = "latest",
         client_id: str | None = None,
+        access_key: str | None = None,
+        secret_key: str | None = None,
     ) -> None:
         if strategy not in STRATEGIES:
             raise InvalidParameterError(f"unknown allocation strategy {strategy!r}; use one of {sorted(STRATEGIES)}")
@@ -83,7 +85,7 @@ class GroupConsumer:
         self.tags = tags
         self.start_from = start_from
         self.client_id = client_id or new_client_id()
-        self.consumer = Consumer(nameserver)
+        self.consumer = Consumer(nameserver, access_key=access_key, secret_key=secret_key)
         self.members: list[str] = []
         self.workers: dict[QueueKey, _Worker] = {}
         self._lock = threading.Lock()

@@ -73,9 +73,11 @@ class Producer(ClientBase):
         send_latency_fault_enable: bool = False,
         latency_max_ms: Sequence[int] = LATENCY_MAX_MS,
         not_available_duration_ms: Sequence[int] = NOT_AVAILABLE_MS,
+        access_key: str | None = None,
+        secret_key: str | None = None,
         **route: Unpack[RouteKwargs],
     ) -> None:
-        super().__init__(nameserver, timeout_ms=send_timeout_ms, **route)
+        super().__init__(nameserver, timeout_ms=send_timeout_ms, access_key=access_key, secret_key=secret_key, **route)
         # RocketMQ's sendLatencyFaultEnable (off by default there too): slow or failed brokers
         # are avoided for a while, by the latency table of rocketspark.client.fault.
         self.fault = (

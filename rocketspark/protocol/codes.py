@@ -53,6 +53,8 @@ code  name                                 served by
       (ours)                               RocketMQ's proposal #3870 was never merged)
 9021  HA_GET_EPOCHS (ours)                 master: its epoch file, for a rejoining replica
 9022  HA_GET_METADATA (ours)               master: topics, mappings, offsets, producers
+9031  AUTH_GET_TABLE (ours)                broker and nameserver: the users and policies
+9032  AUTH_PUT_TABLE (ours)                broker and nameserver: a newer table of them
 ====  ===================================  =============================================
 
 Responses (``ResponseCode``): see the enum; 9100+ are ours.
@@ -111,6 +113,8 @@ class RequestCode(IntEnum):
     NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED = 9006
     HA_GET_EPOCHS = 9021
     HA_GET_METADATA = 9022
+    AUTH_GET_TABLE = 9031
+    AUTH_PUT_TABLE = 9032
 
 
 class ResponseCode(IntEnum):

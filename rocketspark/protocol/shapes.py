@@ -279,6 +279,20 @@ class StaticTopicBody(Shape):
 # -- the table -------------------------------------------------------------------------------
 
 
+class UserWire(Struct):
+    name: Annotated[str, Meta(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")]
+    secret: Annotated[str, Meta(min_length=1, max_length=1024)]
+    type: Annotated[str, Meta(pattern=r"^(Super|Normal)$")]
+    policies: Annotated[
+        list[tuple[Annotated[str, Meta(max_length=NAME_MAX + 6)], list[str], str]], Meta(max_length=10_000)
+    ] = []
+
+
+class AclTableBody(Shape):
+    version: Offset
+    users: Annotated[list[UserWire], Meta(max_length=100_000)]
+
+
 @dataclass(frozen=True, slots=True)
 class RequestShape:
     header: type[Shape]
@@ -329,6 +343,8 @@ SHAPES: Final[dict[int, RequestShape]] = {
     _C.HA_GET_METADATA: RequestShape(NoFields),
     # both
     _C.GET_COUNTERS: RequestShape(NoFields),
+    _C.AUTH_GET_TABLE: RequestShape(NoFields),
+    _C.AUTH_PUT_TABLE: RequestShape(NoFields, AclTableBody),
     # nameserver
     _C.REGISTER_BROKER: RequestShape(RegisterHeader, Registration),
     _C.UNREGISTER_BROKER: RequestShape(UnregisterHeader),

@@ -32,6 +32,7 @@ from rocketspark.protocol import service
 from rocketspark.protocol.codes import Flag, RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.channel import MuxStream
+from rocketspark.security.signing import Credentials, Signer
 
 log = logging.getLogger(__name__)
 
@@ -97,11 +98,21 @@ class _Peer:
 
 
 class RemotingClient:
-    """Calls RemotingCommands on peers by address. Thread-safe; one per client object."""
+    """Calls RemotingCommands on peers by address. Thread-safe; one per client object.
 
-    def __init__(self, *, peer_kind: str = "broker", default_timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
+    With ``credentials`` every request is signed here, the one place a request leaves (see
+    :mod:`rocketspark.security.signing`)."""
+
+    def __init__(
+        self,
+        *,
+        peer_kind: str = "broker",
+        default_timeout_ms: int = DEFAULT_TIMEOUT_MS,
+        credentials: Credentials | None = None,
+    ) -> None:
         self.peer_kind = peer_kind
         self.default_timeout_ms = default_timeout_ms
+        self.signer = Signer(credentials) if credentials is not None else None
         self._peers: dict[str, _Peer] = {}
         self._lock = threading.Lock()
         self._closed = False
@@ -136,6 +147,8 @@ class RemotingClient:
             return translate_rpc_error(err, address, kind)
 
         code = request.code  # the deadline heap keeps ``expire``: it must not hold the request body
+        if self.signer is not None:
+            request.ext.update(self.signer.headers())
 
         def expire() -> RocketSparkError:
             return RequestTimeoutError(
@@ -198,6 +211,8 @@ class RemotingClient:
         self, address: str, request: RemotingCommand, timeout_ms: int | None, *, peer: str | None = None
     ) -> ResponseStream:
         """A server-streaming call: iterate the responses; the deadline covers the whole stream."""
+        if self.signer is not None:
+            request.ext.update(self.signer.headers())
         call = self._peer(address).stream(request.encode(), timeout=None if timeout_ms is None else timeout_ms / 1000)
         return ResponseStream(call, address, peer or self.peer_kind)
 

@@ -33,6 +33,7 @@ from rocketspark.protocol.command import MalformedCommand, RemotingCommand
 from rocketspark.protocol.headers import get_str
 from rocketspark.remoting.admission import InflightBudget, Ticket
 from rocketspark.remoting.framing import Admitted, Reassembler
+from rocketspark.security import rules
 
 log = logging.getLogger(__name__)
 
@@ -110,11 +111,23 @@ class PushHub:
                         log.exception("push stream close listener failed")
 
 
-class Dispatcher:
-    """Routes each decoded request to its handler and counts requests by code."""
+class RequestGuard(Protocol):
+    """Who may make a request (``rocketspark.security.guard.Guard``): raises
+    AuthenticationError / NoPermissionError."""
 
-    def __init__(self, server_name: str, *, max_inflight_bytes: int | None = None) -> None:
+    def authenticate(self, request: RemotingCommand) -> Any: ...
+    def authorize(self, request: RemotingCommand, user: Any) -> None: ...
+
+
+class Dispatcher:
+    """Routes each decoded request to its handler and counts requests by code. With a
+    ``guard`` (security on), every request is authenticated and authorized before its handler."""
+
+    def __init__(
+        self, server_name: str, *, max_inflight_bytes: int | None = None, guard: RequestGuard | None = None
+    ) -> None:
         self.server_name = server_name
+        self.guard = guard
         self.handlers: dict[int, Handler] = {}
         self.stream_handlers: dict[int, StreamHandler] = {}
         self.counters: Counter[int] = Counter()
@@ -123,10 +136,12 @@ class Dispatcher:
 
     def register(self, code: int, handler: Handler) -> None:
         shapes.require(code)
+        rules.require(code)
         self.handlers[int(code)] = handler
 
     def register_stream(self, code: int, handler: StreamHandler) -> None:
         shapes.require(code)
+        rules.require(code)
         self.stream_handlers[int(code)] = handler
 
     def _resolve(self, raw: bytes, table: dict[int, H]) -> tuple[RemotingCommand, H] | RemotingCommand:
@@ -147,7 +162,10 @@ class Dispatcher:
                 remark=f"request code {request.code} is not supported{how} by {self.server_name}",
             )
         try:
+            user = self.guard.authenticate(request) if self.guard is not None else None
             shapes.check(request)
+            if self.guard is not None:
+                self.guard.authorize(request, user)
         except RocketSparkError as exc:
             return response_for_exception(request, exc, self.server_name)
         return request, handler

@@ -14,7 +14,7 @@ import pytest
 from broker.ha.acks import AckTracker
 from broker.ha.epochs import EpochFile, common_end
 from broker.ha.role import GroupView, Role
-from broker.ha.transfer import ACK, HELLO, MAGIC, PUSH, Hearing, LogClient, LogServer, TransferError
+from broker.ha.transfer import ACK, HELLO, MAGIC, PUSH, Hearing, LogClient, LogServer, TransferError, auth_frame
 
 
 def test_a_replica_that_shares_every_epoch_keeps_its_whole_log() -> None:
@@ -157,7 +157,8 @@ def test_the_master_keeps_one_frame_in_flight_so_sends_stored_meanwhile_travel_t
         port = await server.start("127.0.0.1", 0)
         log.data += b"a" * 10
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(HELLO.pack(MAGIC, 1, 3, 0))
+        hello = HELLO.pack(MAGIC, 1, 3, 0)
+        writer.write(hello + auth_frame(None, hello))
         assert await _frame_read(reader) == (0, b"a" * 10)
         for piece in (b"b" * 5, b"c" * 5):  # two sends stored while the first frame is unacknowledged
             log.data += piece

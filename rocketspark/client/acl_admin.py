@@ -1,0 +1,91 @@
+"""Changing users and policies on every server of a cluster (``Admin.create_user`` and kin).
+
+Each server keeps its own copy of the table (``rocketspark.security.store``). A change reads
+the table from every server that answers, takes the newest, applies the change to it and
+offers the result, one version on, to every broker, replica and nameserver. A server that
+was down keeps its older table until a later change reaches it. Two admins changing the
+table at the same moment: the later change can undo the earlier one (as with any
+read-modify-write); run such changes one at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from rocketspark.errors import ConnectError, RequestTimeoutError
+from rocketspark.protocol.codec import pack, unpack
+from rocketspark.protocol.codes import RequestCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.security.acl import AclTable, Policy, UserType
+
+if TYPE_CHECKING:
+    from rocketspark.client.admin import Admin
+
+
+@dataclass(frozen=True, slots=True)
+class UserInfo:
+    """A user as ``Admin.users()`` shows it: never its secret."""
+
+    name: str
+    type: str
+    policies: tuple[Policy, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AclChange:
+    version: int  # the table's version now
+    applied: list[str]  # servers that hold it
+    missed: list[str]  # servers that could not be reached (they keep their older table)
+
+
+def servers(admin: Admin) -> list[str]:
+    """Every nameserver, and every broker replica the nameserver knows."""
+    found = list(admin.nameservers)
+    for entry in admin.cluster_list()["brokers"].values():
+        for address in (entry.get("addr"), *entry.get("replicas", ())):
+            if address and address not in found:
+                found.append(address)
+    return found
+
+
+def newest(admin: Admin) -> tuple[AclTable, list[str], list[str]]:
+    """The newest table any server holds, the servers asked, and those that did not answer."""
+    tables, missed = [], []
+    addresses = servers(admin)
+    for address in addresses:
+        try:
+            response = admin.call(address, RemotingCommand.request(RequestCode.AUTH_GET_TABLE))
+        except (ConnectError, RequestTimeoutError):
+            missed.append(address)
+            continue
+        tables.append(AclTable.from_wire(unpack(response.body)))
+    if not tables:
+        raise ConnectError(f"no server of the cluster answered ({', '.join(addresses)}): nothing was changed")
+    return max(tables, key=lambda t: t.version), addresses, missed
+
+
+def change(admin: Admin, edit: Callable[[AclTable], AclTable]) -> AclChange:
+    table, addresses, missed = newest(admin)
+    changed = edit(table)
+    body = pack(changed.to_wire())
+    applied = []
+    for address in addresses:
+        if address in missed:
+            continue
+        try:
+            admin.call(address, RemotingCommand.request(RequestCode.AUTH_PUT_TABLE, body=body))
+            applied.append(address)
+        except (ConnectError, RequestTimeoutError):
+            missed.append(address)
+    return AclChange(changed.version, applied, missed)
+
+
+def users(admin: Admin) -> list[UserInfo]:
+    table, _, _ = newest(admin)
+    return [UserInfo(u.name, u.type.value, u.policies) for u in table.users.values()]
+
+
+def user_type(super_user: bool) -> UserType:
+    return UserType.SUPER if super_user else UserType.NORMAL

@@ -1,0 +1,104 @@
+"""The server's check of every request, at its edge (the dispatcher), before any handler.
+
+Authentication first: the request must be signed (``signing``) by the cluster credential,
+the configured admin, or a user of the table, within the clock-skew window. Then
+authorization by the request code's rule (``rules``): the cluster may do anything; only
+the cluster may do what brokers and replicas do among themselves; super users may do
+anything else; other users what their policies allow. A refusal is an AuthenticationError
+or a NoPermissionError (NO_PERMISSION on the wire) naming the user and what is missing,
+never a secret.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Final
+
+from rocketspark.errors import AuthenticationError, NoPermissionError
+from rocketspark.protocol.codes import RequestCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.security.acl import User, UserType
+from rocketspark.security.rules import CLUSTER_ONLY, RULES, SIGNED, SUPER_ONLY
+from rocketspark.security.signing import (
+    AUTH_HEADER,
+    CLUSTER_ACCESS_KEY,
+    DATE_HEADER,
+    Credentials,
+    SignedRequest,
+    parse_date_time,
+    read_signature,
+    verify,
+)
+from rocketspark.security.store import AclStore
+
+DEFAULT_SKEW_S: Final = 300  # how far a request's time may be from the server's clock
+_VERIFIED_MAX: Final = 4096  # signatures verified lately, remembered (one HMAC per user a second)
+
+
+class Guard:
+    def __init__(
+        self, store: AclStore, cluster_secret: str, admin: Credentials | None = None, skew_s: float = DEFAULT_SKEW_S
+    ) -> None:
+        self.store = store
+        self.cluster = User(CLUSTER_ACCESS_KEY, cluster_secret, UserType.SUPER)
+        self.admin = User(admin.access_key, admin.secret_key, UserType.SUPER) if admin is not None else None
+        self.skew_s = skew_s
+        self._verified: dict[SignedRequest, tuple[str, float]] = {}  # claim -> (secret it matched, valid until)
+
+    def authenticate(self, request: RemotingCommand) -> User:
+        """Who signed the request; AuthenticationError when nobody known did. Runs before the
+        request's shape is checked: an anonymous caller learns nothing of what it sent."""
+        claim = read_signature(request.ext.get(DATE_HEADER), request.ext.get(AUTH_HEADER))
+        user = self._user(claim.access_key)
+        self._authenticate(claim, user)
+        return user
+
+    def authorize(self, request: RemotingCommand, user: User) -> None:
+        """Raise NoPermissionError unless ``user`` may make ``request`` (its shape checked)."""
+        rule = RULES[request.code]
+        if user is self.cluster:
+            return
+        if rule is CLUSTER_ONLY:
+            raise NoPermissionError(
+                f'user "{user.name}" may not send {_name(request.code)}: only the cluster\'s own servers do, signed '
+                "with the cluster credential (cluster_secret)"
+            )
+        if user.type is UserType.SUPER or rule is SIGNED:
+            return
+        if rule is SUPER_ONLY:
+            raise NoPermissionError(
+                f'user "{user.name}" is not a super user: only super users change users and policies'
+            )
+        assert rule.needs is not None
+        for need in rule.needs(request):
+            if not user.allows(need):
+                raise NoPermissionError(f'user "{user.name}" lacks {need}')
+
+    def _user(self, access_key: str) -> User:
+        if access_key == CLUSTER_ACCESS_KEY:
+            return self.cluster
+        if self.admin is not None and access_key == self.admin.name:
+            return self.admin
+        user = self.store.table.users.get(access_key)
+        if user is None:
+            raise AuthenticationError(f'unknown access key "{access_key}": no such user on this server')
+        return user
+
+    def _authenticate(self, claim: SignedRequest, user: User) -> None:
+        """Verify the signature; one already verified with the same secret passes again until
+        its time leaves the skew window (a client signs once a second)."""
+        now = time.time()
+        known = self._verified.get(claim)
+        if known is not None and known[0] == user.secret and now <= known[1]:
+            return
+        verify(claim, user.secret, now, self.skew_s)
+        if len(self._verified) >= _VERIFIED_MAX:
+            self._verified.clear()
+        self._verified[claim] = (user.secret, parse_date_time(claim.date_time) + self.skew_s)
+
+
+def _name(code: int) -> str:
+    try:
+        return f"{RequestCode(code).name} ({code})"
+    except ValueError:
+        return f"request {code}"

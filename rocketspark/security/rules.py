@@ -1,0 +1,133 @@
+"""What each request code needs: one table, ``RULES``, naming every code a server serves.
+
+A rule is one of:
+
+- ``CLUSTER_ONLY``: only the servers themselves, signed with the cluster credential (a broker
+  registering, a replica's heartbeat, a slave copying its master); no user, not even a super
+  user, may send it, so no process without the cluster secret can pose as a broker;
+- ``SUPER_ONLY``: super users (and the cluster): user and policy changes;
+- ``SIGNED``: any user the server knows: what every client needs to work at all (opening its
+  push stream, the brokers' addresses);
+- ``needs(...)``: a function of the request's header fields giving the permissions it needs,
+  e.g. a send needs Pub on ``Topic:<topic>``.
+
+Registering a handler for a code missing here fails at start-up (``require``), as for
+request shapes, so a new request cannot go unguarded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from rocketspark.protocol.codec import unpack
+from rocketspark.protocol.codes import RequestCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.security.acl import CLUSTER, Action, Need
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    kind: str  # "cluster", "super", "signed" or "needs"
+    needs: Callable[[RemotingCommand], list[Need]] | None = None
+
+
+CLUSTER_ONLY: Final = Rule("cluster")
+SUPER_ONLY: Final = Rule("super")
+SIGNED: Final = Rule("signed")
+
+
+def _of(*actions: Action) -> frozenset[Action]:
+    return frozenset(actions)
+
+
+def topic(*actions: Action) -> Rule:
+    return Rule("needs", lambda r: [Need(f"Topic:{r.ext['topic']}", _of(*actions))])
+
+
+def topic_and_group(*actions: Action) -> Rule:
+    def needs(r: RemotingCommand) -> list[Need]:
+        return [Need(f"Topic:{r.ext['topic']}", _of(*actions)), Need(f"Group:{r.ext['consumerGroup']}", _of(*actions))]
+
+    return Rule("needs", needs)
+
+
+def group(*actions: Action) -> Rule:
+    return Rule("needs", lambda r: [Need(f"Group:{r.ext['consumerGroup']}", _of(*actions))])
+
+
+def topics(*actions: Action) -> Rule:
+    return Rule("needs", lambda r: [Need(f"Topic:{t}", _of(*actions)) for t in r.ext.get("topics") or ()])
+
+
+def mapped_topic(*actions: Action) -> Rule:
+    """A static topic's mapping change: the topic is in the body (checked by its shape already)."""
+    return Rule("needs", lambda r: [Need(f"Topic:{unpack(r.body)['mapping']['topic']}", _of(*actions))])
+
+
+def cluster(*actions: Action) -> Rule:
+    return Rule("needs", lambda r: [Need(CLUSTER, _of(*actions))])
+
+
+_C = RequestCode
+_READ = (Action.SUB, Action.GET)  # reading a topic's data or bounds
+_LOOKUP = (Action.PUB, Action.SUB, Action.GET)  # a topic's route or config: producers and consumers need it
+RULES: Final[dict[int, Rule]] = {
+    # broker: data
+    _C.SEND_MESSAGE: topic(Action.PUB),
+    _C.SEND_BATCH_MESSAGE: topic(Action.PUB),
+    _C.PULL_MESSAGE: topic(Action.SUB),
+    _C.GET_MAX_OFFSET: topic(*_READ),
+    _C.GET_MIN_OFFSET: topic(*_READ),
+    _C.SEARCH_OFFSET_BY_TIMESTAMP: topic(*_READ),
+    _C.GET_TOPIC_STATS_INFO: topic(*_READ),
+    _C.GET_TOPIC_CONFIG: topic(*_LOOKUP),
+    # broker: consumer groups
+    _C.QUERY_CONSUMER_OFFSET: topic_and_group(Action.SUB),
+    _C.UPDATE_CONSUMER_OFFSET: topic_and_group(Action.SUB),
+    _C.HEART_BEAT: group(Action.SUB),
+    _C.UNREGISTER_CLIENT: group(Action.SUB),
+    _C.GET_CONSUMER_LIST_BY_GROUP: group(Action.SUB, Action.GET),
+    # broker: administration
+    _C.UPDATE_AND_CREATE_TOPIC: topic(Action.CREATE, Action.UPDATE),
+    _C.UPDATE_AND_CREATE_STATIC_TOPIC: mapped_topic(Action.CREATE, Action.UPDATE),
+    _C.SEAL_LOGIC_QUEUES: topic(Action.UPDATE),
+    _C.DELETE_TOPIC_IN_BROKER: topic(Action.DELETE),
+    _C.GET_ALL_TOPIC_CONFIG: cluster(Action.LIST, Action.GET),
+    _C.GET_BROKER_RUNTIME_INFO: cluster(Action.GET),
+    _C.UPDATE_BROKER_CONFIG: cluster(Action.UPDATE),
+    _C.GET_COUNTERS: cluster(Action.GET),
+    # broker: a slave copying its master
+    _C.HA_GET_EPOCHS: CLUSTER_ONLY,
+    _C.HA_GET_METADATA: CLUSTER_ONLY,
+    # nameserver
+    _C.REGISTER_BROKER: CLUSTER_ONLY,
+    _C.UNREGISTER_BROKER: CLUSTER_ONLY,
+    _C.GET_ROUTEINFO_BY_TOPIC: topic(*_LOOKUP),
+    _C.GET_BROKER_CLUSTER_INFO: SIGNED,  # broker addresses: a reader needs them to find a moved broker
+    _C.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: cluster(Action.LIST),
+    _C.DELETE_TOPIC_IN_NAMESRV: topic(Action.DELETE),
+    _C.WIPE_WRITE_PERM_OF_BROKER: cluster(Action.UPDATE),
+    _C.ADD_WRITE_PERM_OF_BROKER: cluster(Action.UPDATE),
+    _C.OPEN_PUSH_STREAM: SIGNED,
+    _C.SUBSCRIBE_TOPIC_ROUTE: topics(*_LOOKUP),
+    _C.UNSUBSCRIBE_TOPIC_ROUTE: SIGNED,
+    # nameserver: the controller
+    _C.BROKER_HEARTBEAT: CLUSTER_ONLY,
+    _C.CONTROLLER_REGISTER_BROKER: CLUSTER_ONLY,
+    _C.CONTROLLER_ALTER_SYNC_STATE_SET: CLUSTER_ONLY,
+    _C.CONTROLLER_ELECT_MASTER: cluster(Action.UPDATE),  # a planned switchover
+    _C.CONTROLLER_GET_REPLICA_INFO: cluster(Action.GET),
+    _C.CONTROLLER_GET_METADATA_INFO: cluster(Action.GET),
+    _C.CONTROLLER_GET_SYNC_STATE_DATA: cluster(Action.GET),
+    # both: users and policies
+    _C.AUTH_GET_TABLE: SUPER_ONLY,
+    _C.AUTH_PUT_TABLE: SUPER_ONLY,
+}
+
+
+def require(code: int) -> None:
+    """Fail at registration for a request code with no permission rule."""
+    if code not in RULES:
+        raise ValueError(f"request code {code} has no permission rule in rocketspark.security.rules.RULES")

@@ -1,0 +1,56 @@
+"""The security keys every server's configuration has (brokers and nameservers alike).
+
+``auth_enable`` is the one switch: on, every request must be signed and is authorized
+(:mod:`rocketspark.security.guard`), and the servers sign what they send each other with
+the cluster credential (``cluster_secret``, the same on every server of the cluster). The
+configured admin is a super user that no table change can remove: the way in on day one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from rocketspark.errors import ConfigError
+from rocketspark.security.guard import DEFAULT_SKEW_S, Guard
+from rocketspark.security.signing import CLUSTER_ACCESS_KEY, Credentials
+from rocketspark.security.store import AclStore
+
+MIN_SECRET: Final = 16
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SecuritySettings:
+    auth_enable: bool = False  # the one switch: authentication and authorization on every request
+    cluster_secret: str = field(default="", repr=False)  # the servers' shared secret (at least 16 characters)
+    admin_access_key: str = ""  # a super user from the configuration (the first way in)
+    admin_secret_key: str = field(default="", repr=False)
+    auth_clock_skew_s: int = DEFAULT_SKEW_S  # a signed request's time may be this far from the server's
+    acl_file: str = ""  # users and policies (mode 0600); "" = the server's default place
+
+    def check_security(self) -> None:
+        if self.auth_clock_skew_s <= 0:
+            raise ConfigError(f"auth_clock_skew_s {self.auth_clock_skew_s} must be positive")
+        if bool(self.admin_access_key) != bool(self.admin_secret_key):
+            raise ConfigError("admin_access_key and admin_secret_key: set both, or neither")
+        if self.admin_access_key:
+            Credentials(self.admin_access_key, self.admin_secret_key)  # the same rules as any access key
+        if self.auth_enable and len(self.cluster_secret) < MIN_SECRET:
+            raise ConfigError(
+                f"auth_enable needs cluster_secret: the same secret of at least {MIN_SECRET} characters on every "
+                "broker and nameserver of the cluster (e.g. python -c 'import secrets; print(secrets.token_hex(24))')"
+            )
+
+    def cluster_credentials(self) -> Credentials | None:
+        """What this server signs its requests to other servers with (None: security off)."""
+        return Credentials(CLUSTER_ACCESS_KEY, self.cluster_secret) if self.auth_enable else None
+
+    def acl_store(self, default: Path) -> AclStore:
+        return AclStore(Path(self.acl_file) if self.acl_file else default).load()
+
+    def guard(self, store: AclStore) -> Guard | None:
+        if not self.auth_enable:
+            return None
+        admin = Credentials(self.admin_access_key, self.admin_secret_key) if self.admin_access_key else None
+        return Guard(store, self.cluster_secret, admin, self.auth_clock_skew_s)

@@ -1,0 +1,129 @@
+"""Security on, on real processes: who is refused what, and a fake broker kept out."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from rocketspark import Admin, Consumer, LocalCluster, Message, Producer
+from rocketspark.errors import AuthenticationError, NoPermissionError
+from rocketspark.protocol.codec import pack
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.remoting.client import RemotingClient
+from rocketspark.security.signing import Credentials
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def secured() -> Iterator[LocalCluster]:
+    with LocalCluster(brokers=1, processes=True, auth=True, broker_config={"auto_create_topic_enable": False}) as c:
+        assert c.admin_access_key and c.admin_secret_key
+        with Admin(c.nameserver, access_key=c.admin_access_key, secret_key=c.admin_secret_key) as admin:
+            admin.create_topic("orders", queues=2)
+            admin.create_topic("payroll", queues=1)
+            admin.create_user("etl", "etl-secret")
+            admin.set_acl("etl", "Topic:orders", ["Pub", "Sub"])
+            admin.set_acl("etl", "Group:etl-*", ["Sub"])
+            admin.create_user("reader", "reader-secret")
+            admin.set_acl("reader", "Topic:orders", ["Sub"])
+        yield c
+
+
+def test_anonymous_wrong_secret_and_unknown_users_are_refused_with_a_reason(secured: LocalCluster) -> None:
+    for ak, sk, reason in (
+        (None, None, "the request is not signed: this server requires credentials"),
+        ("etl", "wrong", 'user "etl": the signature does not match'),
+        ("ghost", "x", 'unknown access key "ghost"'),
+    ):
+        refused = pytest.raises(AuthenticationError, match=reason)
+        with Producer(secured.nameserver, access_key=ak, secret_key=sk) as producer, refused:
+            producer.send(Message("orders", b"x"))
+
+
+def test_a_request_signed_an_hour_ago_is_refused(secured: LocalCluster) -> None:
+    client = RemotingClient(peer_kind="nameserver")
+    try:
+        import time
+
+        stale = Credentials("etl", "etl-secret").headers(at=time.time() - 3600)
+        request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "orders", **stale})
+        response = client.invoke(secured.nameserver_addresses[0], request)
+    finally:
+        client.close()
+    assert response.code == ResponseCode.NO_PERMISSION
+    assert "outside the allowed skew of 300 s" in response.remark and "etl-secret" not in response.remark
+
+
+def test_each_user_does_what_its_policies_allow_and_no_more(secured: LocalCluster) -> None:
+    ns = secured.nameserver
+    with Producer(ns, access_key="etl", secret_key="etl-secret") as producer:
+        producer.send(Message("orders", b"allowed", queue_id=0))
+        with pytest.raises(NoPermissionError, match='user "etl" lacks Get or Pub or Sub on Topic:payroll'):
+            producer.send(Message("payroll", b"not allowed"))
+    refused = pytest.raises(NoPermissionError, match='user "reader" lacks Pub on Topic:orders')
+    with Producer(ns, access_key="reader", secret_key="reader-secret") as producer, refused:
+        producer.send(Message("orders", b"not allowed", queue_id=0))
+    with Consumer(ns, access_key="reader", secret_key="reader-secret") as consumer:
+        assert [m.body for m in consumer.pull("orders", 0, 0, 10).messages][:1] == [b"allowed"]
+        with pytest.raises(NoPermissionError, match='user "reader" lacks Sub on Group:g'):
+            consumer.commit_offset("g", "orders", 0, 1)
+    with Consumer(ns, access_key="etl", secret_key="etl-secret") as consumer:
+        consumer.commit_offset("etl-daily", "orders", 0, 1)
+    with Admin(ns, access_key="etl", secret_key="etl-secret") as admin:
+        for action, reason in (
+            (lambda: admin.create_topic("new-topic"), 'user "etl" lacks Create or Update on Topic:new-topic'),
+            (lambda: admin.wipe_write_perm("broker-a"), 'user "etl" lacks Update on Cluster'),
+            (lambda: admin.broker_counters("broker-a"), 'user "etl" lacks Get on Cluster'),
+            (lambda: admin.create_user("mallory", "x"), 'user "etl" is not a super user'),
+        ):
+            with pytest.raises(NoPermissionError, match=reason):
+                action()
+
+
+def test_an_unknown_process_cannot_register_a_broker_and_no_route_names_it(secured: LocalCluster) -> None:
+    registration = pack({"broker": "fake", "cluster": "DefaultCluster", "addr": "127.0.0.1:1", "topics": []})
+    admin_credentials = Credentials(str(secured.admin_access_key), str(secured.admin_secret_key))
+    for credentials, reason in (
+        (None, "the request is not signed"),
+        (admin_credentials, "only the cluster's own servers do"),  # not even a super user
+    ):
+        client = RemotingClient(peer_kind="nameserver", credentials=credentials)
+        try:
+            request = RemotingCommand.request(RequestCode.REGISTER_BROKER, {}, registration)
+            response = client.invoke(secured.nameserver_addresses[0], request)
+        finally:
+            client.close()
+        assert response.code == ResponseCode.NO_PERMISSION and reason in response.remark
+    with Admin(
+        secured.nameserver, access_key=admin_credentials.access_key, secret_key=admin_credentials.secret_key
+    ) as admin:
+        assert "fake" not in admin.cluster_list()["brokers"]
+        assert [b.broker_name for b in admin.topic_route("orders").brokers] == ["broker-a"]
+
+
+def test_every_request_code_a_server_serves_refuses_an_anonymous_caller(secured: LocalCluster) -> None:
+    """Walks the codes the running servers registered (their dispatchers refuse to register a
+    code without a permission rule): none answers anything but NO_PERMISSION to the unsigned."""
+    from broker.config import BrokerConfig
+    from broker.server import Broker
+    from nameserver.config import NameServerConfig
+    from nameserver.server import NameServer
+
+    served = {
+        secured.brokers["broker-a"]: set(
+            Broker(BrokerConfig(data_dir=str(secured.data_dir / "probe"))).dispatcher.handlers
+        ),
+        secured.nameserver_addresses[0]: set(NameServer(NameServerConfig()).dispatcher.handlers),
+    }
+    client = RemotingClient()
+    try:
+        for address, codes in served.items():
+            assert codes
+            for code in sorted(codes):
+                response = client.invoke(address, RemotingCommand.request(code, {"topic": "orders"}))
+                assert response.code == ResponseCode.NO_PERMISSION, (address, code, response.remark)
+    finally:
+        client.close()
