@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -46,8 +47,6 @@ def test_anonymous_wrong_secret_and_unknown_users_are_refused_with_a_reason(secu
 def test_a_request_signed_an_hour_ago_is_refused(secured: LocalCluster) -> None:
     client = RemotingClient(peer_kind="nameserver")
     try:
-        import time
-
         stale = Credentials("etl", "etl-secret").headers(at=time.time() - 3600)
         request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "orders", **stale})
         response = client.invoke(secured.nameserver_addresses[0], request)
@@ -127,3 +126,19 @@ def test_every_request_code_a_server_serves_refuses_an_anonymous_caller(secured:
                 assert response.code == ResponseCode.NO_PERMISSION, (address, code, response.remark)
     finally:
         client.close()
+
+
+def test_a_replica_group_with_security_on_copies_and_acknowledges_through_the_cluster_credential() -> None:
+    """The controller (Raft encrypted with the cluster secret), a replica's heartbeat and the HA
+    port's proof all run signed: with in_sync_replicas = 2 a send is acknowledged only once the
+    slave copied it."""
+    with LocalCluster(brokers=1, replicas=2, processes=True, auth=True, broker_config={"in_sync_replicas": 2}) as c:
+        ak, sk = c.admin_access_key, c.admin_secret_key
+        with Admin(c.nameserver, access_key=ak, secret_key=sk) as admin:
+            deadline = time.monotonic() + 30
+            while len(admin.replica_groups()["broker-a"].sync_state_set) < 2:
+                assert time.monotonic() < deadline, "the slave never joined the SyncStateSet"
+                time.sleep(0.1)
+            admin.create_topic("replicated", queues=1)
+        with Producer(c.nameserver, access_key=ak, secret_key=sk) as producer:
+            assert producer.send(Message("replicated", b"copied", queue_id=0)).queue_offset == 0
