@@ -22,7 +22,7 @@ from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.headers import get_list, get_str
 from rocketspark.protocol.types import BrokerData
-from rocketspark.remoting.server import Dispatcher, PushHub, run_every, serve_until_signalled
+from rocketspark.remoting.server import Dispatcher, PushHub, client_key, run_every, serve_until_signalled
 from rocketspark.remoting.server import create_server as bind_server
 from rocketspark.security.service import serve_acl
 
@@ -138,12 +138,12 @@ class NameServer:
     async def subscribe(self, cmd: RemotingCommand) -> RemotingCommand:
         """Subscriptions are kept only for a client whose push stream is open; ``refused``
         names the topics over the client's cap (the client polls those)."""
-        outcome = self.notifier.subscribe(get_str(cmd, "clientId"), [str(t) for t in get_list(cmd, "topics")])
+        outcome = self.notifier.subscribe(client_key(cmd), [str(t) for t in get_list(cmd, "topics")])
         return cmd.response(ext={"streamOpen": outcome.stream_open, "refused": outcome.refused})
 
     async def unsubscribe(self, cmd: RemotingCommand) -> RemotingCommand:
         topics = get_list(cmd, "topics", None)
-        self.notifier.unsubscribe(get_str(cmd, "clientId"), None if topics is None else [str(t) for t in topics])
+        self.notifier.unsubscribe(client_key(cmd), None if topics is None else [str(t) for t in topics])
         return cmd.response()
 
     async def wipe_write_perm(self, cmd: RemotingCommand) -> RemotingCommand:

@@ -42,11 +42,12 @@ def _toml_value(value: Any) -> str:
 
 
 def write_toml(path: Path, values: dict[str, Any]) -> None:
-    """Write a server's config, readable by its owner only (it may hold secrets)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    """Write a server's config, readable by its owner only (it may hold secrets): created
+    afresh with mode 0600, never written under an older file's wider mode."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as out:
         out.write("".join(f"{key} = {_toml_value(value)}\n" for key, value in values.items()))
-    os.chmod(path, 0o600)
 
 
 @dataclass

@@ -2,10 +2,12 @@
 RocketMQ's HAService has (its HA port), not a request per chunk.
 
 A slave connects to the master's HA port (learned from ``HA_GET_EPOCHS``, which also agrees
-on history first) and says who it is, which epoch it follows and where its log ends
-(``HELLO``), proving it knows the cluster secret when security is on (``AUTH``: its clock
-and an HMAC-SHA256 of both, keyed with ``cluster_secret``; zeros when security is off, and a
-master with security on refuses a connection without the right one). From then on the
+on history first). The master sends a fresh random ``CHALLENGE``; the slave says who it is,
+which epoch it follows and where its log ends (``HELLO``), and, when security is on, proves
+it holds the cluster secret (``AUTH``: HMAC-SHA256 of the challenge and its HELLO, keyed
+with ``cluster_secret``; zeros when security is off). A master with security on refuses a
+connection without the right proof, and a captured proof is worth nothing on another
+connection (its challenge differs). From then on the
 master pushes the log from there as it grows (``PUSH`` frames, each a header with the bytes'
 CRC, then the bytes; an empty one every second tells the slave the master is alive), and
 the slave answers every frame with its log end after storing it (``ACK``): that is its
@@ -29,10 +31,12 @@ import contextlib
 import hashlib
 import hmac
 import logging
+import secrets
 import struct
 import time
 import zlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Final, Protocol
 
 from broker.ha.acks import AckTracker
@@ -40,10 +44,10 @@ from broker.ha.role import Role
 
 log = logging.getLogger(__name__)
 
-MAGIC: Final = 0x52534841  # "RSHA"
+MAGIC: Final = 0x52534832  # "RSH2" (version 2: challenge and AUTH; "RSHA" had neither)
+CHALLENGE_BYTES: Final = 16  # the master's random challenge, sent first on every connection
 HELLO: Final = struct.Struct(">IiqQ")  # magic, replica id, master epoch it follows, its log end
-AUTH: Final = struct.Struct(">q32s")  # the slave's clock (ms), HMAC-SHA256 of HELLO + clock with the cluster secret
-AUTH_SKEW_MS: Final = 300_000  # the slave's clock may be this far from the master's (as signed requests)
+AUTH_BYTES: Final = 32  # HMAC-SHA256 of challenge + HELLO with the cluster secret (zeros: security off)
 # log offset, bytes that follow, their CRC32, master epoch, topics and mappings versions
 PUSH: Final = struct.Struct(">QIIqQQ")
 ACK: Final = struct.Struct(">Q")  # the slave's log end after storing a frame
@@ -77,46 +81,52 @@ class Hearing:
         self.keepalive_s = keepalive_s
         self.silence_s = silence_s
         self.at = time.monotonic()
+        self.listening = True  # silence counts only while waiting for the peer
 
     def heard(self) -> None:
         self.at = time.monotonic()
+
+    def listen(self, listening: bool) -> None:
+        """Start (True) or stop waiting for the peer: time spent on our own work between its
+        messages (storing a frame, copying metadata) is not the peer's silence."""
+        self.at = time.monotonic()
+        self.listening = listening
 
     async def watch(self, tick: Callable[[], None]) -> None:
         """Every keepalive period: raise once the peer has been silent too long, else ``tick``."""
         while True:
             await asyncio.sleep(self.keepalive_s)
             silent = time.monotonic() - self.at
-            if silent > self.silence_s:
+            if self.listening and silent > self.silence_s:
                 raise TransferError(
                     f"{self.peer} was silent for {silent:.1f} s (it sends at least every {self.keepalive_s:g} s)"
                 )
             tick()
 
 
-def _proof(secret: str, hello: bytes, at_ms: int) -> bytes:
-    return hmac.new(secret.encode(), hello + at_ms.to_bytes(8, "big", signed=True), hashlib.sha256).digest()
-
-
-def auth_frame(secret: str | None, hello: bytes) -> bytes:
+def auth_frame(secret: str | None, challenge: bytes, hello: bytes) -> bytes:
     """What a slave sends after HELLO: proof that it holds the cluster secret (zeros: none)."""
     if secret is None:
-        return AUTH.pack(0, bytes(32))
-    at_ms = int(time.time() * 1000)
-    return AUTH.pack(at_ms, _proof(secret, hello, at_ms))
+        return bytes(AUTH_BYTES)
+    return hmac.new(secret.encode(), challenge + hello, hashlib.sha256).digest()
 
 
-def check_auth(secret: str, hello: bytes, auth: bytes) -> None:
-    at_ms, proof = AUTH.unpack(auth)
-    if not hmac.compare_digest(proof, _proof(secret, hello, at_ms)):
+def check_auth(secret: str, challenge: bytes, hello: bytes, auth: bytes) -> None:
+    if not hmac.compare_digest(auth, auth_frame(secret, challenge, hello)):
         raise TransferError("it did not prove it holds this cluster's secret (cluster_secret): not a replica of it")
-    if abs(time.time() * 1000 - at_ms) > AUTH_SKEW_MS:
-        raise TransferError(
-            f"its clock is more than {AUTH_SKEW_MS // 1000} s from this master's: synchronise the clocks"
-        )
 
 
 def _frame(offset: int, chunk: bytes, epoch: int, versions: tuple[int, int]) -> bytes:
     return PUSH.pack(offset, len(chunk), zlib.crc32(chunk), epoch, *versions) + chunk
+
+
+@dataclass(eq=False, slots=True)
+class _Link:
+    """One slave connection's state on the master."""
+
+    hearing: Hearing
+    acked: asyncio.Event  # set by every ACK: the push waits for it before the next frame
+    pushed: int  # the log end of the last frame pushed: no ACK counts for more
 
 
 class LogServer:
@@ -175,12 +185,17 @@ class LogServer:
         peer = writer.get_extra_info("peername")
         replica_id = -1
         try:
+            challenge = secrets.token_bytes(CHALLENGE_BYTES)
+            writer.write(challenge)
             hello, auth = await asyncio.wait_for(self._read_hello(reader), SILENCE_S)
             magic, replica_id, epoch, offset = HELLO.unpack(hello)
             if magic != MAGIC:
-                raise TransferError(f"not a replica of this cluster (magic 0x{magic:08X})")
+                raise TransferError(
+                    f"not a replica of this cluster, or one of another version (magic 0x{magic:08X}, this master "
+                    f"speaks 0x{MAGIC:08X}): run the same rocketspark version on every replica"
+                )
             if self.secret is not None:
-                check_auth(self.secret, hello, auth)
+                check_auth(self.secret, challenge, hello, auth)
             self._check_hello(epoch, offset)
             older = self._by_replica.get(replica_id)
             if older is not None:
@@ -202,7 +217,7 @@ class LogServer:
     @staticmethod
     async def _read_hello(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
         hello = await reader.readexactly(HELLO.size)
-        return hello, await reader.readexactly(AUTH.size)
+        return hello, await reader.readexactly(AUTH_BYTES)
 
     def _check_hello(self, epoch: int, offset: int) -> None:
         role, low, high = self.role, self.store.log_min_offset, self.store.log_max_offset
@@ -223,12 +238,11 @@ class LogServer:
         offset: int,
         wake: asyncio.Event,
     ) -> None:
-        hearing = self.hearing(f"slave replica {replica_id}")
-        acked = asyncio.Event()
+        link = _Link(self.hearing(f"slave replica {replica_id}"), asyncio.Event(), offset)
         tasks = (
-            asyncio.create_task(self._read_acks(reader, replica_id, hearing, acked)),
-            asyncio.create_task(self._push(writer, epoch, offset, wake, acked)),
-            asyncio.create_task(hearing.watch(wake.set)),  # wakes the push: a keepalive when idle
+            asyncio.create_task(self._read_acks(reader, replica_id, link)),
+            asyncio.create_task(self._push(writer, epoch, offset, wake, link)),
+            asyncio.create_task(link.hearing.watch(wake.set)),  # wakes the push: a keepalive when idle
         )
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -239,17 +253,17 @@ class LogServer:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _read_acks(
-        self, reader: asyncio.StreamReader, replica_id: int, hearing: Hearing, acked: asyncio.Event
-    ) -> None:
-        while True:  # an ACK follows every PUSH, a keepalive too: silence means the slave is gone
+    async def _read_acks(self, reader: asyncio.StreamReader, replica_id: int, link: _Link) -> None:
+        """An ACK follows every PUSH, a keepalive too: silence means the slave is gone. A slave
+        never holds more than was pushed to it: an ACK past that counts as what was pushed."""
+        while True:
             (offset,) = ACK.unpack(await reader.readexactly(ACK.size))
-            hearing.heard()
-            acked.set()
-            self.acks.report(replica_id, offset, self.store.log_max_offset)
+            link.hearing.heard()
+            link.acked.set()
+            self.acks.report(replica_id, min(offset, link.pushed), self.store.log_max_offset)
 
     async def _push(
-        self, writer: asyncio.StreamWriter, epoch: int, offset: int, wake: asyncio.Event, acked: asyncio.Event
+        self, writer: asyncio.StreamWriter, epoch: int, offset: int, wake: asyncio.Event, link: _Link
     ) -> None:
         """Push the log from ``offset`` as it grows; when woken with nothing new (the
         watchdog's tick), an empty frame: the keepalive.
@@ -269,11 +283,12 @@ class LogServer:
                 wake.clear()
                 await wake.wait()
                 chunk = self.store.read_chunk(offset, self.chunk_bytes)
-            acked.clear()
+            link.acked.clear()
             writer.write(_frame(offset, chunk, epoch, self.versions()))
-            await writer.drain()
             offset += len(chunk)
-            await acked.wait()
+            link.pushed = offset
+            await writer.drain()
+            await link.acked.wait()
 
 
 class LogClient:
@@ -295,8 +310,9 @@ class LogClient:
         cls, host: str, port: int, replica_id: int, epoch: int, offset: int, secret: str | None = None
     ) -> LogClient:
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), SILENCE_S)
+        challenge = await asyncio.wait_for(reader.readexactly(CHALLENGE_BYTES), SILENCE_S)
         hello = HELLO.pack(MAGIC, replica_id, epoch, offset)
-        writer.write(hello + auth_frame(secret, hello))
+        writer.write(hello + auth_frame(secret, challenge, hello))
         return cls(reader, writer, epoch)
 
     async def _watch(self) -> None:
@@ -309,6 +325,7 @@ class LogClient:
     async def receive(self, expected: int) -> tuple[bytes, tuple[int, int]]:
         """The next frame's bytes (empty for a keepalive), which must start at ``expected``,
         and the master's metadata versions."""
+        self.hearing.listen(True)
         try:
             head = await self.reader.readexactly(PUSH.size)
             offset, size, crc, epoch, topics, mappings = PUSH.unpack(head)
@@ -321,7 +338,7 @@ class LogClient:
             if self._silence is None:
                 raise
             raise self._silence from exc
-        self.hearing.heard()
+        self.hearing.listen(False)
         if epoch != self.epoch:
             raise TransferError(f"the master pushes at epoch {epoch}, not {self.epoch} as this replica follows")
         if offset != expected:

@@ -3,9 +3,11 @@
 Each server keeps its own copy of the table (``rocketspark.security.store``). A change reads
 the table from every server that answers, takes the newest, applies the change to it and
 offers the result, one version on, to every broker, replica and nameserver. A server that
-was down keeps its older table until a later change reaches it. Two admins changing the
-table at the same moment: the later change can undo the earlier one (as with any
-read-modify-write); run such changes one at a time.
+was down, or refused the change, keeps its older table until a later change reaches it
+(``AclChange.missed`` names them). Two admins changing the table at the same moment: the
+later change can undo the earlier one, and servers can even be left holding two different
+tables of the same version, which the next change (one version on) replaces; run such
+changes one at a time.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rocketspark.errors import ConnectError, RequestTimeoutError
+from rocketspark.errors import ConnectError, RequestTimeoutError, RocketSparkError
 from rocketspark.protocol.codec import pack, unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
@@ -37,7 +39,7 @@ class UserInfo:
 class AclChange:
     version: int  # the table's version now
     applied: list[str]  # servers that hold it
-    missed: list[str]  # servers that could not be reached (they keep their older table)
+    missed: dict[str, str]  # servers that did not take it (unreachable, or refused): why
 
 
 def servers(admin: Admin) -> list[str]:
@@ -50,15 +52,17 @@ def servers(admin: Admin) -> list[str]:
     return found
 
 
-def newest(admin: Admin) -> tuple[AclTable, list[str], list[str]]:
-    """The newest table any server holds, the servers asked, and those that did not answer."""
-    tables, missed = [], []
+def newest(admin: Admin) -> tuple[AclTable, list[str], dict[str, str]]:
+    """The newest table any server holds, the servers asked, and those that did not answer.
+    A server that refuses (this admin lacks the right there) stops everything: nothing is
+    changed yet."""
+    tables, missed = [], {}
     addresses = servers(admin)
     for address in addresses:
         try:
             response = admin.call(address, RemotingCommand.request(RequestCode.AUTH_GET_TABLE))
-        except (ConnectError, RequestTimeoutError):
-            missed.append(address)
+        except (ConnectError, RequestTimeoutError) as exc:
+            missed[address] = exc.message
             continue
         tables.append(AclTable.from_wire(unpack(response.body)))
     if not tables:
@@ -77,8 +81,8 @@ def change(admin: Admin, edit: Callable[[AclTable], AclTable]) -> AclChange:
         try:
             admin.call(address, RemotingCommand.request(RequestCode.AUTH_PUT_TABLE, body=body))
             applied.append(address)
-        except (ConnectError, RequestTimeoutError):
-            missed.append(address)
+        except RocketSparkError as exc:  # the others still get it: say which did not, and why
+            missed[address] = exc.message
     return AclChange(changed.version, applied, missed)
 
 

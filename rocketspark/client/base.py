@@ -32,7 +32,6 @@ class ClientBase:
         options = RouteOptions.of(type(self).__name__, route)  # checked before anything starts
         credentials = Credentials.resolve(access_key, secret_key)
         self.timeout_ms = timeout_ms
-        self.access_key = credentials.access_key if credentials is not None else None
         self.remoting = RemotingClient(peer_kind="broker", default_timeout_ms=timeout_ms, credentials=credentials)
         self.routes = RouteCache(nameserver, self.remoting, options)
         self.closed = False

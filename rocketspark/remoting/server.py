@@ -56,6 +56,16 @@ def response_for_exception(request: RemotingCommand, exc: BaseException, server_
     )
 
 
+def client_key(request: RemotingCommand) -> str:
+    """The key a client's push stream and route subscriptions are kept under: its ``clientId``,
+    within the user that signed the request when security is on, so that one user cannot take
+    over (or unsubscribe) another's stream by naming its id."""
+    client_id = get_str(request, "clientId")
+    if not client_id:
+        raise MalformedRequestError(f'request code {request.code} needs a non-empty "clientId" header field')
+    return client_id if request.user is None else f"{request.user}/{client_id}"
+
+
 class PushHub:
     """Open server-push streams, by client id. Writes never block a handler.
 
@@ -92,13 +102,11 @@ class PushHub:
         return True
 
     async def stream(self, request: RemotingCommand) -> AsyncIterator[RemotingCommand]:
-        client_id = get_str(request, "clientId")
-        if not client_id:
-            raise MalformedRequestError('OPEN_PUSH_STREAM needs a non-empty "clientId" header field')
+        client_id = client_key(request)
         queue: asyncio.Queue[RemotingCommand] = asyncio.Queue(PUSH_QUEUE_LIMIT)
         self._queues[client_id] = queue  # a reconnecting client replaces its old stream
         try:
-            yield request.response(ext={"clientId": client_id})
+            yield request.response(ext={"clientId": get_str(request, "clientId")})
             while True:
                 yield await queue.get()
         finally:
@@ -112,11 +120,12 @@ class PushHub:
 
 
 class RequestGuard(Protocol):
-    """Who may make a request (``rocketspark.security.guard.Guard``): raises
-    AuthenticationError / NoPermissionError."""
+    """Who may make a request (``rocketspark.security.guard.Guard``): ``authenticate`` names
+    the user that signed it, ``authorize`` raises unless that user may make it
+    (AuthenticationError / NoPermissionError)."""
 
-    def authenticate(self, request: RemotingCommand) -> Any: ...
-    def authorize(self, request: RemotingCommand, user: Any) -> None: ...
+    def authenticate(self, request: RemotingCommand) -> str: ...
+    def authorize(self, request: RemotingCommand, user: str) -> None: ...
 
 
 class Dispatcher:
@@ -162,10 +171,11 @@ class Dispatcher:
                 remark=f"request code {request.code} is not supported{how} by {self.server_name}",
             )
         try:
-            user = self.guard.authenticate(request) if self.guard is not None else None
-            shapes.check(request)
             if self.guard is not None:
-                self.guard.authorize(request, user)
+                request.user = self.guard.authenticate(request)
+            shapes.check(request)
+            if self.guard is not None and request.user is not None:
+                self.guard.authorize(request, request.user)
         except RocketSparkError as exc:
             return response_for_exception(request, exc, self.server_name)
         return request, handler

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Final
 
-from rocketspark.errors import InvalidParameterError, NoPermissionError
+from rocketspark.errors import InvalidParameterError
 
 
 class Action(StrEnum):
@@ -134,13 +134,6 @@ class AclTable:
 
     users: dict[str, User] = field(default_factory=dict)
     version: int = 0
-
-    def authorize(self, user: str, needs: list[Need]) -> None:
-        """Raise NoPermissionError naming the first need ``user`` lacks."""
-        found = self.users.get(user)
-        for need in needs:
-            if found is None or not found.allows(need):
-                raise NoPermissionError(f'user "{user}" lacks {need}')
 
     def to_wire(self) -> dict[str, Any]:
         return {

@@ -18,13 +18,12 @@ from rocketspark.errors import AuthenticationError, NoPermissionError
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.security.acl import User, UserType
-from rocketspark.security.rules import CLUSTER_ONLY, RULES, SIGNED, SUPER_ONLY
+from rocketspark.security.rules import CLUSTER, RULES, SIGNED, SUPER
 from rocketspark.security.signing import (
     AUTH_HEADER,
     CLUSTER_ACCESS_KEY,
     DATE_HEADER,
     Credentials,
-    SignedRequest,
     parse_date_time,
     read_signature,
     verify,
@@ -43,33 +42,42 @@ class Guard:
         self.cluster = User(CLUSTER_ACCESS_KEY, cluster_secret, UserType.SUPER)
         self.admin = User(admin.access_key, admin.secret_key, UserType.SUPER) if admin is not None else None
         self.skew_s = skew_s
-        self._verified: dict[SignedRequest, tuple[str, float]] = {}  # claim -> (secret it matched, valid until)
+        # (date-time, authorization) verified lately -> (secret it matched, valid until): a
+        # client signs once a second, so most requests repeat a pair already checked
+        self._verified: dict[tuple[object, object], tuple[str, float]] = {}
 
-    def authenticate(self, request: RemotingCommand) -> User:
+    def authenticate(self, request: RemotingCommand) -> str:
         """Who signed the request; AuthenticationError when nobody known did. Runs before the
-        request's shape is checked: an anonymous caller learns nothing of what it sent."""
-        claim = read_signature(request.ext.get(DATE_HEADER), request.ext.get(AUTH_HEADER))
+        request's shape is checked."""
+        date, auth = request.ext.get(DATE_HEADER), request.ext.get(AUTH_HEADER)
+        claim = read_signature(date, auth)
         user = self._user(claim.access_key)
-        self._authenticate(claim, user)
-        return user
+        now = time.time()
+        known = self._verified.get((date, auth))
+        if known is None or known[0] != user.secret or now > known[1]:
+            verify(claim, user.secret, now, self.skew_s)
+            if len(self._verified) >= _VERIFIED_MAX:
+                self._verified.clear()
+            self._verified[(date, auth)] = (user.secret, parse_date_time(claim.date_time) + self.skew_s)
+        return user.name
 
-    def authorize(self, request: RemotingCommand, user: User) -> None:
-        """Raise NoPermissionError unless ``user`` may make ``request`` (its shape checked)."""
+    def authorize(self, request: RemotingCommand, name: str) -> None:
+        """Raise NoPermissionError unless user ``name`` (authenticated) may make ``request``."""
+        user = self._user(name)
         rule = RULES[request.code]
         if user is self.cluster:
             return
-        if rule is CLUSTER_ONLY:
+        if rule.kind == CLUSTER:
             raise NoPermissionError(
                 f'user "{user.name}" may not send {_name(request.code)}: only the cluster\'s own servers do, signed '
                 "with the cluster credential (cluster_secret)"
             )
-        if user.type is UserType.SUPER or rule is SIGNED:
+        if user.type is UserType.SUPER or rule.kind == SIGNED:
             return
-        if rule is SUPER_ONLY:
+        if rule.kind == SUPER:
             raise NoPermissionError(
                 f'user "{user.name}" is not a super user: only super users change users and policies'
             )
-        assert rule.needs is not None
         for need in rule.needs(request):
             if not user.allows(need):
                 raise NoPermissionError(f'user "{user.name}" lacks {need}')
@@ -83,18 +91,6 @@ class Guard:
         if user is None:
             raise AuthenticationError(f'unknown access key "{access_key}": no such user on this server')
         return user
-
-    def _authenticate(self, claim: SignedRequest, user: User) -> None:
-        """Verify the signature; one already verified with the same secret passes again until
-        its time leaves the skew window (a client signs once a second)."""
-        now = time.time()
-        known = self._verified.get(claim)
-        if known is not None and known[0] == user.secret and now <= known[1]:
-            return
-        verify(claim, user.secret, now, self.skew_s)
-        if len(self._verified) >= _VERIFIED_MAX:
-            self._verified.clear()
-        self._verified[claim] = (user.secret, parse_date_time(claim.date_time) + self.skew_s)
 
 
 def _name(code: int) -> str:

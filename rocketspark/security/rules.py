@@ -6,7 +6,7 @@ A rule is one of:
   registering, a replica's heartbeat, a slave copying its master); no user, not even a super
   user, may send it, so no process without the cluster secret can pose as a broker;
 - ``SUPER_ONLY``: super users (and the cluster): user and policy changes;
-- ``SIGNED``: any user the server knows: what every client needs to work at all (opening its
+- ``ANY_USER``: any user the server knows: what every client needs to work at all (opening its
   push stream, the brokers' addresses);
 - ``needs(...)``: a function of the request's header fields giving the permissions it needs,
   e.g. a send needs Pub on ``Topic:<topic>``.
@@ -24,50 +24,69 @@ from typing import Final
 from rocketspark.protocol.codec import unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.security.acl import CLUSTER, Action, Need
+from rocketspark.security.acl import CLUSTER as CLUSTER_RESOURCE
+from rocketspark.security.acl import Action, Need
+
+CLUSTER: Final = "cluster"  # only the servers themselves
+SUPER: Final = "super"  # super users (and the cluster)
+SIGNED: Final = "signed"  # any user the server knows
+NEEDS: Final = "needs"  # what ``needs`` of the request says
 
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    kind: str  # "cluster", "super", "signed" or "needs"
-    needs: Callable[[RemotingCommand], list[Need]] | None = None
+    kind: str
+    needs: Callable[[RemotingCommand], list[Need]] = lambda request: []
 
 
-CLUSTER_ONLY: Final = Rule("cluster")
-SUPER_ONLY: Final = Rule("super")
-SIGNED: Final = Rule("signed")
-
-
-def _of(*actions: Action) -> frozenset[Action]:
-    return frozenset(actions)
+CLUSTER_ONLY: Final = Rule(CLUSTER)
+SUPER_ONLY: Final = Rule(SUPER)
+ANY_USER: Final = Rule(SIGNED)
 
 
 def topic(*actions: Action) -> Rule:
-    return Rule("needs", lambda r: [Need(f"Topic:{r.ext['topic']}", _of(*actions))])
+    wanted = frozenset(actions)
+    return Rule(NEEDS, lambda r: [Need(f"Topic:{r.ext['topic']}", wanted)])
+
+
+def send() -> Rule:
+    """Pub on the topic; a send that may create it (it names the auto-create template,
+    ``defaultTopic``) needs Create too, or Pub alone would create topics."""
+    pub, create = frozenset({Action.PUB}), frozenset({Action.CREATE})
+
+    def needs(r: RemotingCommand) -> list[Need]:
+        resource = f"Topic:{r.ext['topic']}"
+        return [Need(resource, pub), Need(resource, create)] if r.ext.get("defaultTopic") else [Need(resource, pub)]
+
+    return Rule(NEEDS, needs)
 
 
 def topic_and_group(*actions: Action) -> Rule:
-    def needs(r: RemotingCommand) -> list[Need]:
-        return [Need(f"Topic:{r.ext['topic']}", _of(*actions)), Need(f"Group:{r.ext['consumerGroup']}", _of(*actions))]
-
-    return Rule("needs", needs)
+    wanted = frozenset(actions)
+    return Rule(
+        NEEDS, lambda r: [Need(f"Topic:{r.ext['topic']}", wanted), Need(f"Group:{r.ext['consumerGroup']}", wanted)]
+    )
 
 
 def group(*actions: Action) -> Rule:
-    return Rule("needs", lambda r: [Need(f"Group:{r.ext['consumerGroup']}", _of(*actions))])
+    wanted = frozenset(actions)
+    return Rule(NEEDS, lambda r: [Need(f"Group:{r.ext['consumerGroup']}", wanted)])
 
 
 def topics(*actions: Action) -> Rule:
-    return Rule("needs", lambda r: [Need(f"Topic:{t}", _of(*actions)) for t in r.ext.get("topics") or ()])
+    wanted = frozenset(actions)
+    return Rule(NEEDS, lambda r: [Need(f"Topic:{t}", wanted) for t in r.ext.get("topics") or ()])
 
 
 def mapped_topic(*actions: Action) -> Rule:
     """A static topic's mapping change: the topic is in the body (checked by its shape already)."""
-    return Rule("needs", lambda r: [Need(f"Topic:{unpack(r.body)['mapping']['topic']}", _of(*actions))])
+    wanted = frozenset(actions)
+    return Rule(NEEDS, lambda r: [Need(f"Topic:{unpack(r.body)['mapping']['topic']}", wanted)])
 
 
 def cluster(*actions: Action) -> Rule:
-    return Rule("needs", lambda r: [Need(CLUSTER, _of(*actions))])
+    need = [Need(CLUSTER_RESOURCE, frozenset(actions))]
+    return Rule(NEEDS, lambda r: need)
 
 
 _C = RequestCode
@@ -75,8 +94,8 @@ _READ = (Action.SUB, Action.GET)  # reading a topic's data or bounds
 _LOOKUP = (Action.PUB, Action.SUB, Action.GET)  # a topic's route or config: producers and consumers need it
 RULES: Final[dict[int, Rule]] = {
     # broker: data
-    _C.SEND_MESSAGE: topic(Action.PUB),
-    _C.SEND_BATCH_MESSAGE: topic(Action.PUB),
+    _C.SEND_MESSAGE: send(),
+    _C.SEND_BATCH_MESSAGE: send(),
     _C.PULL_MESSAGE: topic(Action.SUB),
     _C.GET_MAX_OFFSET: topic(*_READ),
     _C.GET_MIN_OFFSET: topic(*_READ),
@@ -105,14 +124,14 @@ RULES: Final[dict[int, Rule]] = {
     _C.REGISTER_BROKER: CLUSTER_ONLY,
     _C.UNREGISTER_BROKER: CLUSTER_ONLY,
     _C.GET_ROUTEINFO_BY_TOPIC: topic(*_LOOKUP),
-    _C.GET_BROKER_CLUSTER_INFO: SIGNED,  # broker addresses: a reader needs them to find a moved broker
+    _C.GET_BROKER_CLUSTER_INFO: ANY_USER,  # broker addresses: a reader needs them to find a moved broker
     _C.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: cluster(Action.LIST),
     _C.DELETE_TOPIC_IN_NAMESRV: topic(Action.DELETE),
     _C.WIPE_WRITE_PERM_OF_BROKER: cluster(Action.UPDATE),
     _C.ADD_WRITE_PERM_OF_BROKER: cluster(Action.UPDATE),
-    _C.OPEN_PUSH_STREAM: SIGNED,
+    _C.OPEN_PUSH_STREAM: ANY_USER,
     _C.SUBSCRIBE_TOPIC_ROUTE: topics(*_LOOKUP),
-    _C.UNSUBSCRIBE_TOPIC_ROUTE: SIGNED,
+    _C.UNSUBSCRIBE_TOPIC_ROUTE: ANY_USER,
     # nameserver: the controller
     _C.BROKER_HEARTBEAT: CLUSTER_ONLY,
     _C.CONTROLLER_REGISTER_BROKER: CLUSTER_ONLY,

@@ -8,21 +8,15 @@ it only if it is newer than its own. Only super users (and the cluster) may send
 
 from __future__ import annotations
 
-from typing import Protocol
-
 from rocketspark.protocol.codec import pack, unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.remoting.server import Handler
+from rocketspark.remoting.server import Dispatcher
 from rocketspark.security.acl import AclTable
 from rocketspark.security.store import AclStore
 
 
-class Registrar(Protocol):
-    def register(self, code: int, handler: Handler) -> None: ...
-
-
-def serve_acl(dispatcher: Registrar, store: AclStore) -> None:
+def serve_acl(dispatcher: Dispatcher, store: AclStore) -> None:
     async def get_table(request: RemotingCommand) -> RemotingCommand:
         return request.response(body=pack(store.table.to_wire()))
 

@@ -36,6 +36,10 @@ class SecuritySettings:
             raise ConfigError("admin_access_key and admin_secret_key: set both, or neither")
         if self.admin_access_key:
             Credentials(self.admin_access_key, self.admin_secret_key)  # the same rules as any access key
+            if self.admin_access_key == CLUSTER_ACCESS_KEY:
+                raise ConfigError(
+                    f'admin_access_key "{CLUSTER_ACCESS_KEY}" is the cluster\'s own identity: choose another'
+                )
         if self.auth_enable and len(self.cluster_secret) < MIN_SECRET:
             raise ConfigError(
                 f"auth_enable needs cluster_secret: the same secret of at least {MIN_SECRET} characters on every "

@@ -1,10 +1,10 @@
 """The user table a server enforces, in a file only the server's user can read.
 
-The file holds secret keys (a server needs them to check signatures), so it is written with
-mode 0600, and one found readable by others is narrowed back to 0600 with a warning. A
-server takes a table only when it is newer than its own (``adopt``): changes from
-``rocketspark admin user``/``acl`` reach every server directly, and a server that missed one
-gets it when it next registers (a broker and a nameserver compare versions then).
+The file holds secret keys (a server needs them to check signatures), so it is created with
+mode 0600 (never written under a wider mode first), and one found readable by others is
+narrowed back to 0600 with a warning. A server takes a table only when it is newer than its
+own (``adopt``): ``Admin.create_user`` and kin offer each change to every server; a server
+that was down then keeps its older table until a later change reaches it.
 """
 
 from __future__ import annotations
@@ -52,10 +52,10 @@ class AclStore:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(self.path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+        tmp.unlink(missing_ok=True)  # a leftover keeps its mode through O_CREAT: start afresh
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
         with os.fdopen(fd, "w") as out:
             json.dump(table.to_wire(), out)
             out.flush()
             os.fsync(out.fileno())
-        os.chmod(tmp, FILE_MODE)  # an existing .tmp keeps its old mode through O_CREAT
         os.replace(tmp, self.path)

@@ -14,7 +14,18 @@ import pytest
 from broker.ha.acks import AckTracker
 from broker.ha.epochs import EpochFile, common_end
 from broker.ha.role import GroupView, Role
-from broker.ha.transfer import ACK, HELLO, MAGIC, PUSH, Hearing, LogClient, LogServer, TransferError, auth_frame
+from broker.ha.transfer import (
+    ACK,
+    CHALLENGE_BYTES,
+    HELLO,
+    MAGIC,
+    PUSH,
+    Hearing,
+    LogClient,
+    LogServer,
+    TransferError,
+    auth_frame,
+)
 
 
 def test_a_replica_that_shares_every_epoch_keeps_its_whole_log() -> None:
@@ -148,17 +159,32 @@ async def _frame_read(reader: asyncio.StreamReader) -> tuple[int, bytes]:
     return offset, await reader.readexactly(size)
 
 
+def _master(log: _Log, acks: AckTracker, secret: str | None = None) -> LogServer:
+    role = Role("broker-a", 0, controller_mode=True, lease_ms=10_000)
+    role.learn(GroupView("127.0.0.1:1", 0, 3, frozenset({0, 1})))
+    return LogServer(log, role, acks, lambda: (1, 1), 1 << 20, lambda peer: Hearing(peer, 0.05, 0.5), secret)
+
+
+async def _slave(
+    port: int, secret: str | None = None, proof: bytes | None = None
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, bytes]:
+    """A raw slave connection: it reads the challenge and sends HELLO with its proof (or the
+    ``proof`` given); returns the proof it sent, too."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    challenge = await reader.readexactly(CHALLENGE_BYTES)
+    hello = HELLO.pack(MAGIC, 1, 3, 0)
+    sent = proof if proof is not None else auth_frame(secret, challenge, hello)
+    writer.write(hello + sent)
+    return reader, writer, sent
+
+
 def test_the_master_keeps_one_frame_in_flight_so_sends_stored_meanwhile_travel_together() -> None:
     async def scenario() -> None:
         log, acks = _Log(), AckTracker(max_lag_ms=10_000)
-        role = Role("broker-a", 0, controller_mode=True, lease_ms=10_000)
-        role.learn(GroupView("127.0.0.1:1", 0, 3, frozenset({0, 1})))
-        server = LogServer(log, role, acks, lambda: (1, 1), 1 << 20, lambda peer: Hearing(peer, 0.05, 0.5))
+        server = _master(log, acks)
         port = await server.start("127.0.0.1", 0)
         log.data += b"a" * 10
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        hello = HELLO.pack(MAGIC, 1, 3, 0)
-        writer.write(hello + auth_frame(None, hello))
+        reader, writer, _ = await _slave(port)
         assert await _frame_read(reader) == (0, b"a" * 10)
         for piece in (b"b" * 5, b"c" * 5):  # two sends stored while the first frame is unacknowledged
             log.data += piece
@@ -167,12 +193,30 @@ def test_the_master_keeps_one_frame_in_flight_so_sends_stored_meanwhile_travel_t
             await asyncio.wait_for(reader.readexactly(1), 0.2)
         writer.write(ACK.pack(10))
         assert await _frame_read(reader) == (10, b"b" * 5 + b"c" * 5)
-        writer.write(ACK.pack(20))
+        writer.write(ACK.pack(10_000))  # more than was pushed: counts as what was pushed
         assert await _frame_read(reader) == (20, b"")  # idle: a keepalive from the watchdog's tick
         assert acks.slaves[1].offset == 20
         # a slave that stops acknowledging is dropped after the silence period
         assert await asyncio.wait_for(reader.read(), 5) == b""
         writer.close()
+        await server.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_master_with_security_on_takes_only_a_fresh_proof_of_the_cluster_secret() -> None:
+    async def scenario() -> None:
+        log, acks = _Log(), AckTracker(max_lag_ms=10_000)
+        log.data += b"a" * 10
+        server = _master(log, acks, secret="s" * 24)
+        port = await server.start("127.0.0.1", 0)
+        reader, writer, proof = await _slave(port, secret="s" * 24)
+        assert await _frame_read(reader) == (0, b"a" * 10)
+        writer.close()
+        for kind, kwargs in (("wrong secret", {"secret": "x" * 24}), ("none", {}), ("replayed", {"proof": proof})):
+            reader, writer, _ = await _slave(port, **kwargs)
+            assert await asyncio.wait_for(reader.read(), 5) == b"", kind  # closed without a frame
+            writer.close()
         await server.stop()
 
     asyncio.run(scenario())
