@@ -21,6 +21,7 @@ from rocketspark.protocol.codec import pack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.client import RemotingClient, check
+from rocketspark.security.settings import PeerSecurity
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +34,12 @@ class Registry:
     increment; ``address()`` is this broker's address once it is bound."""
 
     def __init__(
-        self, config: BrokerConfig, role: Role, registration: Registration, address: Callable[[], str]
+        self,
+        config: BrokerConfig,
+        role: Role,
+        registration: Registration,
+        address: Callable[[], str],
+        security: PeerSecurity,
     ) -> None:
         self.config = config
         self.name = config.broker_name
@@ -43,7 +49,8 @@ class Registry:
         self.client = RemotingClient(
             peer_kind="nameserver",
             default_timeout_ms=config.register_timeout_ms,
-            credentials=config.cluster_credentials(),
+            credentials=security.credentials,
+            tls=security.client_tls,
         )
         self._tasks: set[asyncio.Task[None]] = set()  # registrations that outlive their caller
         self._failing: set[str] = set()

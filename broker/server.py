@@ -64,7 +64,8 @@ class Broker:
             f"broker {self.name}", max_inflight_bytes=config.max_inflight_request_bytes, guard=config.guard(self.acl)
         )
         self.role = Role(self.name, config.replica_id, config.controller_mode, config.master_lease_ms)
-        self.registry = Registry(config, self.role, self.registration, lambda: self.address)
+        self.security = config.peer_security()
+        self.registry = Registry(config, self.role, self.registration, lambda: self.address, self.security)
         self.epochs = EpochFile(self.data_dir / "config" / "epochs.json")
         metadata = BrokerMetadata(
             self.topics, self.static, self.offsets, self.producers, lambda: self.store.flushed_offset
@@ -79,7 +80,7 @@ class Broker:
             max_lag_ms=config.ha_max_time_slave_not_catchup_ms,
             chunk_bytes=config.ha_chunk_bytes,
             metadata_interval_ms=config.ha_metadata_interval_ms,
-            credentials=config.cluster_credentials(),
+            security=self.security,
         )
         self.address = ""
         self.started_at = time.time()
@@ -92,7 +93,7 @@ class Broker:
                 nameservers=config.nameservers,
                 interval_ms=config.controller_heartbeat_interval_ms,
                 on_role_change=self._role_changed,
-                credentials=config.cluster_credentials(),
+                security=self.security,
             )
             if config.controller_mode
             else None
@@ -296,7 +297,7 @@ def create_server(config: BrokerConfig) -> tuple[aio.Server, int, Broker]:
     report = broker.open()
     for line in report.lines():
         (log.warning if report.damage else log.info)("broker %s: %s", broker.name, line)
-    server, port = bind_server(broker.dispatcher, config.listen_host, config.listen_port)
+    server, port = bind_server(broker.dispatcher, config.listen_host, config.listen_port, broker.security.server_tls)
     broker.address = f"{config.advertised_address}:{port}"
     return server, port, broker
 

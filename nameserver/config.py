@@ -58,6 +58,11 @@ class NameServerConfig(SecuritySettings):
         for address in (self.controller_raft_address, *self.controller_peers):
             if not isinstance(address, str) or not _HOST_PORT.fullmatch(address):
                 raise ConfigError(f"controller address {address!r} is not host:port (e.g. 127.0.0.1:9878)")
+        if self.controller_enable and self.controller_peers and self.tls_enable and not self.cluster_secret:
+            raise ConfigError(
+                "tls_enable with controller_peers needs cluster_secret: the controllers' Raft port is encrypted "
+                "with it (pysyncobj's own encryption; its port has no TLS)"
+            )
         if self.controller_raft_address in self.controller_peers:
             raise ConfigError(
                 f"controller_peers lists the other controller nodes; it includes this node's own "

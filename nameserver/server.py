@@ -207,7 +207,7 @@ class NameServer:
 def create_server(config: NameServerConfig) -> tuple[aio.Server, int, NameServer]:
     """Bind (not start) a nameserver; call inside the event loop. Port 0 picks a free port."""
     nameserver = NameServer(config)
-    server, port = bind_server(nameserver.dispatcher, config.listen_host, config.listen_port)
+    server, port = bind_server(nameserver.dispatcher, config.listen_host, config.listen_port, config.server_tls())
     nameserver.address = f"{config.listen_host}:{port}"
     return server, port, nameserver
 

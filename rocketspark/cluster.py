@@ -14,8 +14,8 @@ This is the one module of the ``rocketspark`` package that imports ``broker`` an
 
 from __future__ import annotations
 
+import logging
 import os
-import secrets
 import shutil
 import socket
 import sys
@@ -27,6 +27,7 @@ from typing import Any, Self
 
 from rocketspark.configfile import from_mapping
 from rocketspark.errors import ClusterError
+from rocketspark.security.local import LocalSecurity
 from rocketspark.servers import (
     READY_TIMEOUT_S,
     InProcess,
@@ -37,6 +38,8 @@ from rocketspark.servers import (
 )
 
 __all__ = ["READY_TIMEOUT_S", "ClusterError", "LocalCluster", "ServerProcess", "broker_names", "write_toml"]
+
+log = logging.getLogger(__name__)
 
 
 class LocalCluster:
@@ -57,6 +60,11 @@ class LocalCluster:
     With ``auth`` every server requires signed, authorized requests: the cluster gets a fresh
     cluster secret and an admin super user, ``admin_access_key``/``admin_secret_key`` (pass
     them to clients, or create users with ``Admin.create_user``).
+
+    With ``tls`` every port speaks TLS: a development CA and certificates are made in
+    ``<data_dir>/tls`` (``tls_ca_file`` is what clients trust); with ``tls_mutual`` too the
+    servers ask clients for a certificate (``tls_client_cert_file``/``tls_client_key_file``).
+    ``client_options`` holds every security keyword a client of this cluster needs.
     """
 
     def __init__(
@@ -71,6 +79,8 @@ class LocalCluster:
         replicas: int = 1,
         nameservers: int = 1,
         auth: bool = False,
+        tls: bool = False,
+        tls_mutual: bool = False,
     ) -> None:
         if replicas < 1:
             raise ClusterError(f"replicas must be at least 1, not {replicas}")
@@ -80,15 +90,22 @@ class LocalCluster:
         self.replica_count = replicas
         self.broker_count = brokers
         self.processes = processes
-        self.auth = auth
-        self.admin_access_key = "admin" if auth else None
-        self.admin_secret_key = secrets.token_hex(16) if auth else None
-        security = self._security_values()
-        self.broker_config = security | dict(broker_config or {})
-        self.nameserver_config = security | dict(nameserver_config or {})
+        if tls_mutual and not tls:
+            raise ClusterError("tls_mutual needs tls=True")
         self.cluster_name = cluster_name
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="rocketspark-"))
+        self.security = LocalSecurity.make(auth=auth, tls=tls, tls_mutual=tls_mutual, directory=self.data_dir)
+        self.auth, self.tls = auth, tls
+        self.admin_access_key = self.security.admin_access_key
+        self.admin_secret_key = self.security.admin_secret_key
+        certificates = self.security.certificates
+        self.tls_ca_file = str(certificates.ca_file) if certificates else None  # what clients trust
+        self.tls_client_cert_file = str(certificates.client_cert_file) if certificates else None
+        self.tls_client_key_file = str(certificates.client_key_file) if certificates else None
+        security = self.security.server_values()
+        self.broker_config = security | dict(broker_config or {})
+        self.nameserver_config = security | dict(nameserver_config or {})
         self.nameserver_addresses: list[str] = []
         self._nameserver_values: list[dict[str, Any]] = []  # each one's config: a restart reuses its ports
         self.brokers: dict[str, str] = {}  # name -> address
@@ -98,18 +115,17 @@ class LocalCluster:
         self._replicas: dict[str, dict[int, str]] = {}  # group -> replica id -> address
         self._by_address: dict[str, tuple[str, int]] = {}  # replica address -> (group, replica id)
 
-    def _security_values(self) -> dict[str, Any]:
-        if not self.auth:
-            return {}
-        return {
-            "auth_enable": True,
-            "cluster_secret": secrets.token_hex(24),
-            "admin_access_key": self.admin_access_key,
-            "admin_secret_key": self.admin_secret_key,
-        }
+    @property
+    def client_options(self) -> dict[str, Any]:
+        """Every security keyword a client of this cluster needs (the admin's credentials, the
+        TLS files): ``Admin(cluster.nameserver, **cluster.client_options)``; empty without security."""
+        return self.security.client_options()
 
     def __repr__(self) -> str:
-        return f"LocalCluster(nameserver={self.nameserver!r}, brokers={sorted(self.brokers)}, auth={self.auth})"
+        return (
+            f"LocalCluster(nameserver={self.nameserver!r}, brokers={sorted(self.brokers)}, auth={self.auth}, "
+            f"tls={self.tls}, tls_ca_file={self.tls_ca_file!r})"
+        )
 
     # -- lifecycle ----------------------------------------------------------------------------
 

@@ -96,6 +96,15 @@ class ConnectError(ClientError):
     retriable = True
 
 
+class TlsError(ConnectError):
+    """A connection failed in its TLS handshake: one side without TLS, a certificate from a
+    CA the other does not trust, or mutual TLS without a client certificate. Retrying does not
+    help; the message says which setting to change."""
+
+    code = int(ClientErrorCode.TLS_FAILED)
+    retriable = False
+
+
 class RequestTimeoutError(ClientError):
     code = int(ClientErrorCode.ACCESS_BROKER_TIMEOUT)
     retriable = True

@@ -9,7 +9,6 @@ loop in a daemon thread. ``LocalCluster`` (``rocketspark.cluster``) is built fro
 from __future__ import annotations
 
 import asyncio
-import os
 import queue
 import signal
 import string
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from rocketspark.errors import ClusterError
+from rocketspark.security.private import write_private
 
 READY_TIMEOUT_S = 60.0
 
@@ -44,10 +44,7 @@ def _toml_value(value: Any) -> str:
 def write_toml(path: Path, values: dict[str, Any]) -> None:
     """Write a server's config, readable by its owner only (it may hold secrets): created
     afresh with mode 0600, never written under an older file's wider mode."""
-    path.unlink(missing_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write("".join(f"{key} = {_toml_value(value)}\n" for key, value in values.items()))
+    write_private(path, "".join(f"{key} = {_toml_value(value)}\n" for key, value in values.items()).encode())
 
 
 @dataclass

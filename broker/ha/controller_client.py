@@ -23,7 +23,7 @@ from rocketspark.protocol.codec import unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.client import RemotingClient, check
-from rocketspark.security.signing import Credentials
+from rocketspark.security.settings import PeerSecurity
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ class ControllerLink:
         nameservers: list[str],
         interval_ms: int,
         on_role_change: Callable[[], object],
-        credentials: Credentials | None = None,
+        security: PeerSecurity | None = None,
     ) -> None:
         self.role = role
         self.replication = replication
@@ -61,7 +61,10 @@ class ControllerLink:
         self.interval_s = interval_ms / 1000
         self.on_role_change = on_role_change
         self.client = RemotingClient(
-            peer_kind="nameserver", default_timeout_ms=max(1000, 2 * interval_ms), credentials=credentials
+            peer_kind="nameserver",
+            default_timeout_ms=max(1000, 2 * interval_ms),
+            credentials=security.credentials if security is not None else None,
+            tls=security.client_tls if security is not None else None,
         )
         self.registered = False
         self._failing = False

@@ -30,7 +30,7 @@ from rocketspark.protocol.codec import pack, unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.client import RemotingClient, check
-from rocketspark.security.signing import Credentials
+from rocketspark.security.settings import PeerSecurity
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ class Replication:
         max_lag_ms: int,
         chunk_bytes: int,
         metadata_interval_ms: int,
-        credentials: Credentials | None = None,
+        security: PeerSecurity | None = None,
     ) -> None:
         self.store = store
         self.role = role
@@ -71,9 +71,17 @@ class Replication:
         self.chunk_bytes = chunk_bytes
         self.metadata_interval_s = metadata_interval_ms / 1000
         self.acks = AckTracker(max_lag_ms)
-        self.client = RemotingClient(peer_kind="broker", default_timeout_ms=10_000, credentials=credentials)
+        security = security or PeerSecurity(None, None, None)
+        credentials, client_tls, server_tls = security.credentials, security.client_tls, security.server_tls
+        self.client = RemotingClient(
+            peer_kind="broker", default_timeout_ms=10_000, credentials=credentials, tls=client_tls
+        )
         self.secret = credentials.secret_key if credentials is not None else None
-        self.server = LogServer(store, role, self.acks, metadata.version, chunk_bytes, secret=self.secret)
+        self.tls = client_tls.ssl_context() if client_tls is not None else None  # a slave's side of the HA port
+        server_context = server_tls.ssl_context() if server_tls is not None else None
+        self.server = LogServer(
+            store, role, self.acks, metadata.version, chunk_bytes, secret=self.secret, tls=server_context
+        )
         self._copying: asyncio.Task[None] | None = None
         self._term: tuple[str, int] | None = None  # (role, epoch) acted on last
         self._floor = 0  # where an empty slave starts copying: the master's first segment
@@ -218,7 +226,7 @@ class Replication:
         master's changes (topics, mappings) and every ``ha_metadata_interval_ms``."""
         offset = self.store.log_max_offset if self.store.log_segments else self._floor
         host = master.rsplit(":", 1)[0]
-        link = await LogClient.connect(host, port, self.role.replica_id, epoch, offset, self.secret)
+        link = await LogClient.connect(host, port, self.role.replica_id, epoch, offset, self.secret, self.tls)
         copied = asyncio.Event()
         indexer = asyncio.get_running_loop().create_task(self._index_behind(copied, link))
         next_metadata, known = 0.0, (-1, -1)

@@ -21,7 +21,8 @@ was a tenth of a replicated send's cost on the master. A frame is one socket wri
 and bytes together.
 
 A master closes every connection when it stops being master at that epoch, so a slave never
-copies from a deposed master. Every field is big-endian.
+copies from a deposed master. With TLS on, the port speaks TLS with the broker's certificate
+(and asks for the slave's under mutual TLS). Every field is big-endian.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import hashlib
 import hmac
 import logging
 import secrets
+import ssl
 import struct
 import time
 import zlib
@@ -141,6 +143,7 @@ class LogServer:
         chunk: int,
         hearing: Callable[[str], Hearing] = Hearing,
         secret: str | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.store = store
         self.role = role
@@ -149,6 +152,7 @@ class LogServer:
         self.chunk_bytes = min(chunk, MAX_PUSH_BYTES)
         self.hearing = hearing  # a connection's watchdog (tests shorten its periods)
         self.secret = secret  # the cluster secret a slave must prove it holds (None: security off)
+        self.tls = tls  # the server side of TLS on the HA port (None: plaintext)
         self.port = 0
         self._server: asyncio.Server | None = None
         self._wakeups: set[asyncio.Event] = set()
@@ -156,7 +160,7 @@ class LogServer:
         self._by_replica: dict[int, asyncio.Task[None]] = {}  # a replica's newest connection
 
     async def start(self, host: str, port: int) -> int:
-        self._server = await asyncio.start_server(self._serve, host, port)
+        self._server = await asyncio.start_server(self._serve, host, port, ssl=self.tls)
         self.port = int(self._server.sockets[0].getsockname()[1])
         return self.port
 
@@ -307,9 +311,19 @@ class LogClient:
 
     @classmethod
     async def connect(
-        cls, host: str, port: int, replica_id: int, epoch: int, offset: int, secret: str | None = None
+        cls,
+        host: str,
+        port: int,
+        replica_id: int,
+        epoch: int,
+        offset: int,
+        secret: str | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> LogClient:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), SILENCE_S)
+        """Connect (over TLS with ``tls``, checking the master's certificate against ``host``)
+        and introduce this replica."""
+        opening = asyncio.open_connection(host, port, ssl=tls, server_hostname=host if tls is not None else None)
+        reader, writer = await asyncio.wait_for(opening, SILENCE_S)
         challenge = await asyncio.wait_for(reader.readexactly(CHALLENGE_BYTES), SILENCE_S)
         hello = HELLO.pack(MAGIC, replica_id, epoch, offset)
         writer.write(hello + auth_frame(secret, challenge, hello))

@@ -68,7 +68,7 @@ class Controller:
             config.controller_raft_address,
             config.controller_peers,
             config.controller_data_dir,
-            password=config.cluster_secret if config.auth_enable else None,
+            password=config.cluster_secret or None,  # with auth or TLS on: Raft is encrypted too
         )
         self.liveness = Liveness(config.controller_broker_heartbeat_timeout_ms)
         self.leading = False

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Self, Unpack
+from typing import Self, Unpack, cast
 
 from rocketspark.client.routes import RouteCache, RouteKwargs, RouteOptions
 from rocketspark.errors import NoRouteInfoError
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.types import TopicRouteData
 from rocketspark.remoting.client import DEFAULT_TIMEOUT_MS, RemotingClient, check
-from rocketspark.security.signing import Credentials
+from rocketspark.security.client_side import SECURITY_KEYWORDS, ClientSecurity, SecurityKwargs
+
+
+class ClientKwargs(RouteKwargs, SecurityKwargs, total=False):
+    """The keywords every client takes: its route options and its security."""
 
 
 class ClientBase:
@@ -21,19 +25,28 @@ class ClientBase:
         nameserver: str | list[str] | None = None,
         *,
         timeout_ms: int = DEFAULT_TIMEOUT_MS,
-        access_key: str | None = None,
-        secret_key: str | None = None,
-        **route: Unpack[RouteKwargs],
+        **options: Unpack[ClientKwargs],
     ) -> None:
-        """``access_key``/``secret_key``: the user every request is signed as, for a cluster
-        with security on (default: ``ROCKETSPARK_ACCESS_KEY``/``ROCKETSPARK_SECRET_KEY``, else
-        anonymous). ``route``: ``poll_interval_ms``, ``topic_expiry_ms``, ``not_found_ttl_ms``,
-        ``route_push`` (see :class:`~rocketspark.client.routes.RouteOptions`)."""
-        options = RouteOptions.of(type(self).__name__, route)  # checked before anything starts
-        credentials = Credentials.resolve(access_key, secret_key)
+        """Security: ``access_key``/``secret_key``, the user every request is signed as, and
+        ``tls``/``tls_ca_file`` (``tls_cert_file``/``tls_key_file`` for mutual TLS), for a
+        cluster with security on; each defaults to its environment variable (see
+        :mod:`rocketspark.security.client_side`), else anonymous and plaintext. Routes:
+        ``poll_interval_ms``, ``topic_expiry_ms``, ``not_found_ttl_ms``, ``route_push`` (see
+        :class:`~rocketspark.client.routes.RouteOptions`)."""
+        known = SECURITY_KEYWORDS | set(RouteKwargs.__annotations__)
+        if unknown := sorted(set(options) - known):
+            raise TypeError(
+                f"{type(self).__name__}() got unexpected keyword argument(s) {', '.join(unknown)}; besides its own, "
+                f"it takes {', '.join(sorted(known))}"
+            )
+        security = ClientSecurity.of(cast(SecurityKwargs, {k: v for k, v in options.items() if k in SECURITY_KEYWORDS}))
+        route = cast(RouteKwargs, {k: v for k, v in options.items() if k not in SECURITY_KEYWORDS})
+        route_options = RouteOptions.of(type(self).__name__, route)  # checked before anything starts
         self.timeout_ms = timeout_ms
-        self.remoting = RemotingClient(peer_kind="broker", default_timeout_ms=timeout_ms, credentials=credentials)
-        self.routes = RouteCache(nameserver, self.remoting, options)
+        self.remoting = RemotingClient(
+            peer_kind="broker", default_timeout_ms=timeout_ms, credentials=security.credentials, tls=security.tls
+        )
+        self.routes = RouteCache(nameserver, self.remoting, route_options)
         self.closed = False
 
     @property

@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Unpack
 
+from rocketspark.client.base import ClientKwargs
 from rocketspark.client.offsets import STALE, QueueClient
 from rocketspark.client.pipeline import Pipeline
 from rocketspark.client.pulling import PullPlan, finish_pull, parse_tags, plan_pull
-from rocketspark.client.routes import RouteKwargs
 from rocketspark.errors import ConnectError, TopicNotExistError
 from rocketspark.protocol.types import PullResult, PullStatus
 from rocketspark.remoting.client import DEFAULT_TIMEOUT_MS
@@ -34,11 +34,9 @@ class Consumer(QueueClient):
         *,
         timeout_ms: int = DEFAULT_TIMEOUT_MS,
         verify_crc: bool = True,
-        access_key: str | None = None,
-        secret_key: str | None = None,
-        **route: Unpack[RouteKwargs],
+        **options: Unpack[ClientKwargs],
     ) -> None:
-        super().__init__(nameserver, timeout_ms=timeout_ms, access_key=access_key, secret_key=secret_key, **route)
+        super().__init__(nameserver, timeout_ms=timeout_ms, **options)
         self.verify_crc = verify_crc
 
     def _send(self, plan: PullPlan) -> PullResult:

@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Unpack
 
 from rocketspark.client.allocate import STRATEGIES
 from rocketspark.client.consumer import Consumer
@@ -30,6 +30,7 @@ from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.mapping import MOCK_BROKER_NAME
 from rocketspark.protocol.types import MessageExt, PullStatus
+from rocketspark.security.client_side import SecurityKwargs
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +68,7 @@ class GroupConsumer:
         tags: str | None = None,
         start_from: str = "latest",
         client_id: str | None = None,
-        access_key: str | None = None,
-        secret_key: str | None = None,
+        **security: Unpack[SecurityKwargs],
     ) -> None:
         if strategy not in STRATEGIES:
             raise InvalidParameterError(f"unknown allocation strategy {strategy!r}; use one of {sorted(STRATEGIES)}")
@@ -85,7 +85,7 @@ class GroupConsumer:
         self.tags = tags
         self.start_from = start_from
         self.client_id = client_id or new_client_id()
-        self.consumer = Consumer(nameserver, access_key=access_key, secret_key=secret_key)
+        self.consumer = Consumer(nameserver, **security)
         self.members: list[str] = []
         self.workers: dict[QueueKey, _Worker] = {}
         self._lock = threading.Lock()

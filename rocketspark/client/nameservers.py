@@ -12,7 +12,7 @@ import os
 import random
 from collections.abc import Callable
 
-from rocketspark.errors import ConnectError, NoNameServerError, RequestTimeoutError
+from rocketspark.errors import ConnectError, NoNameServerError, RequestTimeoutError, TlsError
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.client import RemotingClient, check, parse_address
 
@@ -62,18 +62,22 @@ class Nameservers:
         """Send to the sticky nameserver, moving to the next one when it cannot be reached;
         raise for an answer whose code is not SUCCESS or one of ``ok``."""
         errors: list[str] = []
+        kinds: set[type[ConnectError | RequestTimeoutError]] = set()
         for attempt in range(len(self.addresses)):
             index = (self._current + attempt) % len(self.addresses)
             try:
                 response = self.remoting.invoke(self.addresses[index], request, timeout_ms, peer="nameserver")
             except (ConnectError, RequestTimeoutError) as exc:
                 errors.append(exc.message)
+                kinds.add(type(exc))
                 continue
             if index != self._current % len(self.addresses):
                 self._current = index
                 self.on_change()
             return check(response, *ok)
-        raise ConnectError("no nameserver answered: " + "; ".join(errors), nameservers=self.addresses)
+        # Every one refusing our TLS is a setting to change, not an outage: keep its class.
+        error = TlsError if kinds == {TlsError} else ConnectError
+        raise error("no nameserver answered: " + "; ".join(errors), nameservers=self.addresses)
 
     def call_at(
         self, address: str, request: RemotingCommand, *ok: int, timeout_ms: int | None = None

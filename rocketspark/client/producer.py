@@ -23,9 +23,9 @@ from collections.abc import Sequence
 from operator import attrgetter
 from typing import Unpack
 
-from rocketspark.client.base import ClientBase
+from rocketspark.client.base import ClientBase, ClientKwargs
 from rocketspark.client.fault import LATENCY_MAX_MS, NOT_AVAILABLE_MS, LatencyFaultTolerance
-from rocketspark.client.routes import AUTO_CREATE_TOPIC, RouteKwargs, write_queues
+from rocketspark.client.routes import AUTO_CREATE_TOPIC, write_queues
 from rocketspark.client.selection import (
     PublishInfo,
     RoundRobin,
@@ -73,11 +73,9 @@ class Producer(ClientBase):
         send_latency_fault_enable: bool = False,
         latency_max_ms: Sequence[int] = LATENCY_MAX_MS,
         not_available_duration_ms: Sequence[int] = NOT_AVAILABLE_MS,
-        access_key: str | None = None,
-        secret_key: str | None = None,
-        **route: Unpack[RouteKwargs],
+        **options: Unpack[ClientKwargs],
     ) -> None:
-        super().__init__(nameserver, timeout_ms=send_timeout_ms, access_key=access_key, secret_key=secret_key, **route)
+        super().__init__(nameserver, timeout_ms=send_timeout_ms, **options)
         # RocketMQ's sendLatencyFaultEnable (off by default there too): slow or failed brokers
         # are avoided for a while, by the latency table of rocketspark.client.fault.
         self.fault = (

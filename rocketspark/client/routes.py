@@ -238,8 +238,8 @@ class RouteCache:
             self._watch(topic)  # hear at once when it is created
             self._refresher.ensure()
             raise self._not_found(topic) from None
-        except ConnectError as exc:  # stays a ConnectError: the topic may well exist
-            raise ConnectError(f'cannot look up the route of topic "{topic}": {exc.message}', topic=topic) from None
+        except ConnectError as exc:  # stays a ConnectError (or its TlsError): the topic may well exist
+            raise type(exc)(f'cannot look up the route of topic "{topic}": {exc.message}', topic=topic) from None
         return self.put(topic, route)
 
     def put(self, topic: str, route: TopicRouteData) -> TopicRouteData:

@@ -175,6 +175,7 @@ class ClientErrorCode(IntEnum):
     DATA_LOSS = 10008  # DataLossError: planned offsets are gone (failOnDataLoss)
     INVALID_CONFIG = 10009  # ConfigError: a server's or cluster's configuration
     CLUSTER_FAILED = 10010  # ClusterError: a server of a LocalCluster did not start or stop
+    TLS_FAILED = 10011  # TlsError: a TLS handshake failed (plaintext against TLS, an untrusted certificate)
 
 
 class Flag:

@@ -26,6 +26,7 @@ from rocketspark.errors import (
     InvalidAddressError,
     RequestTimeoutError,
     RocketSparkError,
+    TlsError,
     error_for_response,
 )
 from rocketspark.protocol import service
@@ -33,6 +34,7 @@ from rocketspark.protocol.codes import Flag, RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.channel import MuxStream
 from rocketspark.security.signing import Credentials, Signer
+from rocketspark.security.tls import ClientTls
 
 log = logging.getLogger(__name__)
 
@@ -47,18 +49,55 @@ def parse_address(address: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def translate_rpc_error(err: grpc.RpcError, address: str, peer: str) -> RocketSparkError:
+def translate_rpc_error(err: grpc.RpcError, address: str, peer: str, tls: ClientTls | None = None) -> RocketSparkError:
     """Turn a gRPC failure into the rocketspark error a user can act on."""
     code = err.code() if hasattr(err, "code") else None
     details = (err.details() if hasattr(err, "details") else "") or ""
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return RequestTimeoutError(f"{peer} at {address} did not answer before the deadline", address=address)
+    tls_problem = _tls_problem(details, peer, tls)
+    if tls_problem is not None:
+        return TlsError(f"cannot connect to {peer} at {address}: {tls_problem}", address=address)
     if code == grpc.StatusCode.UNAVAILABLE:
         reason = "connection refused" if "refused" in details.lower() else details or "unavailable"
         return ConnectError(f"cannot reach {peer} at {address} ({reason}). Is it running?", address=address)
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
         return ConnectError(f"{peer} at {address} refused the request as too large: {details}", address=address)
     return ConnectError(f"call to {peer} at {address} failed: {code} {details}", address=address)
+
+
+def _tls_problem(details: str, peer: str, tls: ClientTls | None) -> str | None:
+    """What went wrong in a TLS handshake, in terms of the settings that fix it; None when the
+    failure is not one (gRPC reports handshakes only in its details text)."""
+    if "handshake failed" not in details.lower():
+        if "failed to connect" in details and "Socket closed" in details:  # closed while connecting
+            if tls is None:
+                return (
+                    f"the {peer} closed the connection at once, as a TLS server does with a plaintext client: "
+                    "connect with tls=True and tls_ca_file=<the cluster's CA> (option tls/tlsCaFile in Spark)"
+                )
+            if not tls.cert_file:
+                return (
+                    f"the {peer} closed the TLS connection during the handshake, as a server with mutual TLS does "
+                    "with a client that shows no certificate: give tls_cert_file and tls_key_file (a certificate "
+                    "signed by the cluster's CA)"
+                )
+            return (
+                f"the {peer} closed the TLS connection during the handshake: it does not accept the client "
+                f"certificate {tls.cert_file} (is it signed by the CA the {peer} trusts?)"
+            )
+        return None
+    if "WRONG_VERSION_NUMBER" in details:
+        return f"the {peer} does not speak TLS: connect without tls, or turn tls_enable on at the {peer}"
+    if any(s in details for s in ("CERTIFICATE_VERIFY_FAILED", "certificate signature failure", "issuer")):
+        trust = f"the CA in {tls.ca_file}" if tls is not None and tls.ca_file else "the system's CAs"
+        return (
+            f"its certificate is not signed by a CA this client trusts ({trust}): set tls_ca_file to the CA "
+            "that signed the cluster's certificates"
+        )
+    if "Peer name" in details or "not in peer certificate" in details:
+        return f"its certificate is not valid for this host name or address ({details})"
+    return f"the TLS handshake failed ({details})"
 
 
 def check(response: RemotingCommand, *ok_codes: int) -> RemotingCommand:
@@ -72,8 +111,13 @@ def check(response: RemotingCommand, *ok_codes: int) -> RemotingCommand:
 class _Peer:
     __slots__ = ("channel", "lock", "mux", "open_mux", "stream")
 
-    def __init__(self, address: str) -> None:
-        self.channel = grpc.insecure_channel(address, options=list(service.CHANNEL_OPTIONS))
+    def __init__(self, address: str, tls: ClientTls | None) -> None:
+        options = list(service.CHANNEL_OPTIONS)
+        self.channel = (
+            grpc.insecure_channel(address, options=options)
+            if tls is None
+            else grpc.secure_channel(address, tls.grpc_credentials(), options=options)
+        )
         self.stream = self.channel.unary_stream(service.STREAM_PATH)
         self.open_mux = self.channel.stream_stream(service.CHANNEL_PATH)
         self.mux: MuxStream | None = None
@@ -109,8 +153,10 @@ class RemotingClient:
         peer_kind: str = "broker",
         default_timeout_ms: int = DEFAULT_TIMEOUT_MS,
         credentials: Credentials | None = None,
+        tls: ClientTls | None = None,
     ) -> None:
         self.peer_kind = peer_kind
+        self.tls = tls
         self.default_timeout_ms = default_timeout_ms
         self.signer = Signer(credentials) if credentials is not None else None
         self._peers: dict[str, _Peer] = {}
@@ -134,7 +180,7 @@ class RemotingClient:
                     raise ConnectError(f"client is closed; cannot call {address}")
                 peer = self._peers.get(address)
                 if peer is None:
-                    peer = self._peers[address] = _Peer(address)
+                    peer = self._peers[address] = _Peer(address, self.tls)
         return peer
 
     def _submit(
@@ -144,7 +190,7 @@ class RemotingClient:
         timeout_s = (timeout_ms or self.default_timeout_ms) / 1000
 
         def translate(err: grpc.RpcError) -> RocketSparkError:
-            return translate_rpc_error(err, address, kind)
+            return translate_rpc_error(err, address, kind, self.tls)
 
         code = request.code  # the deadline heap keeps ``expire``: it must not hold the request body
         if self.signer is not None:
@@ -214,7 +260,7 @@ class RemotingClient:
         if self.signer is not None:
             request.ext.update(self.signer.headers())
         call = self._peer(address).stream(request.encode(), timeout=None if timeout_ms is None else timeout_ms / 1000)
-        return ResponseStream(call, address, peer or self.peer_kind)
+        return ResponseStream(call, address, peer or self.peer_kind, self.tls)
 
     def close(self, *, oneway_grace_s: float = 2.0) -> None:
         with self._lock:
@@ -231,10 +277,11 @@ class ResponseStream(Iterator[RemotingCommand]):
     """Responses of a server-streaming call. Ends (StopIteration) when the server ends it, when
     it is cancelled, or at its deadline; other failures raise translated errors."""
 
-    def __init__(self, call: Any, address: str, peer_kind: str) -> None:
+    def __init__(self, call: Any, address: str, peer_kind: str, tls: ClientTls | None) -> None:
         self._call = call
         self._address = address
         self._peer_kind = peer_kind
+        self._tls = tls
 
     def __next__(self) -> RemotingCommand:
         try:
@@ -242,7 +289,7 @@ class ResponseStream(Iterator[RemotingCommand]):
         except grpc.RpcError as err:
             if err.code() in (grpc.StatusCode.CANCELLED, grpc.StatusCode.DEADLINE_EXCEEDED):
                 raise StopIteration from None
-            raise translate_rpc_error(err, self._address, self._peer_kind) from None
+            raise translate_rpc_error(err, self._address, self._peer_kind, self._tls) from None
         return RemotingCommand.decode(raw)
 
     def cancel(self) -> None:

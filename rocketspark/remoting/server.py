@@ -34,6 +34,7 @@ from rocketspark.protocol.headers import get_str
 from rocketspark.remoting.admission import InflightBudget, Ticket
 from rocketspark.remoting.framing import Admitted, Reassembler
 from rocketspark.security import rules
+from rocketspark.security.tls import ServerTls
 
 log = logging.getLogger(__name__)
 
@@ -300,12 +301,16 @@ class Dispatcher:
         )
 
 
-def create_server(dispatcher: Dispatcher, host: str, port: int) -> tuple[aio.Server, int]:
-    """Build (not start) a grpc.aio server bound to ``host:port``; port 0 picks a free one."""
+def create_server(dispatcher: Dispatcher, host: str, port: int, tls: ServerTls | None = None) -> tuple[aio.Server, int]:
+    """Build (not start) a grpc.aio server bound to ``host:port``, over TLS if ``tls`` is
+    given; port 0 picks a free one."""
     server = aio.server(options=list(service.SERVER_OPTIONS))
     server.add_generic_rpc_handlers((dispatcher.generic_handler(),))
     try:
-        bound = server.add_insecure_port(f"{host}:{port}")
+        if tls is None:
+            bound = server.add_insecure_port(f"{host}:{port}")
+        else:
+            bound = server.add_secure_port(f"{host}:{port}", tls.grpc_credentials())
     except RuntimeError:  # how grpc.aio reports a failed bind (older versions returned 0)
         bound = 0
     if bound == 0:

@@ -4,6 +4,7 @@
 (:mod:`rocketspark.security.guard`), and the servers sign what they send each other with
 the cluster credential (``cluster_secret``, the same on every server of the cluster). The
 configured admin is a super user that no table change can remove: the way in on day one.
+``tls_enable`` puts every port of the server behind TLS (:mod:`rocketspark.security.tls`).
 """
 
 from __future__ import annotations
@@ -16,8 +17,19 @@ from rocketspark.errors import ConfigError
 from rocketspark.security.guard import DEFAULT_SKEW_S, Guard
 from rocketspark.security.signing import CLUSTER_ACCESS_KEY, Credentials
 from rocketspark.security.store import AclStore
+from rocketspark.security.tls import ClientTls, ServerTls
 
 MIN_SECRET: Final = 16
+
+
+@dataclass(frozen=True, slots=True)
+class PeerSecurity:
+    """How a server deals with the other servers of its cluster, read once at start: the
+    cluster credential it signs with, the TLS it calls them with and the TLS it listens with."""
+
+    credentials: Credentials | None
+    client_tls: ClientTls | None
+    server_tls: ServerTls | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -28,6 +40,11 @@ class SecuritySettings:
     admin_secret_key: str = field(default="", repr=False)
     auth_clock_skew_s: int = DEFAULT_SKEW_S  # a signed request's time may be this far from the server's
     acl_file: str = ""  # users and policies (mode 0600); "" = the server's default place
+    tls_enable: bool = False  # TLS on every port of this server (the whole cluster alike)
+    tls_cert_file: str = ""  # this server's certificate chain (PEM); also shown to peers under mutual TLS
+    tls_key_file: str = ""  # its private key (PEM)
+    tls_ca_file: str = ""  # the CA that signs the cluster's certificates: peers are checked against it
+    tls_mutual: bool = False  # mutual TLS: clients must show a certificate signed by tls_ca_file
 
     def check_security(self) -> None:
         if self.auth_clock_skew_s <= 0:
@@ -40,6 +57,10 @@ class SecuritySettings:
                 raise ConfigError(
                     f'admin_access_key "{CLUSTER_ACCESS_KEY}" is the cluster\'s own identity: choose another'
                 )
+        if self.tls_enable:
+            self.server_tls()  # the files are read now: a wrong path stops the start, not a handshake
+        elif self.tls_mutual:
+            raise ConfigError("tls_mutual needs tls_enable")
         if self.auth_enable and len(self.cluster_secret) < MIN_SECRET:
             raise ConfigError(
                 f"auth_enable needs cluster_secret: the same secret of at least {MIN_SECRET} characters on every "
@@ -49,6 +70,18 @@ class SecuritySettings:
     def cluster_credentials(self) -> Credentials | None:
         """What this server signs its requests to other servers with (None: security off)."""
         return Credentials(CLUSTER_ACCESS_KEY, self.cluster_secret) if self.auth_enable else None
+
+    def server_tls(self) -> ServerTls | None:
+        """What this server listens with (None: plaintext)."""
+        if not self.tls_enable:
+            return None
+        return ServerTls.of_files(self.tls_cert_file, self.tls_key_file, self.tls_ca_file, self.tls_mutual)
+
+    def peer_security(self) -> PeerSecurity:
+        """Read once per server: it calls its peers trusting the cluster's CA and showing its
+        own certificate, and signs with the cluster credential."""
+        tls = self.server_tls()
+        return PeerSecurity(self.cluster_credentials(), tls.as_client() if tls is not None else None, tls)
 
     def acl_store(self, default: Path) -> AclStore:
         return AclStore(Path(self.acl_file) if self.acl_file else default).load()

@@ -16,10 +16,9 @@ import stat
 from pathlib import Path
 
 from rocketspark.security.acl import AclTable
+from rocketspark.security.private import FILE_MODE, write_private
 
 log = logging.getLogger(__name__)
-
-FILE_MODE = 0o600
 
 
 class AclStore:
@@ -48,14 +47,5 @@ class AclStore:
         return True
 
     def _save(self, table: AclTable) -> None:
-        if self.path is None:
-            return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.unlink(missing_ok=True)  # a leftover keeps its mode through O_CREAT: start afresh
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
-        with os.fdopen(fd, "w") as out:
-            json.dump(table.to_wire(), out)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, self.path)
+        if self.path is not None:
+            write_private(self.path, json.dumps(table.to_wire()).encode())
