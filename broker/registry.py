@@ -20,8 +20,11 @@ from rocketspark.errors import RocketSparkError
 from rocketspark.protocol.codec import pack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.headers import get_int
 from rocketspark.remoting.client import RemotingClient, check
+from rocketspark.security.service import VERSION_FIELD, reconcile
 from rocketspark.security.settings import PeerSecurity
+from rocketspark.security.store import AclStore
 
 log = logging.getLogger(__name__)
 
@@ -40,11 +43,13 @@ class Registry:
         registration: Registration,
         address: Callable[[], str],
         security: PeerSecurity,
+        acl: AclStore,
     ) -> None:
         self.config = config
         self.name = config.broker_name
         self.role = role
         self.registration = registration
+        self.acl = acl
         self.address = address
         self.client = RemotingClient(
             peer_kind="nameserver",
@@ -104,14 +109,16 @@ class Registry:
         await asyncio.shield(self.register_soon(changed, incremental=True))
 
     def _register_one(self, address: str, lock: threading.Lock, body: bytes) -> None:
-        request = RemotingCommand.request(
-            RequestCode.REGISTER_BROKER, {"brokerName": self.name, "clusterName": self.config.cluster_name}, body
-        )
+        ext = {"brokerName": self.name, "clusterName": self.config.cluster_name, VERSION_FIELD: self.acl.table.version}
+        request = RemotingCommand.request(RequestCode.REGISTER_BROKER, ext, body)
         try:
             with lock:
                 if self._stopped:
                     return
-                check(self.client.invoke(address, request))
+                response = check(self.client.invoke(address, request))
+                theirs = get_int(response, VERSION_FIELD)
+                if theirs is not None:  # the user table: whichever of the two missed a change catches up
+                    reconcile(self._call, address, self.acl, theirs)
         except RocketSparkError as exc:
             if address not in self._failing:
                 log.warning("broker %s cannot register with nameserver %s: %s", self.name, address, exc)
@@ -120,6 +127,9 @@ class Registry:
         if address in self._failing:
             log.info("broker %s registered with nameserver %s again", self.name, address)
             self._failing.discard(address)
+
+    def _call(self, address: str, request: RemotingCommand) -> RemotingCommand:
+        return check(self.client.invoke(address, request))
 
     async def unregister_all(self) -> None:
         ext = {"brokerName": self.name, "clusterName": self.config.cluster_name, "addr": self.address()}

@@ -65,10 +65,10 @@ class Broker:
         )
         self.role = Role(self.name, config.replica_id, config.controller_mode, config.master_lease_ms)
         self.security = config.peer_security()
-        self.registry = Registry(config, self.role, self.registration, lambda: self.address, self.security)
+        self.registry = Registry(config, self.role, self.registration, lambda: self.address, self.security, self.acl)
         self.epochs = EpochFile(self.data_dir / "config" / "epochs.json")
         metadata = BrokerMetadata(
-            self.topics, self.static, self.offsets, self.producers, lambda: self.store.flushed_offset
+            self.topics, self.static, self.offsets, self.producers, lambda: self.store.flushed_offset, self.acl
         )
         self.replication = Replication(
             self.store,

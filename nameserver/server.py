@@ -24,7 +24,7 @@ from rocketspark.protocol.headers import get_list, get_str
 from rocketspark.protocol.types import BrokerData
 from rocketspark.remoting.server import Dispatcher, PushHub, client_key, run_every, serve_until_signalled
 from rocketspark.remoting.server import create_server as bind_server
-from rocketspark.security.service import serve_acl
+from rocketspark.security.service import VERSION_FIELD, serve_acl
 
 log = logging.getLogger("nameserver")
 
@@ -77,7 +77,7 @@ class NameServer:
         named = {str(t) for t in declared} if isinstance(declared, list) else set()
         self.notifier.mark(named)  # topics the broker created or changed: tell their subscribers
         self.notifier.suppress(changed - named)  # the rest is a whole broker (re)registering: hotspot rule
-        return cmd.response()
+        return cmd.response(ext={VERSION_FIELD: self.acl.table.version})  # the broker reconciles the tables
 
     async def unregister_broker(self, cmd: RemotingCommand) -> RemotingCommand:
         name = get_str(cmd, "brokerName")

@@ -10,10 +10,14 @@ from broker.offsets import ConsumerOffsets
 from broker.static_topics import StaticTopics
 from broker.store.scan import ScannedRecord
 from broker.topics import TopicTable
+from rocketspark.security.acl import AclTable
+from rocketspark.security.store import AclStore
 
 
 class BrokerMetadata:
-    """Topic configs, static-topic mappings, consumer offsets and idempotent producers."""
+    """Topic configs, static-topic mappings, consumer offsets, idempotent producers and the
+    user table (a slave keeps its master's when it is newer: how a slave catches up on a user
+    change it missed)."""
 
     def __init__(
         self,
@@ -22,12 +26,14 @@ class BrokerMetadata:
         offsets: ConsumerOffsets,
         producers: ProducerTable,
         flushed_offset: Callable[[], int],
+        acl: AclStore,
     ) -> None:
         self.topics = topics
         self.static = static
         self.offsets = offsets
         self.producers = producers
         self.flushed_offset = flushed_offset
+        self.acl = acl
 
     def version(self) -> tuple[int, int]:
         """Changes whenever a topic config or a static-topic mapping changes: a slave copies
@@ -41,6 +47,7 @@ class BrokerMetadata:
             "offsets": self.offsets.snapshot(),
             "producers": (producers := self.producers.snapshot(self.flushed_offset()))["producers"],
             "producersLog": producers["log"],
+            "acl": self.acl.table.to_wire(),
         }
 
     def adopt(self, snapshot: dict[str, Any]) -> None:
@@ -48,6 +55,8 @@ class BrokerMetadata:
         self.static.adopt(snapshot["mappings"])
         self.offsets.adopt(snapshot["offsets"])
         self.producers.follow(snapshot["producers"], int(snapshot.get("producersLog", 0)))
+        if "acl" in snapshot:
+            self.acl.adopt(AclTable.from_wire(snapshot["acl"]))
 
     def take_office(self, records_after: Callable[[int], Iterator[ScannedRecord]]) -> None:
         """This replica becomes master: its producer table is its master's as of the last

@@ -3,8 +3,9 @@
 Each server keeps its own copy of the table (``rocketspark.security.store``). A change reads
 the table from every server that answers, takes the newest, applies the change to it and
 offers the result, one version on, to every broker, replica and nameserver. A server that
-was down, or refused the change, keeps its older table until a later change reaches it
-(``AclChange.missed`` names them). Two admins changing the table at the same moment: the
+was down, or refused the change, is named in ``AclChange.missed``; it catches up when it, or
+a broker, next registers (``rocketspark.security.service.reconcile``), a slave through its
+master's metadata. Two admins changing the table at the same moment: the
 later change can undo the earlier one, and servers can even be left holding two different
 tables of the same version, which the next change (one version on) replaces; run such
 changes one at a time.

@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import stat
+import threading
 from pathlib import Path
 
 from rocketspark.security.acl import AclTable
@@ -25,6 +26,7 @@ class AclStore:
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self.table = AclTable()
+        self._lock = threading.Lock()  # a table offered by an admin and one fetched at registration
 
     def load(self) -> AclStore:
         """Read the table saved last, if any (a missing file is an empty table)."""
@@ -39,10 +41,11 @@ class AclStore:
 
     def adopt(self, table: AclTable) -> bool:
         """Keep ``table`` if it is newer than this one (saved first); whether it was kept."""
-        if table.version <= self.table.version:
-            return False
-        self._save(table)
-        self.table = table
+        with self._lock:
+            if table.version <= self.table.version:
+                return False
+            self._save(table)
+            self.table = table
         log.info("user table version %d adopted (%d users)", table.version, len(table.users))
         return True
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from rocketspark import Admin, Consumer, LocalCluster, Message, Producer
-from rocketspark.errors import AuthenticationError, NoPermissionError
+from rocketspark.errors import AuthenticationError, ConnectError, NoPermissionError
 from rocketspark.protocol.codec import pack
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
@@ -142,3 +142,38 @@ def test_a_replica_group_with_security_on_copies_and_acknowledges_through_the_cl
             admin.create_topic("replicated", queues=1)
         with Producer(c.nameserver, access_key=ak, secret_key=sk) as producer:
             assert producer.send(Message("replicated", b"copied", queue_id=0)).queue_offset == 0
+
+
+def test_a_server_that_missed_a_user_change_catches_up_when_the_broker_next_registers() -> None:
+    """A broker down during a change takes the newer table from the nameserver when it
+    registers again; a nameserver down during one gets it from the next registration."""
+    with (
+        LocalCluster(
+            brokers=1, nameservers=2, processes=True, auth=True, broker_config={"register_interval_ms": 500}
+        ) as c,
+        Admin(c.nameserver, **c.client_options) as admin,
+    ):
+        admin.create_topic("orders", queues=1)
+        c.stop_broker("broker-a")
+        missed_by_broker = admin.create_user("late", "late-secret")
+        assert list(missed_by_broker.missed) == [] and len(missed_by_broker.applied) == 2  # the nameservers only
+        admin.set_acl("late", "Topic:orders", ["Pub"])
+        c.start_broker("broker-a")  # registers at start: finds the nameserver's table newer
+        with Producer(c.nameserver, access_key="late", secret_key="late-secret") as producer:
+            assert producer.send(Message("orders", b"caught up", queue_id=0)).queue_offset == 0
+
+        nameserver = c.nameserver_addresses[1]
+        c.kill_nameserver(nameserver)
+        missed_by_nameserver = admin.create_user("later", "later-secret")  # only the broker takes it
+        assert list(missed_by_nameserver.missed) == [nameserver]
+        admin.set_acl("later", "Topic:orders", ["Sub"])
+        c.restart_nameserver(nameserver)
+        deadline = time.monotonic() + 10
+        with Consumer(nameserver, access_key="later", secret_key="later-secret") as consumer:
+            while True:  # the route comes from the nameserver: it knows "later" once the broker re-registered
+                try:
+                    assert [m.body for m in consumer.pull("orders", 0, 0, 10).messages] == [b"caught up"]
+                    break
+                except (AuthenticationError, ConnectError):  # not yet caught up, or still reconnecting
+                    assert time.monotonic() < deadline, "the nameserver never caught up"
+                    time.sleep(0.2)

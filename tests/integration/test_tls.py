@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 
 from rocketspark import Admin, Consumer, LocalCluster, Message, Producer
-from rocketspark.errors import TlsError
+from rocketspark.errors import ConnectError, TlsError
+from rocketspark.protocol.codec import unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.client import RemotingClient, check
+from rocketspark.security.acl import AclTable
 from rocketspark.security.devca import make_dev_certificates
 from rocketspark.security.signing import CLUSTER_ACCESS_KEY, Credentials
 from rocketspark.security.tls import ClientTls
@@ -112,3 +114,28 @@ def test_the_ha_port_speaks_only_mutual_tls(mutual: LocalCluster) -> None:
         with_certificate.wrap_socket(raw, server_hostname=host) as tls,
     ):
         assert len(tls.recv(16)) == 16  # the master's challenge, inside TLS
+
+
+def test_a_slave_that_missed_a_user_change_takes_it_from_its_master(mutual: LocalCluster) -> None:
+    with Admin(mutual.nameserver, **mutual.client_options) as admin:
+        view = admin.replica_groups()["broker-a"]
+        slave = next(r.address for r in view.replicas if r.address != view.master)
+        mutual.pause(slave)
+        try:
+            change = admin.create_user("while-paused", "while-paused-secret")
+        finally:
+            mutual.resume(slave)
+        assert list(change.missed) == [slave]
+        deadline = time.monotonic() + 10
+        while "while-paused" not in _users(admin, slave):
+            assert time.monotonic() < deadline, "the slave never took the table from its master"
+            time.sleep(0.2)
+
+
+def _users(admin: Admin, address: str) -> set[str]:
+    """The users a server holds; none while it reconnects after its pause."""
+    try:
+        response = admin.call(address, RemotingCommand.request(RequestCode.AUTH_GET_TABLE))
+    except ConnectError:
+        return set()
+    return set(AclTable.from_wire(unpack(response.body)).users)
