@@ -18,11 +18,12 @@ from rocketspark.client.consumer import Consumer
 from rocketspark.client.logical import LogicalQueue, logical_view
 from rocketspark.client.routes import AUTO_CREATE_TOPIC
 from rocketspark.client.topic_stats import fetch_topic_stats, queue_bounds
-from rocketspark.errors import ConnectError, NoRouteInfoError, OptionError, RocketSparkError, TopicNotExistError
+from rocketspark.errors import ConnectError, NoPermissionError, NoRouteInfoError, OptionError, TopicNotExistError
 from rocketspark.protocol.codec import unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.types import TopicRouteData
+from rocketspark.spark.access import refused, unreachable
 from rocketspark.spark.options import EARLIEST, LATEST, ReaderOptions
 from rocketspark.spark.planning import Bounds
 
@@ -60,7 +61,9 @@ class Catalog:
 
     def __init__(self, options: ReaderOptions) -> None:
         self.options = options
-        self.consumer = Consumer(list(options.nameservers), timeout_ms=options.pull_timeout_ms)
+        self.consumer = Consumer(
+            list(options.nameservers), timeout_ms=options.pull_timeout_ms, **options.connection.client_kwargs()
+        )
         self._states: dict[str, TopicState] = {}
         self._topics: tuple[float, list[str]] | None = None
 
@@ -82,16 +85,12 @@ class Catalog:
             try:
                 listed: list[str] = unpack(self.consumer.routes.namesrv.call(request).body)
             except ConnectError as exc:
-                raise self._unreachable(exc) from None
+                raise unreachable(exc, opts.nameservers) from None
+            except NoPermissionError as exc:
+                raise refused(exc, opts.nameservers, "topic list (option topicPattern)") from None
             names = [t for t in listed if pattern.fullmatch(t) and t != AUTO_CREATE_TOPIC]
             self._topics = (now, names)
         return self._topics[1]
-
-    def _unreachable(self, exc: RocketSparkError) -> RocketSparkError:
-        return ConnectError(
-            f'cannot reach the nameserver given by option "nameserver" ({", ".join(self.options.nameservers)}): '
-            f"{exc.message}"
-        )
 
     # -- queues and bounds ------------------------------------------------------------------------
 
@@ -102,11 +101,17 @@ class Catalog:
         if cached is not None and not fresh and time.monotonic() - cached.fetched_at < max_age:
             return cached
         try:
+            return self._fetch(topic)
+        except NoPermissionError as exc:
+            raise refused(exc, self.options.nameservers, f'reads of topic "{topic}"') from None
+
+    def _fetch(self, topic: str) -> TopicState:
+        try:
             route, view = self.consumer.routes.derive(topic, _route_and_view)
         except NoRouteInfoError:
             raise self._missing(topic) from None
         except ConnectError as exc:
-            raise self._unreachable(exc) from None
+            raise unreachable(exc, self.options.nameservers) from None
         wanted = self.options.assign.get(topic) if self.options.assign else None
         if wanted is not None:
             bad = [q for q in wanted if q >= len(view)]

@@ -10,9 +10,10 @@ plain offset difference.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Unpack
 
 from rocketspark.client.consumer import Consumer
+from rocketspark.security.client_side import SecurityKwargs
 from rocketspark.spark.driver import Offsets, parse
 from rocketspark.spark.planning import count
 
@@ -24,10 +25,13 @@ def _offsets(value: Any) -> Offsets:
     return parse(json.loads(value) if isinstance(value, str) else value)
 
 
-def offsets_behind_latest(query_or_progress: Any, nameserver: str | list[str] | None = None) -> Lag:
+def offsets_behind_latest(
+    query_or_progress: Any, nameserver: str | list[str] | None = None, **security: Unpack[SecurityKwargs]
+) -> Lag:
     """Backlog per topic and logical queue of a streaming query's rocketmq source(s).
 
-    Pass a ``StreamingQuery`` (its ``lastProgress`` is used) or one progress dict.
+    Pass a ``StreamingQuery`` (its ``lastProgress`` is used) or one progress dict; ``security``:
+    the client keywords (``access_key``, ``tls_ca_file``...) for a cluster with security on.
     """
     progress = getattr(query_or_progress, "lastProgress", query_or_progress)
     spans: list[tuple[str, int, int, int]] = []  # topic, queue, read up to, latest
@@ -41,7 +45,7 @@ def offsets_behind_latest(query_or_progress: Any, nameserver: str | list[str] | 
         for topic, q, low, high in spans:
             lag.setdefault(topic, {})[q] = max(0, high - low)
         return lag
-    with Consumer(nameserver) as consumer:
+    with Consumer(nameserver, **security) as consumer:
         views = {topic: consumer.queues(topic) for topic in {s[0] for s in spans}}
         for topic, q, low, high in spans:
             view = views[topic]

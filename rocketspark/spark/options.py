@@ -13,19 +13,21 @@ import difflib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, cast
 
 from rocketspark.client.nameservers import resolve_nameservers
 from rocketspark.client.pulling import parse_tags
-from rocketspark.errors import InvalidAddressError, NoNameServerError, OptionError
+from rocketspark.errors import ConfigError, InvalidAddressError, NoNameServerError, OptionError
 from rocketspark.protocol.service import MAX_GRPC_MESSAGE_BYTES
+from rocketspark.security.client_side import ClientSecurity, SecurityKwargs
 
 EARLIEST = -2  # in JSON offsets, as in Kafka
 LATEST = -1
 
 
 # The option names, as users write them (Spark hands them over lower-cased).
+SECURITY_OPTIONS = ("accessKey", "secretKey", "tls", "tlsCaFile", "tlsCertFile", "tlsKeyFile")
 READER_OPTIONS = (
     "nameserver",
     "topic",
@@ -49,6 +51,7 @@ READER_OPTIONS = (
     "pullBatchSize",
     "verifyCrc",
     "latestOffsetCacheMs",
+    *SECURITY_OPTIONS,
     "path",  # set by load(path); ignored
 )
 WRITER_OPTIONS = (
@@ -59,6 +62,7 @@ WRITER_OPTIONS = (
     "retryTimes",
     "batchMaxBytes",
     "idempotent",
+    *SECURITY_OPTIONS,
     "path",  # set by save(path); ignored
     "checkpointLocation",  # set by Spark
 )
@@ -136,6 +140,57 @@ def _nameservers(options: Mapping[str, str]) -> tuple[str, ...]:
         raise OptionError(f'option "nameserver": {exc.message}') from None
 
 
+@dataclass(frozen=True, slots=True)
+class Connection:
+    """Who the query's clients are and how they connect: the user they sign as and their TLS.
+
+    Each one not set falls back to the client's environment variable on the process that
+    connects (ROCKETSPARK_ACCESS_KEY...). The secret never shows in a repr; Spark redacts the
+    option ``secretKey`` (and ``accessKey``) in ``EXPLAIN`` and the UI by its default
+    ``spark.redaction.regex``, and the source keeps none of it in the checkpoint."""
+
+    access_key: str | None = None
+    secret_key: str | None = field(default=None, repr=False)
+    tls: bool | None = None
+    tls_ca_file: str | None = None
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+
+    def client_kwargs(self) -> SecurityKwargs:
+        """The keywords a Producer, Consumer or Admin takes; only those set (None: the environment)."""
+        given = {
+            "access_key": self.access_key,
+            "secret_key": self.secret_key,
+            "tls": self.tls,
+            "tls_ca_file": self.tls_ca_file,
+            "tls_cert_file": self.tls_cert_file,
+            "tls_key_file": self.tls_key_file,
+        }
+        return cast(SecurityKwargs, {k: v for k, v in given.items() if v is not None})
+
+    def check(self) -> Connection:
+        """Fail at the query's start, on the driver, for a half-given pair or an unreadable file."""
+        if (self.access_key is None) != (self.secret_key is None):
+            raise OptionError('options "accessKey" and "secretKey": set both (a user of the cluster), or neither')
+        try:
+            ClientSecurity.of(self.client_kwargs())
+        except ConfigError as exc:
+            raise OptionError(f"TLS options (tls, tlsCaFile, tlsCertFile, tlsKeyFile): {exc.message}") from None
+        return self
+
+
+def _connection(options: Mapping[str, str]) -> Connection:
+    tls = _get(options, "tls")
+    return Connection(
+        access_key=_get(options, "accessKey"),
+        secret_key=_get(options, "secretKey"),
+        tls=None if tls is None else _bool(options, "tls", False),
+        tls_ca_file=_get(options, "tlsCaFile"),
+        tls_cert_file=_get(options, "tlsCertFile"),
+        tls_key_file=_get(options, "tlsKeyFile"),
+    ).check()
+
+
 OffsetSpec = str | dict[str, dict[int, int]]  # "earliest" / "latest" / {topic: {queue: offset}}
 
 
@@ -195,6 +250,7 @@ class ReaderOptions:
     pull_batch_size: int = 32_768
     verify_crc: bool = True
     latest_offset_cache_ms: int = 100
+    connection: Connection = Connection()
 
 
 def parse_reader(options: Mapping[str, str], *, streaming: bool | None) -> ReaderOptions:
@@ -274,6 +330,7 @@ def parse_reader(options: Mapping[str, str], *, streaming: bool | None) -> Reade
         pull_batch_size=_int(options, "pullBatchSize", 32_768, 1) or 32_768,
         verify_crc=_bool(options, "verifyCrc", True),
         latest_offset_cache_ms=_int(options, "latestOffsetCacheMs", 100, 0) or 0,
+        connection=_connection(options),
     )
 
 
@@ -286,6 +343,7 @@ class WriterOptions:
     retry_times: int = 2
     batch_max_bytes: int = 4 * 1024 * 1024
     idempotent: bool = True
+    connection: Connection = Connection()
 
 
 # A send request must fit in one gRPC message, with room to spare for its framing.
@@ -309,4 +367,5 @@ def parse_writer(options: Mapping[str, str]) -> WriterOptions:
         retry_times=_int(options, "retryTimes", 2, 0) or 0,
         batch_max_bytes=batch_max_bytes,
         idempotent=_bool(options, "idempotent", True),
+        connection=_connection(options),
     )

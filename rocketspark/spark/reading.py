@@ -29,22 +29,28 @@ from rocketspark.protocol.codes import ResponseCode
 from rocketspark.protocol.types import PullResult
 from rocketspark.remoting.client import RemotingClient, check
 from rocketspark.remoting.transport import Transport
+from rocketspark.security.client_side import ClientSecurity
 from rocketspark.spark.arrow import arrow_schema
+from rocketspark.spark.options import Connection
 from rocketspark.spark.planning import SegmentRange
 
 log = logging.getLogger(__name__)
 
 _lock = threading.Lock()
-_client: tuple[int, RemotingClient] | None = None
+_clients: dict[tuple[int, Connection], RemotingClient] = {}
 
 
-def client() -> RemotingClient:
-    """This process's client (a new one after a fork)."""
-    global _client
+def client(connection: Connection) -> RemotingClient:
+    """This process's client for ``connection`` (new ones after a fork)."""
+    key = (os.getpid(), connection)
     with _lock:
-        if _client is None or _client[0] != os.getpid():
-            _client = (os.getpid(), RemotingClient(peer_kind="broker"))
-        return _client[1]
+        found = _clients.get(key)
+        if found is None:
+            security = ClientSecurity.of(connection.client_kwargs())
+            found = _clients[key] = RemotingClient(
+                peer_kind="broker", credentials=security.credentials, tls=security.tls
+            )
+        return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +64,7 @@ class ReadSpec:
     verify_crc: bool
     pull_timeout_ms: int
     pull_batch_size: int
+    connection: Connection
 
 
 def _lost(spec: ReadSpec, r: SegmentRange, lo: int, hi: int, why: str) -> None:
@@ -76,7 +83,9 @@ def _broker_address(spec: ReadSpec, broker_name: str) -> str | None:
     replica group have a new master; a group without one is read from a live slave). Rare:
     only when the planned address fails or was unknown, so a short-lived admin client will do."""
     try:
-        with Admin(list(spec.nameservers), timeout_ms=spec.pull_timeout_ms, route_push=False) as admin:
+        with Admin(
+            list(spec.nameservers), timeout_ms=spec.pull_timeout_ms, route_push=False, **spec.connection.client_kwargs()
+        ) as admin:
             entry = admin.cluster_list()["brokers"].get(broker_name)
     except RocketSparkError:
         return None
@@ -123,7 +132,7 @@ def read_range(spec: ReadSpec, r: SegmentRange, transport: Transport | None = No
     """Every message of one segment slice, as RecordBatches, through the pull pipeline
     (over this process's client unless a ``transport`` is given)."""
     decoder = _Decoder(spec, r)
-    yield from _pull_range(spec, r, decoder, transport or client())
+    yield from _pull_range(spec, r, decoder, transport or client(spec.connection))
     last = decoder.flush()
     if last is not None:
         yield last

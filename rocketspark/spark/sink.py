@@ -46,6 +46,7 @@ from rocketspark.codec.build import pack_ext
 from rocketspark.codec.from_arrow import MessageArrays, records
 from rocketspark.codec.layout import MAX_TAG_BYTES
 from rocketspark.errors import OptionError
+from rocketspark.spark.access import check_sink
 from rocketspark.spark.options import WriterOptions
 
 log = logging.getLogger(__name__)
@@ -111,6 +112,7 @@ def producer_for(options: WriterOptions) -> Producer:
                 send_timeout_ms=options.send_timeout_ms,
                 retry_times_when_send_failed=options.retry_times,
                 batch_max_bytes=options.batch_max_bytes,
+                **options.connection.client_kwargs(),
             )
         return producer
 
@@ -330,6 +332,7 @@ class _WriterBase:
 class RocketMQStreamWriter(_WriterBase, DataSourceStreamArrowWriter):
     def __init__(self, options: WriterOptions, schema: StructType) -> None:
         super().__init__(options, schema, streaming=True)
+        check_sink(options)  # on the driver, when the query starts
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
         return self._write(iterator)
@@ -345,6 +348,7 @@ class RocketMQStreamWriter(_WriterBase, DataSourceStreamArrowWriter):
 class RocketMQBatchWriter(_WriterBase, DataSourceArrowWriter):
     def __init__(self, options: WriterOptions, schema: StructType) -> None:
         super().__init__(options, schema, streaming=False)
+        check_sink(options)  # on the driver, before any task runs
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
         return self._write(iterator)

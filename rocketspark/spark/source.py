@@ -49,6 +49,7 @@ def _spec(options: ReaderOptions) -> ReadSpec:
         verify_crc=options.verify_crc,
         pull_timeout_ms=options.pull_timeout_ms,
         pull_batch_size=options.pull_batch_size,
+        connection=options.connection,
     )
 
 

@@ -50,3 +50,16 @@ def test_a_misspelt_option_is_answered_with_the_name_as_written_in_the_docs() ->
         parse_reader({"nameserver": NS, "topic": "t", "maxoffsetpertrigger": "1"}, streaming=True)
     with pytest.raises(OptionError, match='did you mean "batchMaxBytes"'):
         parse_writer({"nameserver": NS, "batchmaxbyte": "1"})
+
+
+def test_the_security_options_come_in_pairs_read_their_files_at_once_and_hide_the_secret() -> None:
+    given = {"nameserver": NS, "topic": "t", "accessKey": "etl", "secretKey": "etl-secret", "tls": "true"}
+    options = parse_reader(given, streaming=True)
+    assert options.connection.client_kwargs() == {"access_key": "etl", "secret_key": "etl-secret", "tls": True}
+    assert "etl-secret" not in repr(options) and "etl-secret" not in repr(parse_writer(given))
+    with pytest.raises(OptionError, match='options "accessKey" and "secretKey": set both'):
+        parse_writer({"nameserver": NS, "topic": "t", "accessKey": "etl"})
+    with pytest.raises(OptionError, match=r"TLS options .*tls_ca_file '/nowhere/ca\.pem' cannot be read"):
+        parse_reader({"nameserver": NS, "topic": "t", "tlsCaFile": "/nowhere/ca.pem"}, streaming=True)
+    with pytest.raises(OptionError, match='unknown source option "secretkye"; did you mean "secretKey"'):
+        parse_reader({"nameserver": NS, "topic": "t", "secretKye": "x"}, streaming=True)

@@ -20,6 +20,7 @@ from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.mapping import LogicQueueMappingItem
 from rocketspark.remoting.server import Dispatcher, create_server
+from rocketspark.spark.options import Connection
 from rocketspark.spark.planning import plan_ranges, split
 from rocketspark.spark.reading import ReadSpec, read_range
 from tests.helpers import batch_record
@@ -83,6 +84,7 @@ def spec(**changes: Any) -> ReadSpec:
         "verify_crc": True,
         "pull_timeout_ms": 1000,
         "pull_batch_size": 100,
+        "connection": Connection(),
     }
     return ReadSpec(**{**values, **changes})
 
