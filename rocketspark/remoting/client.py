@@ -74,7 +74,8 @@ def _tls_problem(details: str, peer: str, tls: ClientTls | None) -> str | None:
             if tls is None:
                 return (
                     f"the {peer} closed the connection at once, as a TLS server does with a plaintext client: "
-                    "connect with tls=True and tls_ca_file=<the cluster's CA> (option tls/tlsCaFile in Spark)"
+                    "connect with TLS and the cluster's CA: tls=True, tls_ca_file=... (Spark: options tls, tlsCaFile; "
+                    "rocketspark admin: --tls --tls-ca-file; anywhere: ROCKETSPARK_TLS_CA_FILE)"
                 )
             if not tls.cert_file:
                 return (

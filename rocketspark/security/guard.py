@@ -76,7 +76,7 @@ class Guard:
             return
         if rule.kind == SUPER:
             raise NoPermissionError(
-                f'user "{user.name}" is not a super user: only super users change users and policies'
+                f'user "{user.name}" is not a super user: only super users read or change users and policies'
             )
         for need in rule.needs(request):
             if not user.allows(need):

@@ -115,9 +115,16 @@ def test_cluster_up_with_a_bad_setting_prints_one_line(tmp_path: Path) -> None:
     )
 
 
-def readme_lines(prefix: str) -> list[str]:
-    """The README's shell lines starting with ``prefix``: the rest of each, comment removed."""
-    lines = (ROOT / "README.md").read_text().splitlines()
+SECURITY_SECTION = "## Securing a deployment"
+
+
+def readme_lines(prefix: str, *, secured: bool = False) -> list[str]:
+    """The README's shell lines starting with ``prefix``: the rest of each, comment removed;
+    those of its security walkthrough with ``secured``, the others without."""
+    text = (ROOT / "README.md").read_text()
+    start = text.index(SECURITY_SECTION)
+    end = text.index("\n## ", start + 1)
+    lines = (text[start:end] if secured else text[:start] + text[end:]).splitlines()
     return [line.removeprefix(prefix).split("#", 1)[0].strip() for line in lines if line.startswith(prefix)]
 
 
@@ -290,3 +297,64 @@ def test_the_servers_start_from_the_shipped_config_files(tmp_path: Path) -> None
     finally:
         for proc in reversed(started):
             proc.stop()
+
+
+def test_the_readme_security_walkthrough_runs_as_written(tmp_path: Path) -> None:
+    [line] = readme_lines(".venv/bin/rocketspark cluster up ", secured=True)
+    assert line == "--brokers 2 --port 9876 --data-dir data --auth --tls"  # run with a free port and a temporary dir
+    data = tmp_path / "data"
+    words = ["0" if w == "9876" else str(data) if w == "data" else w for w in line.split()]
+    up = [*rocketspark(), "cluster", "up", *words]
+    proc = subprocess.Popen(
+        up, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=source_env(COLUMNS="200")
+    )
+    assert proc.stdout is not None
+    try:
+        said = []
+        for said_line in proc.stdout:
+            said.append(said_line)
+            if said_line.startswith("cluster ready on "):
+                break
+        assert f"TLS on: development CA {data}/tls/ca.pem" in "".join(said)
+        assert f"source {data}/client.env" in "".join(said)
+        env_file = data / "client.env"
+        assert env_file.stat().st_mode & 0o077 == 0
+        exported = dict(
+            shlex.split(x.removeprefix("export "))[0].split("=", 1) for x in env_file.read_text().splitlines()
+        )
+        assert exported["ROCKETSPARK_SECRET_KEY"] not in "".join(said)  # written to the file, never printed
+        env = source_env(COLUMNS="200", **exported)
+
+        def run(command: str, **extra: str) -> subprocess.CompletedProcess[str]:
+            args = [*rocketspark(), "admin", *shlex.split(command)]
+            return subprocess.run(args, capture_output=True, text=True, timeout=60, env={**env, **extra})
+
+        outputs = {}
+        for command in readme_lines(".venv/bin/rocketspark admin ", secured=True):
+            done = run(command)
+            assert done.returncode == 0, f"rocketspark admin {command}: {done.stderr}"
+            outputs[command.split()[0] + " " + command.split()[1]] = done.stdout
+        created = outputs["user create"]
+        secret = created.split('secret key of "etl" (shown once; store it now): ')[1].split()[0]
+        assert "Allow Pub,Sub on Topic:orders; Allow Sub on Group:etl-*" in outputs["user list"]
+        assert secret not in outputs["user list"]
+        tls = {"tls": True, "tls_ca_file": exported["ROCKETSPARK_TLS_CA_FILE"]}
+        with Producer(exported["ROCKETSPARK_NAMESRV"], access_key="etl", secret_key=secret, **tls) as producer:
+            assert producer.send(Message("orders", b"as etl", queue_id=0)).queue_offset == 0
+
+        as_etl = run("--access-key etl user list", ROCKETSPARK_SECRET_KEY=secret)
+        assert as_etl.returncode == 1
+        assert as_etl.stderr.strip().splitlines()[-1] == (
+            'error: user "etl" is not a super user: only super users read or change users and policies'
+        )
+        no_secret = run("--access-key etl user list", ROCKETSPARK_SECRET_KEY="")
+        assert no_secret.stderr.strip().splitlines()[-1] == (
+            "error: --access-key etl: set its secret in ROCKETSPARK_SECRET_KEY (never on the command line)"
+        )
+        plaintext = run("user list", ROCKETSPARK_TLS="false", ROCKETSPARK_TLS_CA_FILE="")
+        assert "as a TLS server does with a plaintext client" in plaintext.stderr
+        assert run("user delete etl").returncode == 0
+        assert "etl" not in run("user list").stdout
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)

@@ -52,7 +52,8 @@ def test_a_client_with_the_cluster_ca_and_a_certificate_sends_and_reads(mutual: 
 
 def test_a_plaintext_client_is_told_to_turn_tls_on(mutual: LocalCluster) -> None:
     auth = {"access_key": mutual.admin_access_key, "secret_key": mutual.admin_secret_key}
-    refused = pytest.raises(TlsError, match="as a TLS server does with a plaintext client: connect with tls=True")
+    hint = "as a TLS server does with a plaintext client: connect with TLS and the cluster's CA: tls=True"
+    refused = pytest.raises(TlsError, match=hint)
     with Producer(mutual.nameserver, tls=False, **auth) as producer, refused:
         producer.send(Message("orders", b"x", queue_id=0))
 

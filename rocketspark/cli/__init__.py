@@ -1,0 +1,60 @@
+"""The ``rocketspark`` command: run a local cluster as a sidecar, and administer a cluster.
+
+    rocketspark cluster up --brokers 2                 nameserver + brokers, foreground
+    rocketspark cluster up --brokers 1 --replicas 3    one replica group of three, with the controller
+    rocketspark admin -n 127.0.0.1:9876 clusters       the mqadmin equivalents, as tables
+    rocketspark admin create-topic orders --queues 8
+    rocketspark admin status orders
+    rocketspark cluster up --auth --tls                users, permissions and TLS on (a development CA)
+    rocketspark admin user create etl                  users and policies, on every server
+    rocketspark admin acl set etl Topic:orders Pub,Sub
+
+Every admin command takes ``-n/--nameserver`` (or ``ROCKETSPARK_NAMESRV``), and for a cluster
+with security on ``--access-key`` (the secret from ``ROCKETSPARK_SECRET_KEY``) and ``--tls``/
+``--tls-ca-file`` (or their environment variables). Errors print one
+line, ``error: ...``, and exit with status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from rocketspark.cli import acl, admin, cluster_up
+from rocketspark.cli.common import add_connection_arguments
+from rocketspark.errors import ClusterError, ConfigError, RocketSparkError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rocketspark", description="rocketspark sidecar and admin tool")
+    sub = parser.add_subparsers(dest="command", required=True)
+    cluster_up.add_parser(sub)
+
+    admin_parser = sub.add_parser("admin", help="administer a cluster")
+    add_connection_arguments(admin_parser)
+    cmds = admin_parser.add_subparsers(dest="action", required=True)
+
+    def add(name: str, func: Callable[[argparse.Namespace], None], help_text: str) -> argparse.ArgumentParser:
+        p = cmds.add_parser(name, help=help_text)
+        p.set_defaults(func=func)
+        return p
+
+    admin.add_commands(add)
+    acl.add_commands(cmds)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        result = args.func(args)
+    except RocketSparkError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        return 1
+    except (ConfigError, ClusterError, OSError) as exc:  # a bad setting; a port or directory unusable
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return int(result or 0)

@@ -1,0 +1,7 @@
+"""``python -m rocketspark.cli``."""
+
+import sys
+
+from rocketspark.cli import main
+
+sys.exit(main())

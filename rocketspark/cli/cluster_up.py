@@ -1,0 +1,108 @@
+"""``rocketspark cluster up``: a local cluster in the foreground, as a sidecar."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+from rocketspark.cli.common import console, table
+from rocketspark.security.private import write_private
+from rocketspark.security.signing import ENV_ACCESS_KEY, ENV_SECRET_KEY
+from rocketspark.security.tls import ENV_CA_FILE, ENV_CERT_FILE, ENV_KEY_FILE, ENV_TLS
+
+
+def cluster_up(args: argparse.Namespace) -> int:
+    from rocketspark.cluster import LocalCluster
+
+    config: dict[str, Any] = {}
+    if args.flush_mode:
+        config["flush_mode"] = args.flush_mode
+    if args.no_auto_create:
+        config["auto_create_topic_enable"] = False
+    cluster = LocalCluster(
+        brokers=args.brokers,
+        data_dir=args.data_dir,
+        broker_config=config,
+        nameserver_config={"listen_port": args.port},
+        processes=args.processes,
+        replicas=args.replicas,
+        auth=args.auth,
+        tls=args.tls or args.tls_mutual,
+        tls_mutual=args.tls_mutual,
+    )
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    cluster.start()
+    try:
+        table(
+            "rocketspark cluster",
+            ["role", "name", "address"],
+            [("nameserver", "-", cluster.nameserver)]
+            + [
+                ("broker" if args.replicas == 1 else f"replica {i}", n, a)
+                for n in cluster.brokers
+                for i, a in enumerate(cluster.replicas_of(n) or [cluster.brokers[n]])
+            ],
+        )
+        console.print(f"data in {cluster.data_dir}; export ROCKETSPARK_NAMESRV={cluster.nameserver}; Ctrl-C stops")
+        _announce_security(cluster)
+        print(f"cluster ready on {cluster.nameserver}", flush=True)
+        while not stop.wait(0.5):
+            pass
+    finally:
+        console.print("stopping...")
+        cluster.stop()
+        console.print("stopped cleanly")
+    return 0
+
+
+def add_parser(sub: Any) -> None:
+    up = sub.add_parser("cluster", help="run a local cluster").add_subparsers(dest="action", required=True)
+    run = up.add_parser("up", help="start a nameserver and brokers in the foreground; Ctrl-C stops")
+    run.add_argument("--brokers", type=int, default=2)
+    run.add_argument(
+        "--replicas", type=int, default=1, help="replicas per broker group (>1: the controller elects masters)"
+    )
+    run.add_argument("--port", type=int, default=9876, help="nameserver port (0: any free port)")
+    run.add_argument("--data-dir", help="store directory (default: a temporary one, deleted at stop)")
+    run.add_argument("--flush-mode", choices=["async", "sync"])
+    run.add_argument("--no-auto-create", action="store_true", help="turn auto_create_topic_enable off")
+    run.add_argument("--processes", action="store_true", help="one process per server instead of one in all")
+    run.add_argument("--auth", action="store_true", help="users and permissions on: an admin user is made")
+    run.add_argument("--tls", action="store_true", help="TLS on every port, with a development CA")
+    run.add_argument("--tls-mutual", action="store_true", help="with --tls: clients must show a certificate")
+    run.set_defaults(func=cluster_up)
+
+
+def _announce_security(cluster: Any) -> None:
+    """Say where the development CA is and how to connect, without printing a secret: the
+    admin's credentials go to a file only this user can read."""
+    if cluster.tls_ca_file:
+        console.print(
+            f"TLS on: development CA {cluster.tls_ca_file} (certificates in {Path(cluster.tls_ca_file).parent})"
+        )
+    options = cluster.client_options
+    if not options:
+        return
+    names = {
+        "access_key": ENV_ACCESS_KEY,
+        "secret_key": ENV_SECRET_KEY,
+        "tls": ENV_TLS,
+        "tls_ca_file": ENV_CA_FILE,
+        "tls_cert_file": ENV_CERT_FILE,
+        "tls_key_file": ENV_KEY_FILE,
+    }
+    lines = [f"export ROCKETSPARK_NAMESRV={cluster.nameserver}"]
+    lines += [
+        f"export {names[k]}={shlex.quote(str(v).lower() if isinstance(v, bool) else str(v))}"
+        for k, v in options.items()
+    ]
+    env_file = Path(cluster.data_dir) / "client.env"
+    write_private(env_file, ("\n".join(lines) + "\n").encode())
+    who = f'the admin user "{cluster.admin_access_key}"' if cluster.auth else "clients"
+    console.print(f"to connect as {who}: source {env_file}")

@@ -1,0 +1,74 @@
+"""What every command shares: the console, tables, and the admin client a command connects with."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from rocketspark.errors import ConfigError
+from rocketspark.security.signing import ENV_SECRET_KEY
+
+console = Console(width=None if sys.stdout.isatty() else 160)
+
+
+def ms(ts: int) -> str:
+    return datetime.fromtimestamp(ts / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S") if ts else "-"
+
+
+def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    shown = Table(title=title, title_justify="left")
+    for column in columns:
+        shown.add_column(
+            column, justify="right" if column.endswith(("offset", "lag", "queues", "count", "#")) else "left"
+        )
+    for row in rows:
+        shown.add_row(*(str(v) for v in row))
+    console.print(shown)
+
+
+def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
+    """How ``rocketspark admin`` reaches a cluster with security on. The secret never goes on
+    the command line (where ``ps`` and shell history would keep it): it comes from
+    ROCKETSPARK_SECRET_KEY, or a prompt."""
+    parser.add_argument("-n", "--nameserver", help="nameserver address(es), default $ROCKETSPARK_NAMESRV")
+    parser.add_argument(
+        "--access-key",
+        help="the user to sign as (default $ROCKETSPARK_ACCESS_KEY); the secret: $ROCKETSPARK_SECRET_KEY",
+    )
+    parser.add_argument("--tls", action="store_true", default=None, help="connect over TLS (default $ROCKETSPARK_TLS)")
+    parser.add_argument(
+        "--tls-ca-file", help="the CA the servers' certificates are signed by ($ROCKETSPARK_TLS_CA_FILE)"
+    )
+    parser.add_argument("--tls-cert-file", help="a client certificate, for mutual TLS ($ROCKETSPARK_TLS_CERT_FILE)")
+    parser.add_argument("--tls-key-file", help="its key ($ROCKETSPARK_TLS_KEY_FILE)")
+
+
+def _secret_for(access_key: str) -> str:
+    secret = os.environ.get(ENV_SECRET_KEY)
+    if secret:
+        return secret
+    if sys.stdin.isatty():
+        return getpass.getpass(f'secret key of "{access_key}": ')
+    raise ConfigError(f"--access-key {access_key}: set its secret in {ENV_SECRET_KEY} (never on the command line)")
+
+
+def admin_client(args: argparse.Namespace) -> Any:
+    from rocketspark.client.admin import Admin
+
+    options: dict[str, Any] = {
+        "tls": args.tls,
+        "tls_ca_file": args.tls_ca_file,
+        "tls_cert_file": args.tls_cert_file,
+        "tls_key_file": args.tls_key_file,
+    }
+    if args.access_key:
+        options |= {"access_key": args.access_key, "secret_key": _secret_for(args.access_key)}
+    return Admin(args.nameserver, **{k: v for k, v in options.items() if v is not None})
