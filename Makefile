@@ -6,7 +6,7 @@ DEPS := $(VENV)/.deps-installed
 INSTALLED := $(VENV)/.project-installed
 SOURCES := $(shell find rocketspark broker nameserver -name '*.py' 2>/dev/null)
 
-.PHONY: test run check bench bench-spark bench-resilience clean
+.PHONY: test run check bench bench-spark bench-resilience bench-security clean
 
 # Dependencies once; the project itself is installed the way a user installs it (not in
 # editable mode), so that Spark's data-source discovery finds pyspark_rocketmq, and again
@@ -40,6 +40,9 @@ bench-spark: $(INSTALLED)
 
 bench-resilience: $(INSTALLED)
 	$(PY) benchmarks/bench_resilience.py
+
+bench-security: $(INSTALLED)
+	$(PY) benchmarks/bench_security.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -35,6 +35,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -95,17 +96,18 @@ def ingest_echo(address: str, messages: list[Message], batches: int) -> float:
     return batches // THREADS * THREADS * len(messages) / elapsed
 
 
-def ingest_broker(nameserver: str, messages: list[Message], batches: int) -> float:
-    with Producer(nameserver) as producer:
+def ingest_broker(nameserver: str, messages: list[Message], batches: int, **client: Any) -> float:
+    """``client``: security keywords (access_key, tls...) for a cluster with security on."""
+    with Producer(nameserver, **client) as producer:
         producer.send_batch(messages)
         elapsed = run_threads(batches, lambda: producer.send_batch(messages))
     return batches // THREADS * THREADS * len(messages) / elapsed
 
 
-def drain(nameserver: str, topic: str, *, columnar: bool = False) -> tuple[float, int]:
+def drain(nameserver: str, topic: str, *, columnar: bool = False, **client: Any) -> tuple[float, int]:
     """Read every message back from offset 0: as MessageExt objects, or as Arrow columns."""
     total = 0
-    with Consumer(nameserver) as consumer:
+    with Consumer(nameserver, **client) as consumer:
         start = time.perf_counter()
         for queue_id in range(len(consumer.queues(topic))):
             for result in consumer.iter_range(topic, queue_id, 0, batch=32_000, columnar=columnar):
