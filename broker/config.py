@@ -71,7 +71,7 @@ class BrokerConfig(SecuritySettings):
     master_lease_ms: int = 5000  # a master stops acknowledging this long after its last heartbeat answer
 
     def __post_init__(self) -> None:
-        self.check_security()
+        self.check_security(self.listen_host)
         if not _NAME.match(self.broker_name):
             raise ConfigError(f'broker_name "{self.broker_name}" must be 1-64 letters, digits, "_" or "-"')
         if not _NAME.match(self.cluster_name):

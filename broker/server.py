@@ -140,7 +140,7 @@ class Broker:
         admin.register(d, admin_context)
         static.register(d, self.static_context)
         ha.register(d, ha.HaContext(role, store, self.epochs, self.replication))
-        serve_acl(d, self.acl)
+        serve_acl(d, self.acl, enabled=self.config.auth_enable)
 
     @property
     def perm(self) -> int:

@@ -35,7 +35,7 @@ class NameServerConfig(SecuritySettings):
     controller_broker_heartbeat_timeout_ms: int = 10_000  # a master silent this long is replaced
 
     def __post_init__(self) -> None:
-        self.check_security()
+        self.check_security(self.listen_host)
         if not 0 <= self.listen_port < 65536:
             raise ConfigError(f"listen_port {self.listen_port} is not a port number (0-65535)")
         if self.scan_interval_ms <= 0 or self.broker_expired_ms <= 0 or self.notify_scan_interval_ms <= 0:

@@ -62,7 +62,7 @@ class NameServer:
         d.register(RequestCode.SUBSCRIBE_TOPIC_ROUTE, self.subscribe)
         d.register(RequestCode.UNSUBSCRIBE_TOPIC_ROUTE, self.unsubscribe)
         d.register_stream(RequestCode.OPEN_PUSH_STREAM, self.push.stream)
-        serve_acl(d, self.acl)
+        serve_acl(d, self.acl, enabled=self.config.auth_enable)
         if self.controller is not None:
             self.controller.register(d)
         else:
@@ -77,6 +77,8 @@ class NameServer:
         named = {str(t) for t in declared} if isinstance(declared, list) else set()
         self.notifier.mark(named)  # topics the broker created or changed: tell their subscribers
         self.notifier.suppress(changed - named)  # the rest is a whole broker (re)registering: hotspot rule
+        if not self.config.auth_enable:
+            return cmd.response()
         return cmd.response(ext={VERSION_FIELD: self.acl.table.version})  # the broker reconciles the tables
 
     async def unregister_broker(self, cmd: RemotingCommand) -> RemotingCommand:

@@ -99,10 +99,8 @@ class LocalCluster:
         self.auth, self.tls = auth, tls
         self.admin_access_key = self.security.admin_access_key
         self.admin_secret_key = self.security.admin_secret_key
-        certificates = self.security.certificates
-        self.tls_ca_file = str(certificates.ca_file) if certificates else None  # what clients trust
-        self.tls_client_cert_file = str(certificates.client_cert_file) if certificates else None
-        self.tls_client_key_file = str(certificates.client_key_file) if certificates else None
+        # what clients trust, and (mutual TLS) show
+        self.tls_ca_file, self.tls_client_cert_file, self.tls_client_key_file = self.security.client_files()
         security = self.security.server_values()
         self.broker_config = security | dict(broker_config or {})
         self.nameserver_config = security | dict(nameserver_config or {})

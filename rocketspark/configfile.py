@@ -35,7 +35,8 @@ def from_mapping(cls: type[T], values: dict[str, Any], source: str) -> T:
         if expected is float and isinstance(value, int) and not isinstance(value, bool):
             continue
         if isinstance(value, bool) != (expected is bool) or not isinstance(value, expected):
-            raise ConfigError(f"{source}: {key} must be {expected.__name__}, got {value!r}")
+            shown = f"got {value!r}" if fields[key].repr else f"got a {type(value).__name__}"  # never show a secret
+            raise ConfigError(f"{source}: {key} must be {expected.__name__}, {shown}")
     try:
         return cls(**values)
     except ConfigError as exc:

@@ -9,6 +9,7 @@ built from the classes themselves, so adding a class is the only step::
     │   ├── NoNameServerError          10004  no nameserver address configured
     │   ├── NoRouteInfoError           10005  "No route info of this topic" (with the reason)
     │   ├── ConnectError               10001  peer unreachable (retriable)
+    │   │   └── TlsError               10011  a TLS handshake failed: names the setting to change
     │   ├── RequestTimeoutError        10002  no reply before the deadline (retriable)
     │   ├── InvalidAddressError        10006  an address that is not host:port
     │   ├── OptionError                10007  an option of the Spark data source

@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 from rocketspark.cli import acl, admin, cluster_up
 from rocketspark.cli.common import add_connection_arguments
-from rocketspark.errors import ClusterError, ConfigError, RocketSparkError
+from rocketspark.errors import RocketSparkError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,10 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         result = args.func(args)
-    except RocketSparkError as exc:
+    except RocketSparkError as exc:  # a bad setting (ConfigError) and a failed cluster (ClusterError) too
         print(f"error: {exc.message}", file=sys.stderr)
         return 1
-    except (ConfigError, ClusterError, OSError) as exc:  # a bad setting; a port or directory unusable
+    except OSError as exc:  # a port or directory unusable
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 import secrets
+import sys
 from typing import Any
 
 from rocketspark.cli.common import admin_client, console, table
+from rocketspark.errors import ConfigError
 
 
 def _report(what: str, change: Any) -> int:
@@ -17,21 +19,34 @@ def _report(what: str, change: Any) -> int:
     return 0
 
 
+def _given_secret(args: argparse.Namespace) -> str | None:
+    """A secret read from stdin's first line (``--secret-key-stdin``): never a command-line
+    argument, which ``ps`` and shell history would keep."""
+    if not args.secret_key_stdin:
+        return None
+    secret = sys.stdin.readline().strip()
+    if not secret:
+        raise ConfigError("--secret-key-stdin: stdin's first line is empty; give the secret there")
+    return secret
+
+
 def user_create(args: argparse.Namespace) -> int:
-    secret = args.secret_key or secrets.token_urlsafe(24)
+    given = _given_secret(args)
+    secret = given or secrets.token_urlsafe(24)
     with admin_client(args) as admin:
         change = admin.create_user(args.name, secret, super_user=args.super)
-    if not args.secret_key:  # made here: shown once, as a cloud console shows a new key
+    if not given:  # made here: shown once, as a cloud console shows a new key
         console.print(f'secret key of "{args.name}" (shown once; store it now): {secret}', soft_wrap=True)
     return _report(f'user "{args.name}" created' + (" (super user)" if args.super else ""), change)
 
 
 def user_update(args: argparse.Namespace) -> int:
-    secret = args.secret_key or (secrets.token_urlsafe(24) if args.new_secret else None)
+    given = _given_secret(args)
+    secret = given or (secrets.token_urlsafe(24) if args.new_secret else None)
     super_user = True if args.super else False if args.normal else None
     with admin_client(args) as admin:
         change = admin.update_user(args.name, secret, super_user=super_user)
-    if secret and not args.secret_key:
+    if secret and not given:
         console.print(f'new secret key of "{args.name}" (shown once; store it now): {secret}', soft_wrap=True)
     return _report(f'user "{args.name}" updated', change)
 
@@ -45,15 +60,7 @@ def user_delete(args: argparse.Namespace) -> int:
 def user_list(args: argparse.Namespace) -> int:
     with admin_client(args) as admin:
         users = admin.users()
-    rows = [
-        (
-            u.name,
-            u.type,
-            "; ".join(f"{p.decision} {','.join(sorted(map(str, p.actions)))} on {p.resource}" for p in u.policies),
-        )
-        for u in users
-        if args.name is None or u.name == args.name
-    ]
+    rows = [(u.name, u.type, "; ".join(map(_policy, u.policies))) for u in users if args.name in (None, u.name)]
     table("users", ["user", "type", "policies"], rows)
     return 0
 
@@ -82,13 +89,14 @@ def add_commands(cmds: Any) -> None:
     )
     p = users.add_parser("create", help="a new user (a random secret is made and shown once unless given)")
     p.add_argument("name")
-    p.add_argument("--secret-key", help="its secret (it lands in your shell history: prefer the generated one)")
+    p.add_argument("--secret-key-stdin", action="store_true", help="read its secret from stdin's first line")
     p.add_argument("--super", action="store_true", help="a super user: may do anything")
     p.set_defaults(func=user_create)
     p = users.add_parser("update", help="a user's secret or type (its policies stay)")
     p.add_argument("name")
-    p.add_argument("--secret-key", help="its new secret")
-    p.add_argument("--new-secret", action="store_true", help="make a random new secret, shown once")
+    secret = p.add_mutually_exclusive_group()
+    secret.add_argument("--secret-key-stdin", action="store_true", help="read its new secret from stdin's first line")
+    secret.add_argument("--new-secret", action="store_true", help="make a random new secret, shown once")
     kind = p.add_mutually_exclusive_group()
     kind.add_argument("--super", action="store_true", help="make it a super user")
     kind.add_argument("--normal", action="store_true", help="make it a normal user (its policies apply)")

@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from rocketspark.cli.common import console, table
+from rocketspark.security.client_side import FIELDS
 from rocketspark.security.private import write_private
-from rocketspark.security.signing import ENV_ACCESS_KEY, ENV_SECRET_KEY
-from rocketspark.security.tls import ENV_CA_FILE, ENV_CERT_FILE, ENV_KEY_FILE, ENV_TLS
 
 
 def cluster_up(args: argparse.Namespace) -> int:
@@ -89,14 +88,7 @@ def _announce_security(cluster: Any) -> None:
     options = cluster.client_options
     if not options:
         return
-    names = {
-        "access_key": ENV_ACCESS_KEY,
-        "secret_key": ENV_SECRET_KEY,
-        "tls": ENV_TLS,
-        "tls_ca_file": ENV_CA_FILE,
-        "tls_cert_file": ENV_CERT_FILE,
-        "tls_key_file": ENV_KEY_FILE,
-    }
+    names = {f.keyword: f.env for f in FIELDS}
     lines = [f"export ROCKETSPARK_NAMESRV={cluster.nameserver}"]
     lines += [
         f"export {names[k]}={shlex.quote(str(v).lower() if isinstance(v, bool) else str(v))}"

@@ -80,10 +80,17 @@ def change(admin: Admin, edit: Callable[[AclTable], AclTable]) -> AclChange:
         if address in missed:
             continue
         try:
-            admin.call(address, RemotingCommand.request(RequestCode.AUTH_PUT_TABLE, body=body))
-            applied.append(address)
+            response = admin.call(address, RemotingCommand.request(RequestCode.AUTH_PUT_TABLE, body=body))
         except RocketSparkError as exc:  # the others still get it: say which did not, and why
             missed[address] = exc.message
+            continue
+        if response.ext.get("adopted") is False:  # another change reached it first, at the same version or later
+            missed[address] = (
+                f"it holds user table version {response.ext.get('version')} already (another change at the same "
+                "time?): check with users() and make this change again"
+            )
+        else:
+            applied.append(address)
     return AclChange(changed.version, applied, missed)
 
 

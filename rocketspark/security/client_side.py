@@ -9,10 +9,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TypedDict
+from typing import Final, TypedDict
 
-from rocketspark.security.signing import Credentials
-from rocketspark.security.tls import ClientTls
+from rocketspark.security.signing import ENV_ACCESS_KEY, ENV_SECRET_KEY, Credentials
+from rocketspark.security.tls import ENV_CA_FILE, ENV_CERT_FILE, ENV_KEY_FILE, ENV_TLS, ClientTls
 
 
 class SecurityKwargs(TypedDict, total=False):
@@ -25,6 +25,27 @@ class SecurityKwargs(TypedDict, total=False):
 
 
 SECURITY_KEYWORDS = frozenset(SecurityKwargs.__annotations__)
+
+
+@dataclass(frozen=True, slots=True)
+class SecurityField:
+    """One security setting under its three names: a client's keyword, the Spark option and
+    the environment variable a client falls back to."""
+
+    keyword: str
+    option: str
+    env: str
+
+
+FIELDS: Final = (
+    SecurityField("access_key", "accessKey", ENV_ACCESS_KEY),
+    SecurityField("secret_key", "secretKey", ENV_SECRET_KEY),
+    SecurityField("tls", "tls", ENV_TLS),
+    SecurityField("tls_ca_file", "tlsCaFile", ENV_CA_FILE),
+    SecurityField("tls_cert_file", "tlsCertFile", ENV_CERT_FILE),
+    SecurityField("tls_key_file", "tlsKeyFile", ENV_KEY_FILE),
+)
+assert {f.keyword for f in FIELDS} == SECURITY_KEYWORDS
 
 
 @dataclass(frozen=True, slots=True)

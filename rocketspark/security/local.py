@@ -37,22 +37,28 @@ class LocalSecurity:
             certificates,
             ADMIN_ACCESS_KEY if auth else None,
             secrets.token_hex(16) if auth else None,
-            secrets.token_hex(24) if auth else "",
+            secrets.token_hex(24) if auth or tls else "",  # with TLS alone it still encrypts the controllers' Raft
         )
 
     def server_values(self) -> dict[str, Any]:
         """The security keys of every server's configuration."""
-        values: dict[str, Any] = {}
+        values: dict[str, Any] = {"cluster_secret": self.cluster_secret} if self.cluster_secret else {}
         if self.auth:
             values |= {
                 "auth_enable": True,
-                "cluster_secret": self.cluster_secret,
                 "admin_access_key": self.admin_access_key,
                 "admin_secret_key": self.admin_secret_key,
             }
         if self.certificates is not None:
             values |= self.certificates.server_values(mutual=self.tls_mutual)
         return values
+
+    def client_files(self) -> tuple[str | None, str | None, str | None]:
+        """The CA clients trust, and the client certificate and key (None each without TLS)."""
+        files = self.certificates
+        if files is None:
+            return None, None, None
+        return str(files.ca_file), str(files.client_cert_file), str(files.client_key_file)
 
     def client_options(self) -> dict[str, Any]:
         """The admin's credentials and the TLS files, as client keywords."""

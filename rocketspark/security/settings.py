@@ -9,6 +9,7 @@ configured admin is a super user that no table change can remove: the way in on 
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -20,6 +21,15 @@ from rocketspark.security.store import AclStore
 from rocketspark.security.tls import ClientTls, ServerTls
 
 MIN_SECRET: Final = 16
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +56,7 @@ class SecuritySettings:
     tls_ca_file: str = ""  # the CA that signs the cluster's certificates: peers are checked against it
     tls_mutual: bool = False  # mutual TLS: clients must show a certificate signed by tls_ca_file
 
-    def check_security(self) -> None:
+    def check_security(self, listen_host: str) -> None:
         if self.auth_clock_skew_s <= 0:
             raise ConfigError(f"auth_clock_skew_s {self.auth_clock_skew_s} must be positive")
         if bool(self.admin_access_key) != bool(self.admin_secret_key):
@@ -61,10 +71,17 @@ class SecuritySettings:
             self.server_tls()  # the files are read now: a wrong path stops the start, not a handshake
         elif self.tls_mutual:
             raise ConfigError("tls_mutual needs tls_enable")
-        if self.auth_enable and len(self.cluster_secret) < MIN_SECRET:
+        if (self.auth_enable or self.cluster_secret) and len(self.cluster_secret) < MIN_SECRET:
             raise ConfigError(
-                f"auth_enable needs cluster_secret: the same secret of at least {MIN_SECRET} characters on every "
-                "broker and nameserver of the cluster (e.g. python -c 'import secrets; print(secrets.token_hex(24))')"
+                f"{'auth_enable needs ' if self.auth_enable else ''}cluster_secret: the same secret of at least "
+                f"{MIN_SECRET} characters on every broker and nameserver of the cluster (e.g. python -c 'import "
+                "secrets; print(secrets.token_hex(24))')"
+            )
+        if self.auth_enable and not self.tls_enable and not _loopback(listen_host):
+            raise ConfigError(
+                f"auth_enable on listen_host {listen_host} needs tls_enable: without TLS the user table (with every "
+                "user's secret) and the signed requests cross the network in the clear, and a signed request can be "
+                "replayed (only a server on 127.0.0.1 may run security without TLS)"
             )
 
     def cluster_credentials(self) -> Credentials | None:

@@ -5,7 +5,8 @@ its clients' certificates must come from). ``ClientTls`` is what a caller connec
 CA it trusts, and its own certificate for mutual TLS). Servers are callers too (a broker
 registering with a nameserver, a slave following its master): they trust ``tls_ca_file`` and
 present their own certificate. Files are read when the object is made, so a wrong path is a
-clear error at start, never a failed handshake later.
+clear error at start, never a failed handshake later (the HA port's ``ssl`` contexts read the
+certificate and key again, by path, when the server starts).
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ class ClientTls:
         """A client's TLS from its arguments, else the environment: ``ROCKETSPARK_TLS`` (true
         or false), ``ROCKETSPARK_TLS_CA_FILE`` (which alone turns TLS on), and for mutual TLS
         ``ROCKETSPARK_TLS_CERT_FILE``/``ROCKETSPARK_TLS_KEY_FILE``. None: plaintext."""
+        if tls is None and ca_file:
+            tls = True  # a CA given as an argument means TLS, whatever the environment says
         ca_file = ca_file if ca_file is not None else os.environ.get(ENV_CA_FILE, "")
         cert_file = cert_file if cert_file is not None else os.environ.get(ENV_CERT_FILE, "")
         key_file = key_file if key_file is not None else os.environ.get(ENV_KEY_FILE, "")

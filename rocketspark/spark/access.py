@@ -9,7 +9,7 @@ here before any task runs.
 from __future__ import annotations
 
 from rocketspark.client.admin import Admin
-from rocketspark.errors import AuthenticationError, ConnectError, NoPermissionError, TopicNotExistError
+from rocketspark.errors import AuthenticationError, ConnectError, NoPermissionError, NoRouteInfoError
 from rocketspark.spark.options import WriterOptions
 
 
@@ -34,16 +34,19 @@ def unreachable(exc: ConnectError, nameservers: tuple[str, ...]) -> ConnectError
 
 
 def check_sink(options: WriterOptions) -> None:
-    """Look up the sink's topic as the query's user, on the driver: bad credentials, a missing
-    permission, wrong TLS options or a wrong address fail the query before any task runs. A
-    topic that does not exist yet is no error here (a send may create it)."""
+    """Look up the sink's topic as the query's user, on the driver: missing or bad credentials,
+    wrong TLS options, a wrong address, or a user with no right on the topic at all fail the
+    query before any task runs. A route lookup needs any of Pub, Sub or Get, so a user that may
+    read the topic but not write it passes here, and its first task fails with ``user "..."
+    lacks Pub on Topic:...``. A topic that does not exist yet is no error here (a send may
+    create it)."""
     if options.topic is None:
         return  # topics come from a column: the first send checks
     kwargs = options.connection.client_kwargs()
     try:
         with Admin(list(options.nameservers), route_push=False, **kwargs) as admin:
             admin.routes.get(options.topic)
-    except TopicNotExistError:
+    except NoRouteInfoError:  # how the route cache reports a topic that does not exist
         return
     except NoPermissionError as exc:
         raise refused(exc, options.nameservers, f'writes to topic "{options.topic}"') from None

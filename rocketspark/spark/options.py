@@ -20,14 +20,14 @@ from rocketspark.client.nameservers import resolve_nameservers
 from rocketspark.client.pulling import parse_tags
 from rocketspark.errors import ConfigError, InvalidAddressError, NoNameServerError, OptionError
 from rocketspark.protocol.service import MAX_GRPC_MESSAGE_BYTES
-from rocketspark.security.client_side import ClientSecurity, SecurityKwargs
+from rocketspark.security.client_side import FIELDS, ClientSecurity, SecurityKwargs
 
 EARLIEST = -2  # in JSON offsets, as in Kafka
 LATEST = -1
 
 
 # The option names, as users write them (Spark hands them over lower-cased).
-SECURITY_OPTIONS = ("accessKey", "secretKey", "tls", "tlsCaFile", "tlsCertFile", "tlsKeyFile")
+SECURITY_OPTIONS = tuple(f.option for f in FIELDS)
 READER_OPTIONS = (
     "nameserver",
     "topic",
@@ -158,14 +158,7 @@ class Connection:
 
     def client_kwargs(self) -> SecurityKwargs:
         """The keywords a Producer, Consumer or Admin takes; only those set (None: the environment)."""
-        given = {
-            "access_key": self.access_key,
-            "secret_key": self.secret_key,
-            "tls": self.tls,
-            "tls_ca_file": self.tls_ca_file,
-            "tls_cert_file": self.tls_cert_file,
-            "tls_key_file": self.tls_key_file,
-        }
+        given = {f.keyword: getattr(self, f.keyword) for f in FIELDS}
         return cast(SecurityKwargs, {k: v for k, v in given.items() if v is not None})
 
     def check(self) -> Connection:
@@ -180,15 +173,10 @@ class Connection:
 
 
 def _connection(options: Mapping[str, str]) -> Connection:
-    tls = _get(options, "tls")
-    return Connection(
-        access_key=_get(options, "accessKey"),
-        secret_key=_get(options, "secretKey"),
-        tls=None if tls is None else _bool(options, "tls", False),
-        tls_ca_file=_get(options, "tlsCaFile"),
-        tls_cert_file=_get(options, "tlsCertFile"),
-        tls_key_file=_get(options, "tlsKeyFile"),
-    ).check()
+    values: dict[str, Any] = {f.keyword: _get(options, f.option) for f in FIELDS}
+    if values["tls"] is not None:
+        values["tls"] = _bool(options, "tls", False)
+    return Connection(**values).check()
 
 
 OffsetSpec = str | dict[str, dict[int, int]]  # "earliest" / "latest" / {topic: {queue: offset}}

@@ -13,7 +13,10 @@ from rocketspark.protocol.codec import pack
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.client import RemotingClient
+from rocketspark.security.acl import AclTable, UserType
+from rocketspark.security.guard import Guard
 from rocketspark.security.signing import Credentials
+from rocketspark.security.store import AclStore
 
 pytestmark = pytest.mark.integration
 
@@ -103,26 +106,75 @@ def test_an_unknown_process_cannot_register_a_broker_and_no_route_names_it(secur
         assert [b.broker_name for b in admin.topic_route("orders").brokers] == ["broker-a"]
 
 
-def test_every_request_code_a_server_serves_refuses_an_anonymous_caller(secured: LocalCluster) -> None:
-    """Walks the codes the running servers registered (their dispatchers refuse to register a
-    code without a permission rule): none answers anything but NO_PERMISSION to the unsigned."""
+def served_codes(cluster: LocalCluster) -> dict[str, tuple[set[int], set[int]]]:
+    """The request codes a broker and a nameserver register, unary and streaming, by address:
+    their dispatchers refuse to register a code without a permission rule."""
     from broker.config import BrokerConfig
     from broker.server import Broker
     from nameserver.config import NameServerConfig
     from nameserver.server import NameServer
 
-    served = {
-        secured.brokers["broker-a"]: set(
-            Broker(BrokerConfig(data_dir=str(secured.data_dir / "probe"))).dispatcher.handlers
-        ),
-        secured.nameserver_addresses[0]: set(NameServer(NameServerConfig()).dispatcher.handlers),
+    broker = Broker(BrokerConfig(data_dir=str(cluster.data_dir / "probe"))).dispatcher
+    nameserver = NameServer(NameServerConfig()).dispatcher
+    return {
+        cluster.brokers["broker-a"]: (set(broker.handlers), set(broker.stream_handlers)),
+        cluster.nameserver_addresses[0]: (set(nameserver.handlers), set(nameserver.stream_handlers)),
     }
+
+
+# Reviewed: what every signed user may do, whatever its policies (a client cannot work without it).
+ANY_SIGNED_USER = {
+    RequestCode.GET_BROKER_CLUSTER_INFO,
+    RequestCode.OPEN_PUSH_STREAM,
+    RequestCode.UNSUBSCRIBE_TOPIC_ROUTE,
+}
+
+
+def test_every_request_code_needs_a_permission_a_user_without_policies_lacks(secured: LocalCluster) -> None:
+    """A new request code given a rule any signed user passes fails here, unless reviewed into
+    ANY_SIGNED_USER. Checked at the guard itself, with the request fields every rule reads."""
+    store = AclStore(None)
+    store.table = AclTable().with_user("nobody", "nobody-secret", UserType.NORMAL)
+    guard = Guard(store, "c" * 24)
+    body = pack({"mapping": {"topic": "orders"}})
+    fields = {"topic": "orders", "consumerGroup": "g", "topics": ["orders"], "defaultTopic": "TBW102"}
+    codes: set[int] = set().union(*(unary | stream for unary, stream in served_codes(secured).values()))
+    assert codes >= ANY_SIGNED_USER
+    for code in sorted(codes - ANY_SIGNED_USER):
+        with pytest.raises(NoPermissionError):
+            guard.authorize(RemotingCommand.request(code, fields, body), "nobody")
+    for code in ANY_SIGNED_USER:
+        guard.authorize(RemotingCommand.request(code, fields, body), "nobody")
+
+
+def test_a_pull_and_a_static_topic_change_are_refused_without_their_permission(secured: LocalCluster) -> None:
+    ns = secured.nameserver
+    with Admin(ns, **secured.client_options) as admin:
+        admin.create_user("peeker", "peeker-secret")
+        admin.set_acl("peeker", "Topic:payroll", ["Get"])  # its route and bounds, not its messages
+        admin.set_acl("peeker", "Topic:static-*", ["Get"])
+    peeker = {"access_key": "peeker", "secret_key": "peeker-secret"}
+    refused = pytest.raises(NoPermissionError, match='user "peeker" lacks Sub on Topic:payroll')
+    with Consumer(ns, **peeker) as consumer, refused:
+        consumer.pull("payroll", 0, 0, 10)
+    refused = pytest.raises(NoPermissionError, match='user "peeker" lacks Create or Update on Topic:static-orders')
+    with Admin(ns, **peeker) as admin, refused:
+        admin.create_static_topic("static-orders", 2)
+
+
+def test_every_request_code_a_server_serves_refuses_an_anonymous_caller(secured: LocalCluster) -> None:
+    """Walks the codes the running servers registered: none answers anything but NO_PERMISSION
+    to the unsigned."""
     client = RemotingClient()
     try:
-        for address, codes in served.items():
-            assert codes
-            for code in sorted(codes):
+        for address, (unary, stream) in served_codes(secured).items():
+            assert unary and stream
+            for code in sorted(unary):
                 response = client.invoke(address, RemotingCommand.request(code, {"topic": "orders"}))
+                assert response.code == ResponseCode.NO_PERMISSION, (address, code, response.remark)
+            for code in sorted(stream):
+                request = RemotingCommand.request(code, {"topic": "orders", "clientId": "c"})
+                response = next(client.invoke_stream(address, request, 5000))
                 assert response.code == ResponseCode.NO_PERMISSION, (address, code, response.remark)
     finally:
         client.close()

@@ -140,3 +140,15 @@ def _users(admin: Admin, address: str) -> set[str]:
     except ConnectError:
         return set()
     return set(AclTable.from_wire(unpack(response.body)).users)
+
+
+def test_one_way_tls_refuses_plaintext_and_a_tls_client_is_told_a_plaintext_server_has_no_tls() -> None:
+    with LocalCluster(brokers=1, tls=True) as one_way, LocalCluster(brokers=1) as plaintext:
+        with Producer(one_way.nameserver, **one_way.client_options) as producer:  # no client certificate needed
+            producer.send(Message("auto", b"over one-way tls"))
+        refused = pytest.raises(TlsError, match="as a TLS server does with a plaintext client")
+        with Producer(one_way.nameserver, tls=False) as producer, refused:
+            producer.send(Message("auto", b"x"))
+        refused = pytest.raises(TlsError, match="does not speak TLS: connect without tls, or turn tls_enable on")
+        with Producer(plaintext.nameserver, **one_way.client_options) as producer, refused:
+            producer.send(Message("auto", b"x"))

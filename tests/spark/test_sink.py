@@ -100,3 +100,16 @@ def test_progress_goes_to_a_consumer_group_and_lag_is_reported(
         progress = admin.consumer_progress("etl", "tracked")
     # commit() runs one batch late, so the group has the end of the second batch of three
     assert sum(p.consumer_offset for p in progress) == 400
+
+
+def test_the_sink_writes_to_a_topic_that_does_not_exist_yet_when_brokers_auto_create(spark: Any) -> None:
+    """The driver's start-up check looks the topic up; a missing one is left to the first send."""
+    with LocalCluster(brokers=1) as auto:  # auto_create_topic_enable is on by default
+        rows = spark.createDataFrame([("a",), ("b",)], "body string")
+        rows.write.format("rocketmq").mode("append").option("nameserver", auto.nameserver).option(
+            "topic", "born-by-the-sink"
+        ).save()
+        with Consumer(auto.nameserver) as consumer:
+            queues = range(len(consumer.queues("born-by-the-sink")))
+            bodies = {m.body for q in queues for r in consumer.iter_range("born-by-the-sink", q, 0) for m in r.messages}
+        assert bodies == {b"a", b"b"}

@@ -139,7 +139,7 @@ def test_a_push_stream_is_kept_under_its_user_so_no_other_user_can_take_it_over(
 
 def test_the_admin_may_not_take_the_clusters_own_identity() -> None:
     with pytest.raises(ConfigError, match="the cluster's own identity"):
-        SecuritySettings(admin_access_key=CLUSTER_ACCESS_KEY, admin_secret_key="x").check_security()
+        SecuritySettings(admin_access_key=CLUSTER_ACCESS_KEY, admin_secret_key="x").check_security("127.0.0.1")
 
 
 def test_a_send_that_may_create_its_topic_needs_create_as_well_as_pub() -> None:

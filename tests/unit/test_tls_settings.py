@@ -44,20 +44,20 @@ def test_a_client_with_a_wrong_tls_file_fails_at_once_naming_it(tmp_path: Path) 
 def test_a_server_refuses_to_start_with_tls_half_configured(tmp_path: Path) -> None:
     certs = make_dev_certificates(tmp_path)
     with pytest.raises(ConfigError, match="tls_enable needs tls_cert_file and tls_key_file"):
-        SecuritySettings(tls_enable=True).check_security()
+        SecuritySettings(tls_enable=True).check_security("127.0.0.1")
     with pytest.raises(ConfigError, match="tls_mutual needs tls_ca_file"):
         SecuritySettings(
             tls_enable=True,
             tls_cert_file=str(certs.server_cert_file),
             tls_key_file=str(certs.server_key_file),
             tls_mutual=True,
-        ).check_security()
+        ).check_security("127.0.0.1")
     with pytest.raises(ConfigError, match="tls_mutual needs tls_enable"):
-        SecuritySettings(tls_mutual=True).check_security()
+        SecuritySettings(tls_mutual=True).check_security("127.0.0.1")
     with pytest.raises(ConfigError, match=r"tls_key_file '/nowhere/key\.pem' cannot be read"):
         SecuritySettings(
             tls_enable=True, tls_cert_file=str(certs.server_cert_file), tls_key_file="/nowhere/key.pem"
-        ).check_security()
+        ).check_security("127.0.0.1")
     settings = SecuritySettings(**certs.server_values(mutual=True))  # type: ignore[arg-type]
     peers = settings.peer_security()
     assert peers.server_tls is not None and peers.server_tls.mutual
@@ -74,3 +74,21 @@ def test_the_development_ca_signs_certificates_valid_for_this_host_and_keeps_key
     assert {str(ip) for ip in names.get_values_for_type(x509.IPAddress)} >= {"127.0.0.1", "::1"}
     for key in (certs.server_key_file, certs.client_key_file):
         assert stat.S_IMODE(key.stat().st_mode) == 0o600
+
+
+def test_security_off_loopback_needs_tls_and_a_bad_secret_is_never_echoed(tmp_path: Path) -> None:
+    secured = {"auth_enable": True, "cluster_secret": "c" * 24}
+    SecuritySettings(**secured).check_security("127.0.0.1")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"listen_host 0\.0\.0\.0 needs tls_enable: without TLS the user"):
+        SecuritySettings(**secured).check_security("0.0.0.0")  # type: ignore[arg-type]
+    certs = make_dev_certificates(tmp_path)
+    SecuritySettings(**secured, **certs.server_values()).check_security("0.0.0.0")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="cluster_secret: the same secret of at least 16 characters"):
+        SecuritySettings(cluster_secret="short").check_security("127.0.0.1")
+
+    from broker.config import BrokerConfig
+    from rocketspark.configfile import from_mapping
+
+    with pytest.raises(ConfigError, match="cluster_secret must be str, got a int") as refused:
+        from_mapping(BrokerConfig, {"cluster_secret": 123456789012345678}, "broker config")
+    assert "123456789012345678" not in str(refused.value)
