@@ -22,6 +22,7 @@ from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.headers import get_int
 from rocketspark.remoting.client import RemotingClient, check
+from rocketspark.remoting.transport import Transport
 from rocketspark.security.service import VERSION_FIELD, reconcile
 from rocketspark.security.settings import PeerSecurity
 from rocketspark.security.store import AclStore
@@ -34,7 +35,9 @@ Registration = Callable[[list[str] | None], dict[str, Any]]  # what to tell: all
 
 class Registry:
     """``registration(None)`` gives a full registration, ``registration(topics)`` an
-    increment; ``address()`` is this broker's address once it is bound."""
+    increment; ``address()`` is this broker's address once it is bound. ``transport`` carries
+    the calls to the nameservers: by default a client of the registry's own (closed with it);
+    a test hands in a scripted nameserver."""
 
     def __init__(
         self,
@@ -44,6 +47,8 @@ class Registry:
         address: Callable[[], str],
         security: PeerSecurity,
         acl: AclStore,
+        *,
+        transport: Transport | None = None,
     ) -> None:
         self.config = config
         self.name = config.broker_name
@@ -51,12 +56,15 @@ class Registry:
         self.registration = registration
         self.acl = acl
         self.address = address
-        self.client = RemotingClient(
-            peer_kind="nameserver",
-            default_timeout_ms=config.register_timeout_ms,
-            credentials=security.credentials,
-            tls=security.client_tls,
-        )
+        self._own_client: RemotingClient | None = None  # closed by close(); a transport handed in is not ours
+        if transport is None:
+            transport = self._own_client = RemotingClient(
+                peer_kind="nameserver",
+                default_timeout_ms=config.register_timeout_ms,
+                credentials=security.credentials,
+                tls=security.client_tls,
+            )
+        self.client: Transport = transport
         self._tasks: set[asyncio.Task[None]] = set()  # registrations that outlive their caller
         self._failing: set[str] = set()
         # One lock per nameserver: an UNREGISTER must not be overtaken by a late REGISTER to the
@@ -147,4 +155,5 @@ class Registry:
         await asyncio.gather(*(asyncio.to_thread(one, a, self._lock(a)) for a in self.nameservers))
 
     def close(self) -> None:
-        self.client.close()
+        if self._own_client is not None:
+            self._own_client.close()

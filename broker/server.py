@@ -39,15 +39,19 @@ from rocketspark.errors import ControllerInvalidRequestError, ControllerReplicaI
 from rocketspark.protocol.types import Perm
 from rocketspark.remoting.server import Dispatcher, run_every, serve_until_signalled
 from rocketspark.remoting.server import create_server as bind_server
+from rocketspark.remoting.transport import Transport
 from rocketspark.security.service import serve_acl
 
 log = logging.getLogger("broker")
 
 
 class Broker:
-    """Everything one broker holds; each handler module gets the pieces it uses."""
+    """Everything one broker holds; each handler module gets the pieces it uses.
 
-    def __init__(self, config: BrokerConfig) -> None:
+    ``nameserver_transport`` carries the registrations with the nameservers (default: a client
+    of the registry's own); a test hands in a scripted nameserver to see what is registered."""
+
+    def __init__(self, config: BrokerConfig, *, nameserver_transport: Transport | None = None) -> None:
         self.config = config
         self.name = config.broker_name
         self.cluster = config.cluster_name
@@ -65,7 +69,15 @@ class Broker:
         )
         self.role = Role(self.name, config.replica_id, config.controller_mode, config.master_lease_ms)
         self.security = config.peer_security()
-        self.registry = Registry(config, self.role, self.registration, lambda: self.address, self.security, self.acl)
+        self.registry = Registry(
+            config,
+            self.role,
+            self.registration,
+            lambda: self.address,
+            self.security,
+            self.acl,
+            transport=nameserver_transport,
+        )
         self.epochs = EpochFile(self.data_dir / "config" / "epochs.json")
         metadata = BrokerMetadata(
             self.topics, self.static, self.offsets, self.producers, lambda: self.store.flushed_offset, self.acl

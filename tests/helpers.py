@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from typing import Any
 
 from broker.store.store import MessageStore, PutResult
 from rocketspark.codec.build import Idempotence, build_section, encode_batch, tag_summary_of
 from rocketspark.codec.columns import decode
 from rocketspark.codec.messages import to_messages
+from rocketspark.protocol.codec import unpack
+from rocketspark.protocol.codes import RequestCode
+from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.types import MessageExt
 
 
@@ -66,3 +71,28 @@ def put_batch(
 def decode_messages(body: bytes, topic: str = "t", broker: str = "b") -> list[MessageExt]:
     """The messages of a pull response's records, as a consumer sees them."""
     return to_messages(decode(body), topic, broker)
+
+
+class Registrations:
+    """A broker's nameservers, as the ``Transport`` its registry calls them through: every
+    request succeeds, after ``delay_s`` (a nameserver round trip), and each REGISTER_BROKER's
+    ``changed`` topics (None for a full registration) are recorded once it is answered."""
+
+    def __init__(self, delay_s: float = 0.0) -> None:
+        self.delay_s = delay_s
+        self.changed: list[list[str] | None] = []
+        self._lock = threading.Lock()
+
+    def invoke(self, address: str, request: RemotingCommand, timeout_ms: int | None = None) -> RemotingCommand:
+        time.sleep(self.delay_s)
+        if request.code == RequestCode.REGISTER_BROKER:
+            with self._lock:
+                self.changed.append(unpack(request.body).get("changed"))
+        return request.response()
+
+    def invoke_async(
+        self, address: str, request: RemotingCommand, timeout_ms: int | None = None
+    ) -> Future[RemotingCommand]:
+        future: Future[RemotingCommand] = Future()
+        future.set_result(self.invoke(address, request, timeout_ms))
+        return future

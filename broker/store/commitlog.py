@@ -17,7 +17,7 @@ import os
 import time
 from pathlib import Path
 
-from broker.store.mappedfile import MappedFile
+from broker.store.mappedfile import MappedFile, Sync
 from rocketspark.codec import layout
 from rocketspark.codec.build import stamped_head
 
@@ -28,9 +28,10 @@ FORMAT_1_MAGIC = 0x52534D31  # "RSM1": a record of one message, before batch rec
 class CommitLog:
     """Append and read records by log offset. Single writer (the broker's event loop)."""
 
-    def __init__(self, directory: Path, segment_bytes: int) -> None:
+    def __init__(self, directory: Path, segment_bytes: int, *, sync: Sync = os.fsync) -> None:
         self.directory = directory
         self.segment_bytes = segment_bytes
+        self.sync = sync
         self.segments: list[MappedFile] = []
         self.short_segments: list[str] = []  # segments found shorter than segment_bytes at load
         directory.mkdir(parents=True, exist_ok=True)
@@ -63,7 +64,7 @@ class CommitLog:
                     self.segment_bytes,
                 )
                 self.short_segments.append(path.name)
-            segment = MappedFile(path, base, self.segment_bytes, create=False)
+            segment = MappedFile(path, base, self.segment_bytes, create=False, sync=self.sync)
             segment.wrote = self.segment_bytes  # assume full until recovery finds the real end
             segment.flushed = self.segment_bytes
             self.segments.append(segment)
@@ -115,7 +116,7 @@ class CommitLog:
     def _roll(self, base: int) -> MappedFile:
         if self.segments:
             self.segments[-1].touch(time.time())  # a sealed segment's mtime is its last write
-        segment = MappedFile(self.directory / f"{base:020d}", base, self.segment_bytes, create=True)
+        segment = MappedFile(self.directory / f"{base:020d}", base, self.segment_bytes, create=True, sync=self.sync)
         self.segments.append(segment)
         return segment
 

@@ -29,7 +29,7 @@ from typing import Final, NamedTuple
 
 import numpy as np
 
-from broker.store.mappedfile import MappedFile
+from broker.store.mappedfile import MappedFile, Sync
 
 ENTRY: Final = struct.Struct(">QIQQIQ")
 ENTRY_SIZE: Final = ENTRY.size  # 40
@@ -63,8 +63,11 @@ class ConsumeQueue:
     ``min_slot``/``max_slot`` bound the entries; ``min_offset``/``max_offset`` the messages
     (a queue whose records all expired keeps its offsets, with no entry left)."""
 
-    def __init__(self, directory: Path, topic: str, queue_id: int, entries_per_file: int) -> None:
+    def __init__(
+        self, directory: Path, topic: str, queue_id: int, entries_per_file: int, *, sync: Sync = os.fsync
+    ) -> None:
         self.directory = directory
+        self.sync = sync
         self.topic = topic
         self.queue_id = queue_id
         self.entries_per_file = entries_per_file
@@ -89,7 +92,9 @@ class ConsumeQueue:
                 raise QueueDamaged(f"{path} does not start at a multiple of {self.entries_per_file} entries")
             if self.files and first * ENTRY_SIZE != self.files[-1].base + self.file_bytes:
                 raise QueueDamaged(f"a consume-queue file is missing before {path}")
-            self.files.append(MappedFile(path, first * ENTRY_SIZE, self.file_bytes, create=False, mapped=False))
+            self.files.append(
+                MappedFile(path, first * ENTRY_SIZE, self.file_bytes, create=False, mapped=False, sync=self.sync)
+            )
         if not self.files:
             return
         head, _ = _used_span(self.files[0])
@@ -128,7 +133,8 @@ class ConsumeQueue:
             return self.files[-1]
         first = (self.max_slot // self.entries_per_file) * self.entries_per_file
         self.directory.mkdir(parents=True, exist_ok=True)
-        f = MappedFile(self.directory / f"{first:020d}", first * ENTRY_SIZE, self.file_bytes, create=True, mapped=False)
+        path = self.directory / f"{first:020d}"
+        f = MappedFile(path, first * ENTRY_SIZE, self.file_bytes, create=True, mapped=False, sync=self.sync)
         f.wrote = byte_pos - f.base
         if not self.files:
             self.min_slot = self.max_slot

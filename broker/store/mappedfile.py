@@ -17,17 +17,27 @@ import mmap
 import os
 import threading
 from pathlib import Path
+from typing import Protocol
 
 _ZERO_CHUNK = 1 << 20
 _ZEROS = bytes(_ZERO_CHUNK)
 
 
+class Sync(Protocol):
+    """Forces a file's written data to disk: ``os.fsync``. The store hands one to every file
+    it makes, so that a test can stand in a disk whose fsync fails or stalls."""
+
+    def __call__(self, fd: int, /) -> None: ...
+
+
 class MappedFile:
     """One segment. Not thread-safe for writers; a single writer plus a flusher thread is fine."""
 
-    __slots__ = ("_fd", "_flush_lock", "_mm", "base", "flushed", "path", "size", "wrote")
+    __slots__ = ("_fd", "_flush_lock", "_mm", "_sync", "base", "flushed", "path", "size", "wrote")
 
-    def __init__(self, path: Path, base: int, size: int, *, create: bool, mapped: bool = True) -> None:
+    def __init__(
+        self, path: Path, base: int, size: int, *, create: bool, mapped: bool = True, sync: Sync = os.fsync
+    ) -> None:
         """``mapped=False`` reads with ``pread`` instead of a mapping: a consume-queue file is
         read a few entries at a time, and a mapping costs a second file descriptor (Python's
         mmap keeps a duplicate), which a broker with 10,000 queues cannot spare."""
@@ -37,6 +47,7 @@ class MappedFile:
         self.wrote = 0  # bytes appended so far (set by the owner after recovery)
         self.flushed = 0  # bytes known to be on disk
         self._mm: mmap.mmap | None = None
+        self._sync = sync
         flags = os.O_RDWR | (os.O_CREAT if create else 0)
         self._fd = os.open(path, flags, 0o644)
         try:
@@ -134,7 +145,7 @@ class MappedFile:
         with self._flush_lock:
             target = self.wrote
             if target > self.flushed:
-                os.fsync(self._fd)
+                self._sync(self._fd)
                 self.flushed = target
             return self.flushed
 

@@ -11,6 +11,7 @@ a wrong entry make the queue be rebuilt from the commit log, and that is logged.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,6 +19,7 @@ from pathlib import Path
 from broker.store.commitlog import CommitLog
 from broker.store.consumequeue import ConsumeQueue, QueueDamaged
 from broker.store.entrycheck import first_mismatch
+from broker.store.mappedfile import Sync
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +30,9 @@ Bounds = tuple[int, int]  # (min offset, max offset) of a queue, as a checkpoint
 class QueueSet:
     """Consume queues by (topic, queue id). Single writer: the broker's event loop."""
 
-    def __init__(self, root: Path, entries_per_file: int, commitlog: CommitLog) -> None:
+    def __init__(self, root: Path, entries_per_file: int, commitlog: CommitLog, *, sync: Sync = os.fsync) -> None:
         self.root = root
+        self.sync = sync
         self.entries_per_file = entries_per_file
         self.commitlog = commitlog
         self.loaded: dict[QueueKey, ConsumeQueue] = {}
@@ -64,7 +67,7 @@ class QueueSet:
         return cq if cq is not None else self._open(key)
 
     def _open(self, key: QueueKey) -> ConsumeQueue:
-        cq = ConsumeQueue(self.directory(key), key[0], key[1], self.entries_per_file)
+        cq = ConsumeQueue(self.directory(key), key[0], key[1], self.entries_per_file, sync=self.sync)
         self.on_disk.discard(key)
         try:
             cq.load()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -31,6 +32,7 @@ import msgspec
 from broker.store.commitlog import CommitLog
 from broker.store.consumequeue import ENTRY, ConsumeQueue
 from broker.store.follow import LogFollower
+from broker.store.mappedfile import Sync
 from broker.store.metafile import read_json, write_json_atomic
 from broker.store.queues import QueueSet, parse_table
 from broker.store.reading import GetResult, GetStatus, QueueReader
@@ -76,13 +78,17 @@ class _Waiter:
 
 
 class MessageStore:
-    """See the module docstring. ``accepts(topic, phys)`` tells recovery which records to index."""
+    """See the module docstring. ``accepts(topic, phys)`` tells recovery which records to index;
+    ``sync`` forces the log's and the queues' files to disk (``os.fsync``; a test's disk may
+    fail or stall it)."""
 
-    def __init__(self, config: StoreConfig, accepts: Callable[[str, int], bool] | None = None) -> None:
+    def __init__(
+        self, config: StoreConfig, accepts: Callable[[str, int], bool] | None = None, *, sync: Sync = os.fsync
+    ) -> None:
         self.config = config
         self.path = config.path
-        self.commitlog = CommitLog(self.path / "commitlog", config.segment_bytes)
-        self.queues = QueueSet(self.path / "consumequeue", config.queue_entries_per_file, self.commitlog)
+        self.commitlog = CommitLog(self.path / "commitlog", config.segment_bytes, sync=sync)
+        self.queues = QueueSet(self.path / "consumequeue", config.queue_entries_per_file, self.commitlog, sync=sync)
         self.queues.rebuild = self._rebuild
         self.stats = StoreStats()
         self._accepts = accepts or (lambda topic, phys: True)

@@ -43,8 +43,23 @@ def queue_name(topic: str, queue_id: int) -> str:
     return f"MessageQueue [topic={topic}, brokerName={MOCK_BROKER_NAME}, queueId={queue_id}]"
 
 
+def share_of(strategy: str, client_id: str, members: list[str], topic: str, queue_count: int) -> list[int]:
+    """The queues of ``topic`` that ``client_id`` owns among ``members`` (none while it knows
+    no members). The strategies allocate the queues' names (what RocketMQ's MessageQueue
+    prints, and what consistent hashing hashes), in id order, so that every member computes
+    the same split as a RocketMQ client would."""
+    if not members:
+        return []
+    queues = {queue_name(topic, q): q for q in range(queue_count)}
+    chosen: list[str] = STRATEGIES[strategy](client_id, list(queues), members)
+    return [queues[name] for name in chosen]
+
+
 @dataclass
-class _Worker:
+class Worker:
+    """One owned queue's puller (``GroupConsumer.workers``): where it got to, what is
+    committed, and the flag that tells its thread to stop."""
+
     key: QueueKey
     offset: int
     committed: int
@@ -87,7 +102,7 @@ class GroupConsumer:
         self.client_id = client_id or new_client_id()
         self.consumer = Consumer(nameserver, **security)
         self.members: list[str] = []
-        self.workers: dict[QueueKey, _Worker] = {}
+        self.workers: dict[QueueKey, Worker] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -171,13 +186,10 @@ class GroupConsumer:
     # -- rebalance -----------------------------------------------------------------------------
 
     def _share(self, topic: str) -> list[int]:
-        """This member's queues of ``topic``. The strategies allocate the queues' names (what
-        RocketMQ's MessageQueue prints, and what consistent hashing hashes), in id order."""
+        """This member's queues of ``topic``."""
         if not self.members:
-            return []
-        queues = {queue_name(topic, q): q for q in range(len(self.consumer.queues(topic)))}
-        chosen: list[str] = STRATEGIES[self.strategy](self.client_id, list(queues), self.members)
-        return [queues[name] for name in chosen]
+            return []  # without asking for the topic's queues
+        return share_of(self.strategy, self.client_id, self.members, topic, len(self.consumer.queues(topic)))
 
     def _rebalance(self) -> None:
         with self._lock:
@@ -206,7 +218,7 @@ class GroupConsumer:
         except RocketSparkError as exc:
             log.warning("group %s: cannot start %s/%s yet: %s", self.group, *key, exc)
             return
-        worker = _Worker(key, offset, offset)
+        worker = Worker(key, offset, offset)
         worker.thread = threading.Thread(
             target=self._pull_loop, args=(worker,), name=f"pull-{key[0]}-{key[1]}", daemon=True
         )
@@ -224,7 +236,7 @@ class GroupConsumer:
                 worker.thread.join(10)
             self._commit(worker)
 
-    def _commit(self, worker: _Worker) -> None:
+    def _commit(self, worker: Worker) -> None:
         if worker.offset == worker.committed:
             return
         try:
@@ -233,7 +245,7 @@ class GroupConsumer:
         except RocketSparkError as exc:
             log.warning("group %s: commit of %s/%s failed: %s", self.group, *worker.key, exc)
 
-    def _pull_loop(self, worker: _Worker) -> None:
+    def _pull_loop(self, worker: Worker) -> None:
         topic, queue_id = worker.key
         last_commit = time.monotonic()
         backoff = 0.05

@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Sequence
 from operator import attrgetter
-from typing import Unpack
+from typing import Protocol, Unpack
 
 from rocketspark.client.base import ClientBase, ClientKwargs
 from rocketspark.client.fault import LATENCY_MAX_MS, NOT_AVAILABLE_MS, LatencyFaultTolerance
@@ -55,6 +55,18 @@ _ROUTING = (attrgetter("topic"), attrgetter("queue_id"), attrgetter("sharding_ke
 MiB = 1024 * 1024
 
 
+class PoolFactory(Protocol):
+    """Makes the executor ``send_async`` runs sends on, once, on its first call (a producer
+    that never sends asynchronously starts no threads); the producer shuts it down on close."""
+
+    def __call__(self) -> concurrent.futures.Executor: ...
+
+
+def send_pool() -> concurrent.futures.Executor:
+    """The default ``send_async_pool``: eight threads."""
+    return concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="producer")
+
+
 class Producer(ClientBase):
     """Synchronous-first producer; ``send_async`` and ``send_oneway`` for the other two modes."""
 
@@ -73,6 +85,7 @@ class Producer(ClientBase):
         send_latency_fault_enable: bool = False,
         latency_max_ms: Sequence[int] = LATENCY_MAX_MS,
         not_available_duration_ms: Sequence[int] = NOT_AVAILABLE_MS,
+        send_async_pool: PoolFactory = send_pool,
         **options: Unpack[ClientKwargs],
     ) -> None:
         super().__init__(nameserver, timeout_ms=send_timeout_ms, **options)
@@ -95,7 +108,8 @@ class Producer(ClientBase):
         self.compression = COMPRESSIONS[compression]  # of each batch's message section
         self.create_topic_key = create_topic_key
         self._selector = RoundRobin(self.fault)
-        self._executor: concurrent.futures.ThreadPoolExecutor | None = None  # send_async's, made on first use
+        self._make_pool = send_async_pool
+        self._executor: concurrent.futures.Executor | None = None  # send_async's, made on first use
         self._executor_lock = threading.Lock()
         self._accepting = True  # False once close() began: send_async refuses instead of making a new pool
 
@@ -317,7 +331,7 @@ class Producer(ClientBase):
             if not self._accepting:
                 raise ClientError("this producer is closed; send_async needs an open Producer (create a new one)")
             if self._executor is None:
-                self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="producer")
+                self._executor = self._make_pool()
             executor = self._executor
         return executor.submit(self.send, message, timeout_ms=timeout_ms)
 

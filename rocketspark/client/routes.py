@@ -312,6 +312,13 @@ class RouteCache:
     def has_route(self, topic: str) -> bool:
         return topic in self._routes
 
+    def cached(self, topic: str) -> TopicRouteData | None:
+        """The route held for ``topic`` now, or None. Unlike ``get`` it asks no nameserver and
+        is no use of the topic: a look at what the cache holds (has a push arrived?) leaves
+        the cache as it was."""
+        with self._lock:
+            return self._routes.get(topic)
+
     def cached_topics(self) -> list[str]:
         with self._lock:
             return list(self._routes)

@@ -166,6 +166,13 @@ class RemotingClient:
         self._oneway: set[concurrent.futures.Future[RemotingCommand]] = set()
         _CLIENTS.add(self)
 
+    @property
+    def connected_peers(self) -> list[str]:
+        """The addresses this client holds a channel to: opened on first call, kept until
+        ``close()``; a forked child starts with none (its parent's do not work there)."""
+        with self._lock:
+            return list(self._peers)
+
     def _forget_parent(self) -> None:
         """In a forked child: the parent's channels, locks and calls are unusable here."""
         self._lock = threading.Lock()

@@ -33,6 +33,7 @@ import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -46,6 +47,7 @@ from rocketspark.codec.build import pack_ext
 from rocketspark.codec.from_arrow import MessageArrays, records
 from rocketspark.codec.layout import MAX_TAG_BYTES
 from rocketspark.errors import OptionError
+from rocketspark.protocol.types import SendResult
 from rocketspark.spark.access import check_sink
 from rocketspark.spark.options import WriterOptions
 
@@ -102,11 +104,12 @@ _producers: dict[tuple[int, WriterOptions], Producer] = {}
 
 
 def producer_for(options: WriterOptions) -> Producer:
-    """One producer per worker process and configuration, reused across tasks."""
+    """One producer per worker process and configuration, reused across tasks; one that was
+    closed is replaced, never handed out."""
     key = (os.getpid(), options)
     with _lock:
         producer = _producers.get(key)
-        if producer is None:
+        if producer is None or producer.closed:
             producer = _producers[key] = Producer(
                 list(options.nameservers),
                 send_timeout_ms=options.send_timeout_ms,
@@ -117,7 +120,16 @@ def producer_for(options: WriterOptions) -> Producer:
         return producer
 
 
-class _Batcher:
+class QueueSender(Protocol):
+    """What a batcher needs of its producer (a ``Producer``; a test's recorder): how many
+    queues a topic has, and a send of one batch record to one queue."""
+
+    def queue_count(self, topic: str) -> int: ...
+
+    def send_to_queue(self, topic: str, queue_id: int, record: bytes) -> SendResult: ...
+
+
+class Batcher:
     """Collects a task's rows per (topic, queue) in row order, as Arrow arrays.
 
     Every column is handled for all rows at once with Arrow kernels and numpy: the queue of
@@ -126,7 +138,7 @@ class _Batcher:
     (their msgpack part).
     """
 
-    def __init__(self, producer: Producer, options: WriterOptions, roles: dict[str, str], partition: int) -> None:
+    def __init__(self, producer: QueueSender, options: WriterOptions, roles: dict[str, str], partition: int) -> None:
         self.producer = producer
         self.options = options
         self.roles = roles
@@ -318,7 +330,7 @@ class _WriterBase:
         identity, partition = _task_identity(self.streaming)
         if not self.options.idempotent:
             identity = None
-        batcher = _Batcher(producer_for(self.options), self.options, self.roles, partition)
+        batcher = Batcher(producer_for(self.options), self.options, self.roles, partition)
         for batch in iterator:  # consume everything: a half-read iterator breaks worker reuse
             batcher.add(batch)
         stored, dupes = batcher.send(identity)

@@ -35,7 +35,7 @@ def test_a_subscribed_client_sees_route_changes_within_two_seconds(
         subscribed(consumer, "pushed-static")
 
         def perm_of(broker: str) -> int:
-            route = consumer.routes.cached_topics() and consumer.routes._routes.get("pushed")
+            route = consumer.routes.cached("pushed")
             return next(q.perm for q in route.queues if q.broker_name == broker) if route else -1
 
         started = time.monotonic()
@@ -142,7 +142,8 @@ def test_a_nameserver_under_pressure_pauses_pushes_but_still_serves_routes(
         eventually(lambda: admin.nameserver_counters()["notifyDegradedRounds"] >= 2, timeout_s=5)
         assert admin.nameserver_counters()["notificationsSent"] == 0
         assert consumer.routes.counters.notifications == 0
-        assert consumer.routes._routes["paused"].queues[0].perm & Perm.WRITE  # stale until the refresh
+        stale = consumer.routes.cached("paused")
+        assert stale is not None and stale.queues[0].perm & Perm.WRITE  # stale until the refresh
         assert admin.topic_route("paused").queues[0].perm == Perm.READ  # queries are still answered
     assert "route-change notification paused: memory used" in (cluster.data_dir / "nameserver.log").read_text()
 

@@ -328,25 +328,21 @@ def test_bad_static_topic_requests_get_clear_errors(static_topic: Callable[..., 
         assert producer.send(Message(topic, b"fresh", queue_id=0)).broker_name == "broker-b"
 
 
-def test_a_consumer_with_a_stale_mapping_is_corrected_not_misled(
-    static_topic: Callable[..., Scenario], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from rocketspark.protocol.codes import RequestCode, ResponseCode
-    from rocketspark.protocol.command import RemotingCommand
+def test_a_consumer_with_a_stale_mapping_is_corrected_not_misled(static_topic: Callable[..., Scenario]) -> None:
+    from rocketspark.client.pulling import PullPlan, plan_pull
+    from rocketspark.protocol.codes import ResponseCode
+    from rocketspark.protocol.types import PullResult
+    from rocketspark.remoting.client import RemotingClient
 
     cluster, ns, topic, _ = static_topic("stale-reader")
     # No push and no refresh: the consumer's mapping stays the old one until a broker says so.
     stale_consumer = Consumer(ns, route_push=False, poll_interval_ms=3_600_000)
-    answers: list[tuple[str, int]] = []  # (broker address, response code) of every pull
-    invoke = stale_consumer.remoting.invoke
 
-    def recording(address: str, request: RemotingCommand, *args: object, **kwargs: object) -> RemotingCommand:
-        response = invoke(address, request, *args, **kwargs)  # type: ignore[arg-type]
-        if request.code == RequestCode.PULL_MESSAGE:
-            answers.append((address, response.code))
-        return response
+    def planned(consumer: Consumer, offset: int) -> PullPlan | PullResult:
+        """What the consumer's pull at ``offset`` sends (or answers without sending), from the
+        mapping it holds."""
+        return plan_pull(consumer.queue(topic, 0), offset, 100, timeout_ms=consumer.timeout_ms)
 
-    monkeypatch.setattr(stale_consumer.remoting, "invoke", recording)
     with Producer(ns) as producer, stale_consumer as consumer:
         for i in range(5):
             producer.send(Message(topic, f"old-{i}".encode(), queue_id=0))
@@ -357,14 +353,22 @@ def test_a_consumer_with_a_stale_mapping_is_corrected_not_misled(
             admin.remap_static_topic(topic, [0], "broker-b")
         for i in range(3):
             producer.send(Message(topic, f"new-{i}".encode(), queue_id=0))
-        # The consumer still holds the old mapping; broker-a refuses to read past the seal,
-        # the consumer re-reads the route and continues in the new segment.
-        answers.clear()
+        # The consumer still holds the old mapping, so its pull goes to broker-a, which refuses
+        # to read past the seal: MAPPING_STALE (not NOT_LEADER, not an empty read).
+        stale = planned(consumer, 5)
+        assert isinstance(stale, PullPlan) and stale.address == cluster.brokers["broker-a"]
+        raw = RemotingClient()
+        try:
+            assert raw.invoke(stale.address, stale.request).code == ResponseCode.MAPPING_STALE
+        finally:
+            raw.close()
+        # Told so, the consumer re-reads the route (once) and continues in the new segment; the
+        # retry plans the gap without asking anyone.
+        queries = consumer.routes.counters.queries
         gap = consumer.pull(topic, 0, 5, 100)
         assert gap.messages == [] and gap.next_offset == 10_000
-        # broker-a answered MAPPING_STALE (not NOT_LEADER, not an empty read); the retry after
-        # re-reading the route planned the gap without asking anyone
-        assert answers == [(cluster.brokers["broker-a"], ResponseCode.MAPPING_STALE)]
+        assert consumer.routes.counters.queries == queries + 1
+        assert isinstance(planned(consumer, 5), PullResult)
         tail = consumer.pull(topic, 0, gap.next_offset, 100)
         assert [(m.queue_offset, m.body) for m in tail.messages] == [
             (10_000 + i, f"new-{i}".encode()) for i in range(3)

@@ -3,8 +3,6 @@ hints for misspelt names, and the sink options that configure its producer."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from rocketspark.errors import OptionError
@@ -41,8 +39,12 @@ def test_send_options_configure_the_sink_producer() -> None:
         assert (producer.timeout_ms, producer.retry_times_when_send_failed, producer.batch_max_bytes) == (1234, 0, 2048)
         assert sink.producer_for(options) is producer
     finally:
-        sink._producers.pop((os.getpid(), options), None)
         producer.close()
+    replacement = sink.producer_for(options)  # a closed producer is not handed to the next task
+    try:
+        assert replacement is not producer and not replacement.closed
+    finally:
+        replacement.close()
 
 
 def test_a_misspelt_option_is_answered_with_the_name_as_written_in_the_docs() -> None:

@@ -17,7 +17,7 @@ from rocketspark.codec.messages import to_messages
 from rocketspark.errors import OptionError
 from rocketspark.protocol.types import SendResult, SendStatus
 from rocketspark.spark.options import WriterOptions
-from rocketspark.spark.sink import _Batcher, producer_id
+from rocketspark.spark.sink import Batcher, producer_id
 
 Row = tuple[bytes, str | None, bytes]  # body, tag, packed keys and properties
 
@@ -26,7 +26,8 @@ NS = "127.0.0.1:9876"
 
 @dataclass
 class Recorder:
-    """Stands in for the Producer: a fixed queue count per topic, and every send recorded."""
+    """Stands in for the Producer (a ``QueueSender``): a fixed queue count per topic, and every
+    send recorded."""
 
     queues: int = 4
     sends: list[tuple[str, int, bytes]] = field(default_factory=list)
@@ -39,7 +40,7 @@ class Recorder:
         return SendResult(SendStatus.SEND_OK, "", topic, "b", queue_id, 0, count=len(decode(record)))
 
 
-def rows_of(one: _Batcher) -> dict[tuple[str, int], list[Row]]:
+def rows_of(one: Batcher) -> dict[tuple[str, int], list[Row]]:
     """What the batcher holds, per (topic, queue), as (body, tag, ext) rows."""
     out: dict[tuple[str, int], list[Row]] = {}
     for key, parts in one.queues.items():
@@ -50,9 +51,9 @@ def rows_of(one: _Batcher) -> dict[tuple[str, int], list[Row]]:
     return out
 
 
-def batcher(recorder: Recorder, roles: list[str], partition: int = 0, **options: Any) -> _Batcher:
+def batcher(recorder: Recorder, roles: list[str], partition: int = 0, **options: Any) -> Batcher:
     writer = WriterOptions(nameservers=(NS,), **options)
-    return _Batcher(recorder, writer, {role.lower(): role for role in roles}, partition)  # type: ignore[arg-type]
+    return Batcher(recorder, writer, {role.lower(): role for role in roles}, partition)
 
 
 def test_round_robin_starts_at_the_task_partition() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.mapping import LogicQueueMappingItem, TopicQueueMappingDetail
 from rocketspark.protocol.types import TopicConfig
-from tests.helpers import batch_record, put_batch
+from tests.helpers import Registrations, batch_record, put_batch
 
 
 def broker_config(tmp_path: Path) -> BrokerConfig:
@@ -30,8 +31,14 @@ def broker_config(tmp_path: Path) -> BrokerConfig:
 
 
 @pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Broker]:
-    b = Broker(broker_config(tmp_path))
+def nameserver() -> Registrations:
+    return Registrations()
+
+
+@pytest.fixture
+def broker(tmp_path: Path, nameserver: Registrations) -> Iterator[Broker]:
+    config = replace(broker_config(tmp_path), nameservers=["127.0.0.1:9876"])
+    b = Broker(config, nameserver_transport=nameserver)
     b.open()
     b.topics.put(TopicConfig("orders", 2, 2), 0)
     b.topics.put(TopicConfig("other", 1, 1), 0)
@@ -108,9 +115,9 @@ def test_a_producer_sequence_past_the_recovered_log_does_not_drop_the_resend(tmp
         broker.close()
 
 
-def static_broker(broker: Broker, monkeypatch: pytest.MonkeyPatch) -> tuple[list[object], list[int]]:
+def static_broker(broker: Broker) -> int:
     """Make "st" a static topic whose logical queues 0 and 2 broker-a leads and 1 broker-b
-    leads; record registrations and mapping saves."""
+    leads; return the version of its saved mappings (one more for each save) by then."""
     items = {
         0: [LogicQueueMappingItem(0, 0, "broker-a", 0)],
         1: [LogicQueueMappingItem(0, 0, "broker-b", 0)],
@@ -121,21 +128,7 @@ def static_broker(broker: Broker, monkeypatch: pytest.MonkeyPatch) -> tuple[list
     for _ in range(3):
         put(broker, "st", 0)
     put(broker, "st", 1)
-    registered: list[object] = []
-    saves: list[int] = []
-
-    async def register_now(changed: list[str] | None = None) -> None:
-        registered.append(changed)
-
-    persist = broker.static.persist
-
-    def counted_persist() -> None:
-        saves.append(1)
-        persist()
-
-    monkeypatch.setattr(broker.registry, "register_now", register_now)
-    monkeypatch.setattr(broker.static, "persist", counted_persist)
-    return registered, saves
+    return broker.static.version
 
 
 def seal(broker: Broker, ids: list[object]) -> dict[str, int]:
@@ -144,49 +137,45 @@ def seal(broker: Broker, ids: list[object]) -> dict[str, int]:
     return result
 
 
-def test_sealing_several_queues_saves_the_mapping_once_and_registers(
-    broker: Broker, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    registered, saves = static_broker(broker, monkeypatch)
+def test_sealing_several_queues_saves_the_mapping_once_and_registers(broker: Broker, nameserver: Registrations) -> None:
+    saved = static_broker(broker)
     assert seal(broker, [0, 2]) == {"0": 3, "2": 1}
-    assert (saves, registered) == ([1], [["st"]])
+    assert (broker.static.version - saved, nameserver.changed) == (1, [["st"]])
     assert seal(broker, [0]) == {"0": 3}  # a remap re-run: answered as sealed, nothing saved
-    assert saves == [1]
+    assert broker.static.version - saved == 1
 
 
 @pytest.mark.parametrize("bad", ["x", None, -1, True, 1.5])
 def test_a_bad_logical_queue_id_is_an_invalid_request_naming_it(
-    bad: object, broker: Broker, monkeypatch: pytest.MonkeyPatch
+    bad: object, broker: Broker, nameserver: Registrations
 ) -> None:
-    registered, saves = static_broker(broker, monkeypatch)
+    saved = static_broker(broker)
     with pytest.raises(InvalidParameterError, match=rf"logicQueueIds must list logical queue numbers.*{bad!r}"):
         seal(broker, [0, bad])
-    assert (saves, registered) == ([], [])
+    assert (broker.static.version - saved, nameserver.changed) == (0, [])
     assert broker.static.details["st"].leader_of(0) is not None
 
 
 def test_a_queue_this_broker_does_not_lead_fails_the_seal_before_anything_is_sealed(
-    broker: Broker, monkeypatch: pytest.MonkeyPatch
+    broker: Broker, nameserver: Registrations
 ) -> None:
-    registered, saves = static_broker(broker, monkeypatch)
+    saved = static_broker(broker)
     with pytest.raises(NotLeaderForQueueError, match="does not lead logical queue 1"):
         seal(broker, [0, 1])
     assert broker.static.details["st"].leader_of(0) is not None
-    assert (saves, registered) == ([], [])
+    assert (broker.static.version - saved, nameserver.changed) == (0, [])
 
 
 def test_a_seal_that_took_effect_is_registered_even_if_saving_it_failed(
-    broker: Broker, monkeypatch: pytest.MonkeyPatch
+    broker: Broker, nameserver: Registrations
 ) -> None:
-    registered, _ = static_broker(broker, monkeypatch)
-
-    def failing_persist() -> None:
-        raise OSError("disk full")
-
-    monkeypatch.setattr(broker.static, "persist", failing_persist)
-    with pytest.raises(OSError, match="disk full"):
+    static_broker(broker)
+    broker.static.path.unlink()
+    broker.static.path.mkdir()  # a directory in the mapping file's place: saving it fails
+    with pytest.raises(IsADirectoryError):
         seal(broker, [0])
-    assert registered == [["st"]]
+    assert broker.static.details["st"].leader_of(0) is None  # sealed here all the same
+    assert nameserver.changed == [["st"]]
 
 
 def test_a_logical_offset_commit_for_an_illegal_topic_name_is_refused(broker: Broker) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -16,24 +17,43 @@ from rocketspark.protocol.types import SendResult, SendStatus
 RESULT = SendResult(SendStatus.SEND_OK, "id", "t", "broker-a", 0, 0)
 
 
-def test_concurrent_first_calls_share_one_pool(monkeypatch: pytest.MonkeyPatch) -> None:
-    made: list[object] = []
+class Pool(concurrent.futures.Executor):
+    """Records what it is handed and answers each with RESULT (no broker needed)."""
 
-    class SlowPool(concurrent.futures.ThreadPoolExecutor):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            time.sleep(0.05)  # widens the window in which a second caller could make another
-            made.append(self)
-            super().__init__(*args, **kwargs)
+    def __init__(self) -> None:
+        self.submitted: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
 
-    monkeypatch.setattr(concurrent.futures, "ThreadPoolExecutor", SlowPool)
-    producer = Producer("127.0.0.1:9876", route_push=False)
-    producer.send = lambda message, timeout_ms=None: RESULT  # type: ignore[method-assign]
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
+        self.submitted.append((fn, args))
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        future.set_result(RESULT)
+        return future
+
+
+class Pools:
+    """The producer's ``PoolFactory``: slow to make a pool, which widens the window in which a
+    second caller could make another."""
+
+    def __init__(self) -> None:
+        self.made: list[Pool] = []
+
+    def __call__(self) -> concurrent.futures.Executor:
+        time.sleep(0.05)
+        pool = Pool()
+        self.made.append(pool)
+        return pool
+
+
+def test_concurrent_first_calls_share_one_pool() -> None:
+    pools = Pools()
+    producer = Producer("127.0.0.1:9876", route_push=False, send_async_pool=pools)
     start = threading.Barrier(8)
     futures: list[concurrent.futures.Future[SendResult]] = []
+    message = Message("t", b"x")
 
     def submit() -> None:
         start.wait()
-        futures.append(producer.send_async(Message("t", b"x")))
+        futures.append(producer.send_async(message))
 
     threads = [threading.Thread(target=submit) for _ in range(8)]
     for thread in threads:
@@ -41,12 +61,14 @@ def test_concurrent_first_calls_share_one_pool(monkeypatch: pytest.MonkeyPatch) 
     for thread in threads:
         thread.join()
     producer.close()
-    assert len(made) == 1 and [f.result() for f in futures] == [RESULT] * 8
+    assert len(pools.made) == 1 and [f.result() for f in futures] == [RESULT] * 8
+    assert pools.made[0].submitted == [(producer.send, (message,))] * 8
 
 
 def test_send_async_after_close_is_refused() -> None:
-    producer = Producer("127.0.0.1:9876", route_push=False)
+    pools = Pools()
+    producer = Producer("127.0.0.1:9876", route_push=False, send_async_pool=pools)
     producer.close()
     with pytest.raises(ClientError, match="this producer is closed"):
         producer.send_async(Message("t", b"x"))
-    assert producer._executor is None
+    assert pools.made == []

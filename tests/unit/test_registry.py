@@ -4,66 +4,69 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
+from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
-
-import pytest
 
 from broker.config import BrokerConfig
 from broker.server import Broker
 from rocketspark.protocol.command import RemotingCommand
+from rocketspark.remoting.transport import Transport
+from tests.helpers import Registrations
 
 HUNG, HEALTHY = "127.0.0.1:1", "127.0.0.1:2"
 
 
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Broker]:
-    b = Broker(BrokerConfig(data_dir=str(tmp_path / "b"), nameservers=[HUNG, HEALTHY], register_interval_ms=60_000))
-    yield b
-    b.registry.close()
+def make_broker(tmp_path: Path, nameservers: Transport) -> Broker:
+    config = BrokerConfig(data_dir=str(tmp_path / "b"), nameservers=[HUNG, HEALTHY], register_interval_ms=60_000)
+    return Broker(config, nameserver_transport=nameservers)
 
 
-def test_a_hung_nameserver_does_not_delay_registering_with_the_others(
-    broker: Broker, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    hung_started, release, healthy_done = threading.Event(), threading.Event(), threading.Event()
+class OneHung:
+    """HUNG answers only once released; HEALTHY answers once HUNG is holding its call, so a
+    registry that lets one nameserver hold back another fails either way round."""
 
-    def invoke(address: str, request: RemotingCommand, *args: Any, **kwargs: Any) -> RemotingCommand:
+    def __init__(self) -> None:
+        self.hung_started, self.release, self.healthy_done = threading.Event(), threading.Event(), threading.Event()
+
+    def invoke(self, address: str, request: RemotingCommand, timeout_ms: int | None = None) -> RemotingCommand:
         if address == HUNG:
-            hung_started.set()
-            release.wait(10)
-        else:
-            healthy_done.set()
+            self.hung_started.set()
+            self.release.wait(10)
+        elif self.hung_started.wait(5):
+            self.healthy_done.set()
         return request.response()
 
-    monkeypatch.setattr(broker.registry.client, "invoke", invoke)
-    registry = broker.registry
-    hung = threading.Thread(target=registry._register_one, args=(HUNG, registry._lock(HUNG), b""))
-    hung.start()
+    def invoke_async(
+        self, address: str, request: RemotingCommand, timeout_ms: int | None = None
+    ) -> Future[RemotingCommand]:
+        raise AssertionError("the registry registers with blocking calls, one thread per nameserver")
+
+
+def test_a_hung_nameserver_does_not_delay_registering_with_the_others(tmp_path: Path) -> None:
+    nameservers = OneHung()
+    broker = make_broker(tmp_path, nameservers)
+    registering = threading.Thread(target=asyncio.run, args=(broker.registry.register_now(),))
+    registering.start()
     try:
-        assert hung_started.wait(5)
-        healthy = threading.Thread(target=registry._register_one, args=(HEALTHY, registry._lock(HEALTHY), b""))
-        healthy.start()
-        assert healthy_done.wait(5), "registering with the healthy nameserver waited for the hung one"
-        healthy.join()
+        assert nameservers.hung_started.wait(5)
+        assert nameservers.healthy_done.wait(5), "registering with the healthy nameserver waited for the hung one"
     finally:
-        release.set()
-        hung.join()
+        nameservers.release.set()
+        registering.join()
+        broker.registry.close()
 
 
-def test_the_periodic_loop_does_not_register_again_at_start(broker: Broker, monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[object] = []
-
-    async def register_now(changed: list[str] | None = None) -> None:
-        calls.append(changed)
-
-    monkeypatch.setattr(broker.registry, "register_now", register_now)
+def test_the_periodic_loop_does_not_register_again_at_start(tmp_path: Path) -> None:
+    nameservers = Registrations()
+    broker = make_broker(tmp_path, nameservers)
 
     async def scenario() -> None:
         loop = asyncio.create_task(broker.registry.run())
         await asyncio.sleep(0.05)
         loop.cancel()
 
-    asyncio.run(scenario())
-    assert calls == []  # start() registers once; the loop waits a full interval first
+    try:
+        asyncio.run(scenario())  # returns once registrations started in threads, if any, are answered
+    finally:
+        broker.registry.close()
+    assert nameservers.changed == []  # start() registers once; the loop waits a full interval first

@@ -78,12 +78,13 @@ def test_a_forked_child_gets_fresh_channels_and_deadlines() -> None:
     try:
         with pytest.raises((ConnectError, RequestTimeoutError)):
             client.invoke(address, RemotingCommand.request(RequestCode.GET_COUNTERS), 1000)
+        assert client.connected_peers == [address]  # the parent's channel, which the child must not use
         read_end, write_end = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child: report, never return into pytest
             status = b"?"
             try:
-                fresh = not client._peers
+                fresh = not client.connected_peers
                 try:
                     client.invoke(address, RemotingCommand.request(RequestCode.GET_COUNTERS), 1000)
                 except (ConnectError, RequestTimeoutError):

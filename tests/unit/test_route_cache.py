@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+import weakref
 from typing import Any
 
 import pytest
@@ -54,16 +55,23 @@ class FakeNameserver:
         pass
 
 
+class View:
+    """A value derived from a route, which a weak reference can watch being let go."""
+
+    def __init__(self, route: TopicRouteData) -> None:
+        self.route = route
+
+
 def cache(fake: FakeNameserver, **options: Any) -> RouteCache:
     return RouteCache(["127.0.0.1:9876"], fake, RouteOptions(route_push=False, **options))  # type: ignore[arg-type]
 
 
 def test_lookups_of_new_topics_while_expiry_scans_do_not_break_the_scan() -> None:
-    fake = FakeNameserver()
+    fake = FakeNameserver()  # knows no topic: every lookup below adds a topic to what expiry scans
     routes = cache(fake, not_found_ttl_ms=600_000, topic_expiry_ms=600_000)
-    routes._used.update((f"old-{i}", time.monotonic()) for i in range(200_000))
-    # the lookups are answered "missing" from the cache: fast, and no lock taken on their way
-    routes._missing.update((f"new-{i}", time.monotonic() + 600) for i in range(1_000_000))
+    old = route("old")
+    for i in range(200_000):  # so that each scan takes long enough for lookups to land inside it
+        routes.put(f"old-{i}", old)
     stop = threading.Event()
 
     def look_up() -> None:
@@ -180,8 +188,12 @@ def test_derived_values_are_built_once_per_route_and_survive_a_refresh_that_chan
         fake.routes["t"] = route("t", queues=4)
         routes.refresh("t")
         assert routes.derive("t", count_queues) == 4 and len(builds) == 2
+        view = routes.derive("t", View)
+        gone = weakref.ref(view)
+        del view
+        assert gone() is not None  # the cache holds what it derived
         routes.invalidate("t")
-        assert routes._derived == {}
+        assert gone() is None  # and lets go of it with the route
     finally:
         routes.close()
 
@@ -190,10 +202,10 @@ def test_expiry_drops_what_was_derived_from_a_topic() -> None:
     fake = FakeNameserver({"t": route("t")})
     routes = cache(fake, topic_expiry_ms=50)
     try:
-        routes.derive("t", lambda r: r.topic)
-        assert routes._derived
+        gone = weakref.ref(routes.derive("t", View))
+        assert gone() is not None  # the cache holds what it derived
         eventually(lambda: routes.cached_topics() == [], timeout_s=3)  # the refresh thread expires it
-        assert routes._derived == {} and routes.counters.expired == 1
+        assert gone() is None and routes.counters.expired == 1
     finally:
         routes.close()
 

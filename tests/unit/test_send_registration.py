@@ -16,26 +16,29 @@ from rocketspark.codec.build import encode_messages
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.types import Message
+from tests.helpers import Registrations
 
 
 @pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Broker]:
-    b = Broker(BrokerConfig(data_dir=str(tmp_path / "broker"), auto_create_topic_enable=True))
+def nameserver() -> Registrations:
+    return Registrations(delay_s=0.1)  # a nameserver round trip
+
+
+@pytest.fixture
+def broker(tmp_path: Path, nameserver: Registrations) -> Iterator[Broker]:
+    config = BrokerConfig(
+        data_dir=str(tmp_path / "broker"), auto_create_topic_enable=True, nameservers=["127.0.0.1:9876"]
+    )
+    b = Broker(config, nameserver_transport=nameserver)
     b.open()
     yield b
     b.close()
 
 
 def test_the_first_send_to_a_new_topic_is_answered_after_its_registration(
-    broker: Broker, monkeypatch: pytest.MonkeyPatch
+    broker: Broker, nameserver: Registrations
 ) -> None:
-    registered: list[list[str] | None] = []
-
-    async def slow_register_now(changed: list[str] | None = None, *, incremental: bool = False) -> None:
-        await asyncio.sleep(0.1)  # a nameserver round trip
-        registered.append(changed)
-
-    monkeypatch.setattr(broker.registry, "register_now", slow_register_now)
+    registered = nameserver.changed
     ext = {"topic": "fresh", "defaultTopic": AUTO_CREATE_TOPIC, "defaultTopicQueueNums": 4}
     body = encode_messages("fresh", [Message("fresh", b"first")])
 

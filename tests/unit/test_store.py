@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import shutil
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from broker.store.mappedfile import Sync
 from broker.store.reading import GetStatus
 from broker.store.recovery import RecoveryReport
 from broker.store.store import MessageStore, StoreConfig
 from rocketspark.codec.layout import HEADER_SIZE, tag_hash
-from tests.helpers import decode_messages, put_batch
+from tests.helpers import decode_messages, eventually, put_batch
 
 SEGMENT = 1024  # a ~100-byte record: about ten per segment, so files roll all the time
 ENTRIES = 8  # consume-queue entries per file
@@ -55,10 +58,29 @@ def store_path(tmp_path: Path) -> Path:
     return tmp_path / "store"
 
 
-def open_store(path: Path, **overrides: object) -> MessageStore:
-    store = MessageStore(config(path, **overrides))
+def open_store(path: Path, *, sync: Sync = os.fsync, **overrides: object) -> MessageStore:
+    store = MessageStore(config(path, **overrides), sync=sync)
     store.open()
     return store
+
+
+class Disk:
+    """The store's ``Sync``: fsync, unless told to fail (an I/O error) or to stall the next one
+    until released (a slow disk; the flusher holds the store meanwhile)."""
+
+    def __init__(self) -> None:
+        self.failing = False
+        self.stall_next = False
+        self.stalled, self.release = threading.Event(), threading.Event()
+
+    def __call__(self, fd: int, /) -> None:
+        if self.failing:
+            raise OSError(errno.EIO, "I/O error")
+        if self.stall_next:
+            self.stall_next = False
+            self.stalled.set()
+            self.release.wait(10)
+        os.fsync(fd)
 
 
 def reopen(path: Path, *, full_verify: bool = False) -> tuple[MessageStore, RecoveryReport]:
@@ -262,15 +284,25 @@ def test_retention_deletes_old_segments_and_moves_min_offsets(store_path: Path) 
 
 
 def test_the_periodic_retention_round_skips_while_the_flusher_holds_the_store(store_path: Path) -> None:
-    store = open_store(store_path, retention_ms=60_000, flush_interval_ms=600_000)  # flusher stays idle
+    disk = Disk()
+    store = open_store(store_path, sync=disk, retention_ms=60_000, flush_interval_ms=600_000)  # flusher idles
     fill(store, count=60, queues=1)
     old = store.commitlog.segments[:-2]
     for segment in old:
         segment.touch(time.time() - 3600)
-    with store._maint_lock:  # what the flusher holds while it fsyncs
+    disk.stall_next = True
+    # A sync-flush send's wait wakes the flusher, which stalls in its fsync, holding the store.
+    flushing = threading.Thread(target=asyncio.run, args=(store.wait_flushed(store.log_max_offset),))
+    flushing.start()
+    try:
+        assert disk.stalled.wait(5)
         assert store.delete_expired(blocking=False) == 0
-    assert store.commitlog.segments[: len(old)] == old
-    assert store.delete_expired(blocking=False) == len(old)
+        assert store.commitlog.segments[: len(old)] == old
+    finally:
+        disk.release.set()
+        flushing.join()
+    # the flusher finishes its round (the queues, the checkpoint); the next retention round works
+    eventually(lambda: store.delete_expired(blocking=False) == len(old), timeout_s=5)
     store.close()
 
 
@@ -311,24 +343,15 @@ def test_bytes_stored_counts_the_records_not_the_blank_filling_a_segment(store_p
     store.close()
 
 
-def test_a_consume_queue_whose_fsync_failed_is_flushed_again_next_time(
-    store_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    store = open_store(store_path, flush_interval_ms=600_000)  # flushed by hand below
+def test_a_consume_queue_whose_fsync_failed_is_flushed_again_next_time(store_path: Path) -> None:
+    disk = Disk()
+    store = open_store(store_path, sync=disk, flush_interval_ms=600_000)  # flushed by hand below
     put(store, "orders", 0, b"x")
     cq = store.queues[("orders", 0)]
-    real_fsync = os.fsync
-    failing = True
-
-    def fsync(fd: int) -> None:
-        if failing:
-            raise OSError("I/O error")
-        real_fsync(fd)
-
-    monkeypatch.setattr(os, "fsync", fsync)
-    with pytest.raises(OSError):
+    disk.failing = True
+    with pytest.raises(OSError, match="I/O error"):
         cq.flush()
-    failing = False
+    disk.failing = False
     cq.flush()
     assert all(f.flushed == f.wrote for f in cq.files)
     store.close()
