@@ -20,7 +20,6 @@ from rocketspark.errors import RocketSparkError
 from rocketspark.protocol.codec import pack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.protocol.headers import get_int
 from rocketspark.remoting.client import RemotingClient, check
 from rocketspark.remoting.transport import Transport
 from rocketspark.security.service import VERSION_FIELD, reconcile
@@ -117,16 +116,15 @@ class Registry:
         await asyncio.shield(self.register_soon(changed, incremental=True))
 
     def _register_one(self, address: str, lock: threading.Lock, body: bytes) -> None:
-        ext = {"brokerName": self.name, "clusterName": self.config.cluster_name, VERSION_FIELD: self.acl.table.version}
+        ext: dict[str, object] = {"brokerName": self.name, "clusterName": self.config.cluster_name}
+        if self.config.auth_enable:
+            ext[VERSION_FIELD] = self.acl.table.version  # the nameserver answers with its own
         request = RemotingCommand.request(RequestCode.REGISTER_BROKER, ext, body)
         try:
             with lock:
                 if self._stopped:
                     return
                 response = check(self.client.invoke(address, request))
-                theirs = get_int(response, VERSION_FIELD)
-                if theirs is not None:  # the user table: whichever of the two missed a change catches up
-                    reconcile(self._call, address, self.acl, theirs)
         except RocketSparkError as exc:
             if address not in self._failing:
                 log.warning("broker %s cannot register with nameserver %s: %s", self.name, address, exc)
@@ -135,6 +133,25 @@ class Registry:
         if address in self._failing:
             log.info("broker %s registered with nameserver %s again", self.name, address)
             self._failing.discard(address)
+        theirs = response.ext.get(VERSION_FIELD)  # absent from a nameserver with security off
+        if self.config.auth_enable and isinstance(theirs, int):
+            self._catch_up(address, theirs)
+
+    def _catch_up(self, address: str, theirs: int) -> None:
+        """Whichever of this broker and the nameserver missed a user change takes the other's
+        table; a failure is retried at the next registration."""
+        try:
+            reconcile(self._call, address, self.acl, theirs)
+        except RocketSparkError as exc:
+            log.warning(
+                "broker %s: user table version %d here, %d at nameserver %s; catching up failed (retried at the next "
+                "registration): %s",
+                self.name,
+                self.acl.table.version,
+                theirs,
+                address,
+                exc,
+            )
 
     def _call(self, address: str, request: RemotingCommand) -> RemotingCommand:
         return check(self.client.invoke(address, request))

@@ -49,13 +49,17 @@ def parse_address(address: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def translate_rpc_error(err: grpc.RpcError, address: str, peer: str, tls: ClientTls | None = None) -> RocketSparkError:
-    """Turn a gRPC failure into the rocketspark error a user can act on."""
+def translate_rpc_error(
+    err: grpc.RpcError, address: str, peer: str, tls: ClientTls | None = None, *, first_contact: bool = True
+) -> RocketSparkError:
+    """Turn a gRPC failure into the rocketspark error a user can act on. ``first_contact``: the
+    peer never answered this client; only then is a connection closed at once read as TLS
+    refusing it (a peer that answered before and closes now is restarting, not misconfigured)."""
     code = err.code() if hasattr(err, "code") else None
     details = (err.details() if hasattr(err, "details") else "") or ""
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return RequestTimeoutError(f"{peer} at {address} did not answer before the deadline", address=address)
-    tls_problem = _tls_problem(details, peer, tls)
+    tls_problem = _tls_problem(details, peer, tls, first_contact)
     if tls_problem is not None:
         return TlsError(f"cannot connect to {peer} at {address}: {tls_problem}", address=address)
     if code == grpc.StatusCode.UNAVAILABLE:
@@ -66,11 +70,11 @@ def translate_rpc_error(err: grpc.RpcError, address: str, peer: str, tls: Client
     return ConnectError(f"call to {peer} at {address} failed: {code} {details}", address=address)
 
 
-def _tls_problem(details: str, peer: str, tls: ClientTls | None) -> str | None:
+def _tls_problem(details: str, peer: str, tls: ClientTls | None, first_contact: bool) -> str | None:
     """What went wrong in a TLS handshake, in terms of the settings that fix it; None when the
     failure is not one (gRPC reports handshakes only in its details text)."""
     if "handshake failed" not in details.lower():
-        if "failed to connect" in details and "Socket closed" in details:  # closed while connecting
+        if first_contact and "failed to connect" in details and "Socket closed" in details:  # closed while connecting
             if tls is None:
                 return (
                     f"the {peer} closed the connection at once, as a TLS server does with a plaintext client: "
@@ -164,6 +168,7 @@ class RemotingClient:
         self._lock = threading.Lock()
         self._closed = False
         self._oneway: set[concurrent.futures.Future[RemotingCommand]] = set()
+        self._answered: set[str] = set()  # peers that answered once: a close from them is no TLS refusal
         _CLIENTS.add(self)
 
     @property
@@ -198,7 +203,7 @@ class RemotingClient:
         timeout_s = (timeout_ms or self.default_timeout_ms) / 1000
 
         def translate(err: grpc.RpcError) -> RocketSparkError:
-            return translate_rpc_error(err, address, kind, self.tls)
+            return translate_rpc_error(err, address, kind, self.tls, first_contact=address not in self._answered)
 
         code = request.code  # the deadline heap keeps ``expire``: it must not hold the request body
         if self.signer is not None:
@@ -215,7 +220,14 @@ class RemotingClient:
             failed: concurrent.futures.Future[RemotingCommand] = concurrent.futures.Future()
             failed.set_exception(exc)
             return failed
-        return mux.submit(request, timeout_s, expire)
+        future = mux.submit(request, timeout_s, expire)
+        if address not in self._answered:
+            future.add_done_callback(lambda done: self._heard_from(address, done))
+        return future
+
+    def _heard_from(self, address: str, done: concurrent.futures.Future[RemotingCommand]) -> None:
+        if not done.cancelled() and done.exception() is None:
+            self._answered.add(address)
 
     def invoke(
         self, address: str, request: RemotingCommand, timeout_ms: int | None = None, *, peer: str | None = None
