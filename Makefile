@@ -6,7 +6,7 @@ DEPS := $(VENV)/.deps-installed
 INSTALLED := $(VENV)/.project-installed
 SOURCES := $(shell find rocketspark broker nameserver -name '*.py' 2>/dev/null)
 
-.PHONY: test run check bench bench-spark bench-resilience bench-security clean
+.PHONY: test run check bench bench-spark bench-resilience bench-security protos clean
 
 # Dependencies once; the project itself is installed the way a user installs it (not in
 # editable mode), so that Spark's data-source discovery finds pyspark_rocketmq, and again
@@ -43,6 +43,9 @@ bench-resilience: $(INSTALLED)
 
 bench-security: $(INSTALLED)
 	$(PY) benchmarks/bench_security.py
+
+protos: $(INSTALLED)  # regenerate rocketspark/grpcv2/stubs from protos/ (needs the dev extra: grpcio-tools)
+	$(PY) -m pip install -q ".[dev]" && $(PY) tools/gen_protos.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

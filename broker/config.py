@@ -65,6 +65,7 @@ class BrokerConfig(SecuritySettings):
     ha_ack_timeout_ms: int = 3000  # longer than this without them: FLUSH_SLAVE_TIMEOUT
     ha_max_time_slave_not_catchup_ms: int = 15_000  # a slave behind this long leaves the SyncStateSet
     ha_listen_port: int = 0  # the HA port the log travels to slaves on (0: any free one; slaves ask)
+    grpc_listen_port: int = 0  # the RocketMQ 5 gRPC (v2) endpoint for the official clients; 0: any free one, -1: off
     ha_chunk_bytes: int = 1 * MiB  # the most of the log the master pushes to a slave at once
     ha_metadata_interval_ms: int = 1000  # how often a slave copies topics, mappings and offsets
     controller_heartbeat_interval_ms: int = 1000  # heartbeats to every nameserver's controller
@@ -80,6 +81,8 @@ class BrokerConfig(SecuritySettings):
             raise ConfigError(f'flush_mode must be "async" or "sync", not "{self.flush_mode}"')
         if not 0 <= self.listen_port < 65536:
             raise ConfigError(f"listen_port {self.listen_port} is not a port number (0-65535)")
+        if not -1 <= self.grpc_listen_port < 65536:
+            raise ConfigError(f"grpc_listen_port {self.grpc_listen_port} is not a port number (0-65535), or -1 (off)")
         if self.max_message_bytes <= 0 or self.max_inflight_request_bytes <= 0:
             raise ConfigError("max_message_bytes and max_inflight_request_bytes must be positive")
         if self.max_batch_bytes and self.max_batch_bytes < self.max_message_bytes + 4096:

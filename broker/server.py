@@ -36,6 +36,9 @@ from broker.store.recovery import RecoveryReport
 from broker.store.store import MessageStore
 from broker.topics import TopicTable
 from rocketspark.errors import ControllerInvalidRequestError, ControllerReplicaIdInvalidError, RocketSparkError
+from rocketspark.grpcv2.endpoint import Cluster as GrpcCluster
+from rocketspark.grpcv2.endpoint import Endpoint as GrpcEndpoint
+from rocketspark.grpcv2.endpoint import create_server as bind_grpc
 from rocketspark.protocol.types import Perm
 from rocketspark.remoting.server import Dispatcher, run_every, serve_until_signalled
 from rocketspark.remoting.server import create_server as bind_server
@@ -95,6 +98,9 @@ class Broker:
             security=self.security,
         )
         self.address = ""
+        self.grpc_address = ""  # the v2 endpoint's host:port once bound ("" when off)
+        self.grpc_server: aio.Server | None = None
+        self.grpc_endpoint: GrpcEndpoint | None = None
         self.started_at = time.time()
         self.controller = (
             ControllerLink(
@@ -311,12 +317,24 @@ def create_server(config: BrokerConfig) -> tuple[aio.Server, int, Broker]:
         (log.warning if report.damage else log.info)("broker %s: %s", broker.name, line)
     server, port = bind_server(broker.dispatcher, config.listen_host, config.listen_port, broker.security.server_tls)
     broker.address = f"{config.advertised_address}:{port}"
+    if config.grpc_listen_port >= 0:
+        endpoint = GrpcEndpoint(
+            GrpcCluster(config.nameservers, broker.security), broker.dispatcher.guard, lambda: broker.grpc_address
+        )
+        broker.grpc_server, grpc_port = bind_grpc(
+            endpoint, config.listen_host, config.grpc_listen_port, broker.security.server_tls
+        )
+        broker.grpc_address = f"{config.advertised_address}:{grpc_port}"
+        broker.grpc_endpoint = endpoint
     return server, port, broker
 
 
 async def start(server: aio.Server, broker: Broker) -> list[asyncio.Task[None]]:
     """Start serving and the background work; register with the nameservers once."""
     await server.start()
+    if broker.grpc_server is not None:
+        await broker.grpc_server.start()
+        log.info("broker %s: grpc v2 endpoint ready on %s", broker.name, broker.grpc_address)
     if not broker.config.nameservers:
         log.warning(
             "broker %s has no nameserver configured (nameservers in its config or ROCKETSPARK_NAMESRV); "
@@ -348,6 +366,10 @@ async def stop(server: aio.Server, broker: Broker, tasks: list[asyncio.Task[None
         task.cancel()
     broker.longpoll.close()
     await broker.replication.stop()
+    if broker.grpc_server is not None:
+        await broker.grpc_server.stop(grace=1)
+    if broker.grpc_endpoint is not None:
+        broker.grpc_endpoint.cluster.close()
     await server.stop(grace=2)
     await broker.registry.unregister_all()
     broker.close()

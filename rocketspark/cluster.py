@@ -112,6 +112,16 @@ class LocalCluster:
         self._ports: dict[str, int] = {}  # every broker ever started: a restart reuses its port
         self._replicas: dict[str, dict[int, str]] = {}  # group -> replica id -> address
         self._by_address: dict[str, tuple[str, int]] = {}  # replica address -> (group, replica id)
+        self._grpc_ports: dict[str, int] = {}  # a server's v2 endpoint port, kept across restarts
+        self.grpc_endpoints: dict[str, str] = {}  # broker or replica name -> its v2 endpoint
+
+    @property
+    def grpc_endpoint(self) -> str:
+        """``host:port`` of a v2 endpoint, what the official RocketMQ 5 clients are given as
+        endpoints (every broker's serves the whole cluster)."""
+        if not self.grpc_endpoints:
+            raise ClusterError("no broker of this cluster serves the grpc v2 endpoint (grpc_listen_port = -1)")
+        return next(iter(self.grpc_endpoints.values()))
 
     @property
     def client_options(self) -> dict[str, Any]:
@@ -251,6 +261,10 @@ class LocalCluster:
         return address
 
     def _start_broker_server(self, key: str, values: dict[str, Any]) -> str:
+        if values.get("grpc_listen_port", 0) == 0:  # chosen here, so that grpc_endpoint can name it
+            values = values | {"grpc_listen_port": self._grpc_ports.setdefault(key, _free_port())}
+        if values["grpc_listen_port"] > 0:
+            self.grpc_endpoints[key] = f"127.0.0.1:{values['grpc_listen_port']}"
         if self.processes:
             return self._start_process(key, "broker", values)
         from broker import server

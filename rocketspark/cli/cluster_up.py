@@ -50,6 +50,8 @@ def cluster_up(args: argparse.Namespace) -> int:
         )
         console.print(f"data in {cluster.data_dir}; export ROCKETSPARK_NAMESRV={cluster.nameserver}; Ctrl-C stops")
         _announce_security(cluster)
+        if cluster.grpc_endpoints:  # what the official RocketMQ 5 clients are given as endpoints
+            print(f"grpc v2 endpoint ready on {cluster.grpc_endpoint}", flush=True)
         print(f"cluster ready on {cluster.nameserver}", flush=True)
         while not stop.wait(0.5):
             pass

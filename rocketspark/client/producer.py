@@ -269,10 +269,11 @@ class Producer(ClientBase):
         if self.fault is not None:
             self.fault.update(broker_name, (time.monotonic() - started) * 1000, failed=failed)
 
-    def send(self, message: Message, *, timeout_ms: int | None = None) -> SendResult:
-        """Send one message and wait for the broker's acknowledgement."""
+    def send(self, message: Message, *, timeout_ms: int | None = None, born_ms: int | None = None) -> SendResult:
+        """Send one message and wait for the broker's acknowledgement. ``born_ms``: when it was
+        made, if not now (a message relayed from another client keeps its born time)."""
         self._check(message)
-        body = encode_messages(message.topic, [message], compression_kind=self.compression)
+        body = encode_messages(message.topic, [message], compression_kind=self.compression, born_ms=born_ms)
         pinned = message if message.queue_id is not None or message.sharding_key is not None else None
         return self._send_body(message.topic, body, pinned, False, timeout_ms)
 

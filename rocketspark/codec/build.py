@@ -211,15 +211,19 @@ def encode_messages(
     *,
     compression_kind: int = NONE,
     idempotence: Idempotence | None = None,
+    born_ms: int | None = None,
 ) -> bytes:
-    """One batch record of ``messages`` (all of ``topic``), as a producer sends it."""
+    """One batch record of ``messages`` (all of ``topic``), as a producer sends it; ``born_ms``:
+    when they were made (default: now)."""
     bodies = list(map(BODY, messages))
     if is_plain(messages):  # bodies alone: no per-message Python
         section = build_section(bodies)
     else:
         exts = [pack_ext(m.keys, m.properties) if m.keys or m.properties else b"" for m in messages]
         section = build_section(bodies, [m.tags for m in messages], exts)
-    return encode_batch(topic.encode(), section, compression_kind=compression_kind, idempotence=idempotence)
+    return encode_batch(
+        topic.encode(), section, compression_kind=compression_kind, idempotence=idempotence, born_ms=born_ms
+    )
 
 
 BODY = attrgetter("body")  # a message's attributes, read by C loops over many messages

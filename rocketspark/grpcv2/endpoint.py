@@ -1,0 +1,336 @@
+"""The ``apache.rocketmq.v2.MessagingService`` endpoint a broker serves on ``grpc_listen_port``.
+
+It works as RocketMQ 5's proxy does in cluster mode: the official clients talk to it, and it
+talks to the cluster through our own client, so it serves every topic of the cluster, static
+topics included, whichever broker it runs in. ``QueryRoute`` answers with the topic's
+logical queues, all reached through this endpoint; a send picks the logical queue itself (by
+``message_group`` for FIFO, else round robin), as the Java proxy does.
+
+The endpoint is an edge: every error becomes the v2 ``Status`` a client understands, in one
+place (``mapping.status_for``), and with security on the official clients' signature (the same
+``MQv2-HMAC-SHA1`` our clients send) is checked against the broker's users, request by request,
+with the permission rule of the equivalent remoting request.
+
+Served: routes, heartbeats, settings (``Telemetry``), client termination and normal and FIFO
+sends. Delay and transactional messages and consumption (``ReceiveMessage`` and kin) answer
+NOT_IMPLEMENTED with a sentence saying so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Final, TypeVar
+
+import grpc
+from google.protobuf.message import DecodeError
+from grpc import aio
+
+from rocketspark.client.admin import Admin
+from rocketspark.client.producer import Producer
+from rocketspark.errors import InvalidParameterError, RocketSparkError
+from rocketspark.grpcv2 import mapping, settings
+from rocketspark.grpcv2.stubs import definition_pb2 as pb
+from rocketspark.grpcv2.stubs import service_pb2 as sv
+from rocketspark.protocol import service
+from rocketspark.protocol.codes import RequestCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.remoting.server import RequestGuard
+from rocketspark.security.settings import PeerSecurity
+from rocketspark.security.signing import AUTH_HEADER, CLUSTER_ACCESS_KEY, DATE_HEADER
+from rocketspark.security.tls import ServerTls
+
+log = logging.getLogger(__name__)
+MAX_BODY_BYTES: Final = settings.MAX_BODY_BYTES
+T = TypeVar("T")
+
+
+class Cluster:
+    """The endpoint's own clients of the cluster, made on first use and signed with the
+    cluster credential (the v2 caller was authorized at this edge already)."""
+
+    def __init__(self, nameservers: list[str], security: PeerSecurity) -> None:
+        self.nameservers = nameservers
+        self.options: dict[str, Any] = {}
+        if security.credentials is not None:
+            self.options |= {"access_key": CLUSTER_ACCESS_KEY, "secret_key": security.credentials.secret_key}
+        tls = security.client_tls
+        if tls is not None:
+            self.options |= {"tls": True, "tls_ca_file": tls.ca_file or None}
+            if tls.cert_file:
+                self.options |= {"tls_cert_file": tls.cert_file, "tls_key_file": tls.key_file}
+        self._lock = threading.Lock()
+        self._producer: Producer | None = None
+        self._admin: Admin | None = None
+
+    @property
+    def producer(self) -> Producer:
+        with self._lock:
+            if self._producer is None:
+                self._producer = Producer(self.nameservers, max_message_bytes=MAX_BODY_BYTES, **self.options)
+            return self._producer
+
+    @property
+    def admin(self) -> Admin:
+        with self._lock:
+            if self._admin is None:
+                self._admin = Admin(self.nameservers, **self.options)
+            return self._admin
+
+    def close(self) -> None:
+        with self._lock:
+            for client in (self._producer, self._admin):
+                if client is not None:
+                    client.close()
+            self._producer = self._admin = None
+
+
+class Endpoint:
+    """The service's methods, by their v2 names (``_handlers`` binds them)."""
+
+    def __init__(self, cluster: Cluster, guard: RequestGuard | None, address: Callable[[], str]) -> None:
+        self.cluster = cluster
+        self.guard = guard
+        self.address = address  # host:port this endpoint is reached at (known once it is bound)
+
+    # -- the edge ---------------------------------------------------------------------------
+
+    def _authorize(self, context: aio.ServicerContext[Any, Any], code: int, ext: dict[str, Any]) -> None:
+        """With security on: who signed the call, and whether it may do what ``code`` does."""
+        if self.guard is None:
+            return
+        metadata = dict(context.invocation_metadata() or ())
+        request = RemotingCommand.request(
+            code, {**ext, DATE_HEADER: metadata.get(DATE_HEADER), AUTH_HEADER: metadata.get(AUTH_HEADER)}
+        )
+        request.user = self.guard.authenticate(request)
+        self.guard.authorize(request, request.user)
+
+    async def _answer(self, work: Callable[[], Awaitable[T]], failed: Callable[[pb.Status], T]) -> T:
+        """Run ``work``; one of our errors becomes ``failed(status)``, the one translation."""
+        try:
+            return await work()
+        except RocketSparkError as exc:
+            return failed(mapping.status_for(exc))
+        except Exception as exc:
+            log.exception("grpc v2 endpoint: unexpected error")
+            return failed(mapping.status(pb.Code.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}"))
+
+    # -- routes and sessions ----------------------------------------------------------------
+
+    async def QueryRoute(  # noqa: N802 - the v2 service's method names
+        self, request: sv.QueryRouteRequest, context: aio.ServicerContext[Any, Any]
+    ) -> sv.QueryRouteResponse:
+        async def work() -> sv.QueryRouteResponse:
+            topic = request.topic.name
+            self._authorize(context, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+            queues = await asyncio.to_thread(self.cluster.admin.queues, topic)
+            endpoints = _endpoints(self.address())
+            return sv.QueryRouteResponse(
+                status=mapping.status(mapping.OK),
+                message_queues=[
+                    pb.MessageQueue(
+                        topic=pb.Resource(name=topic, resource_namespace=request.topic.resource_namespace),
+                        id=queue.queue_id,
+                        permission=pb.Permission.READ_WRITE,
+                        broker=pb.Broker(name=queue.segments[-1].broker_name, id=0, endpoints=endpoints),
+                        accept_message_types=[pb.MessageType.NORMAL, pb.MessageType.FIFO],
+                    )
+                    for queue in queues
+                ],
+            )
+
+        return await self._answer(work, lambda s: sv.QueryRouteResponse(status=s))
+
+    async def Heartbeat(  # noqa: N802
+        self, request: sv.HeartbeatRequest, context: aio.ServicerContext[Any, Any]
+    ) -> sv.HeartbeatResponse:
+        async def work() -> sv.HeartbeatResponse:
+            self._authorize(context, RequestCode.GET_BROKER_CLUSTER_INFO, {})
+            return sv.HeartbeatResponse(status=mapping.status(mapping.OK))
+
+        return await self._answer(work, lambda s: sv.HeartbeatResponse(status=s))
+
+    async def NotifyClientTermination(  # noqa: N802
+        self, request: sv.NotifyClientTerminationRequest, context: aio.ServicerContext[Any, Any]
+    ) -> sv.NotifyClientTerminationResponse:
+        return sv.NotifyClientTerminationResponse(status=mapping.status(mapping.OK))
+
+    async def Telemetry(  # noqa: N802
+        self, requests: AsyncIterator[sv.TelemetryCommand], context: aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[sv.TelemetryCommand]:
+        """Each ``Settings`` the client sends is answered with the settings it is to use."""
+        async for command in requests:
+            if command.HasField("settings"):
+                yield sv.TelemetryCommand(status=mapping.status(mapping.OK), settings=settings.merged(command.settings))
+
+    # -- sending ---------------------------------------------------------------------------
+
+    async def SendMessage(  # noqa: N802
+        self, request: sv.SendMessageRequest, context: aio.ServicerContext[Any, Any]
+    ) -> sv.SendMessageResponse:
+        async def work() -> sv.SendMessageResponse:
+            if not request.messages:
+                raise InvalidParameterError("the request carries no message")
+            incoming = [mapping.to_message(m, MAX_BODY_BYTES) for m in request.messages]
+            for topic in {i.message.topic for i in incoming}:
+                self._authorize(context, RequestCode.SEND_MESSAGE, {"topic": topic})
+            entries = []
+            for one in incoming:
+                result = await asyncio.to_thread(self.cluster.producer.send, one.message, born_ms=one.born_ms)
+                entries.append(
+                    sv.SendResultEntry(
+                        status=mapping.status(mapping.OK),
+                        message_id=one.message_id or result.msg_id,
+                        offset=result.queue_offset,
+                    )
+                )
+            return sv.SendMessageResponse(status=mapping.status(mapping.OK), entries=entries)
+
+        return await self._answer(work, lambda s: sv.SendMessageResponse(status=s))
+
+    # -- not served yet -----------------------------------------------------------------------
+
+    def _not_yet(self, what: str) -> pb.Status:
+        return mapping.status(
+            pb.Code.NOT_IMPLEMENTED, f"{what} is not served by rocketspark's v2 endpoint yet (sending is)"
+        )
+
+    async def QueryAssignment(self, request: Any, context: Any) -> sv.QueryAssignmentResponse:  # noqa: N802
+        return sv.QueryAssignmentResponse(status=self._not_yet("consumption (QueryAssignment)"))
+
+    async def ReceiveMessage(self, request: Any, context: Any) -> AsyncIterator[sv.ReceiveMessageResponse]:  # noqa: N802
+        yield sv.ReceiveMessageResponse(status=self._not_yet("consumption (ReceiveMessage)"))
+
+    async def AckMessage(self, request: Any, context: Any) -> sv.AckMessageResponse:  # noqa: N802
+        return sv.AckMessageResponse(status=self._not_yet("consumption (AckMessage)"))
+
+    async def ChangeInvisibleDuration(  # noqa: N802
+        self, request: Any, context: Any
+    ) -> sv.ChangeInvisibleDurationResponse:
+        return sv.ChangeInvisibleDurationResponse(status=self._not_yet("consumption (ChangeInvisibleDuration)"))
+
+    async def ForwardMessageToDeadLetterQueue(  # noqa: N802
+        self, request: Any, context: Any
+    ) -> sv.ForwardMessageToDeadLetterQueueResponse:
+        return sv.ForwardMessageToDeadLetterQueueResponse(status=self._not_yet("the dead-letter queue"))
+
+    async def EndTransaction(self, request: Any, context: Any) -> sv.EndTransactionResponse:  # noqa: N802
+        return sv.EndTransactionResponse(status=self._not_yet("transactions (EndTransaction)"))
+
+
+def _endpoints(address: str) -> pb.Endpoints:
+    host, _, port = address.rpartition(":")
+    try:
+        scheme = pb.AddressScheme.IPv6 if ipaddress.ip_address(host).version == 6 else pb.AddressScheme.IPv4
+    except ValueError:
+        scheme = pb.AddressScheme.DOMAIN_NAME
+    return pb.Endpoints(scheme=scheme, addresses=[pb.Address(host=host, port=int(port))])
+
+
+def _handlers(endpoint: Endpoint) -> grpc.GenericRpcHandler:
+    """The service's methods, taking raw bytes and parsing them here: a request that is not
+    a valid protobuf is refused with INVALID_ARGUMENT naming its type, where gRPC would answer
+    UNKNOWN for a failed deserializer."""
+    service = sv.DESCRIPTOR.services_by_name["MessagingService"]
+    handlers: dict[str, grpc.RpcMethodHandler] = {}
+    for method in service.methods:
+        parse = _parser(getattr(sv, method.input_type.name))
+        call = getattr(endpoint, method.name, None) or _not_served(method.name, getattr(sv, method.output_type.name))
+        if method.client_streaming:
+            handlers[method.name] = grpc.stream_stream_rpc_method_handler(
+                _stream_stream(call, parse), response_serializer=_serialize
+            )
+        elif method.server_streaming:
+            handlers[method.name] = grpc.unary_stream_rpc_method_handler(
+                _unary_stream(call, parse), response_serializer=_serialize
+            )
+        else:
+            handlers[method.name] = grpc.unary_unary_rpc_method_handler(
+                _unary_unary(call, parse), response_serializer=_serialize
+            )
+    return grpc.method_handlers_generic_handler(service.full_name, handlers)
+
+
+def _not_served(name: str, response: Any) -> Any:
+    """A method of the service this endpoint does not serve (offset-based pulls, recalls, lite
+    topics): one response whose status says so."""
+    status = mapping.status(pb.Code.NOT_IMPLEMENTED, f"{name} is not served by rocketspark's v2 endpoint")
+
+    async def unary(request: Any, context: Any) -> Any:
+        return response(status=status)
+
+    async def streaming(request: Any, context: Any) -> AsyncIterator[Any]:
+        yield response(status=status)
+
+    method = sv.DESCRIPTOR.services_by_name["MessagingService"].methods_by_name[name]
+    return streaming if method.server_streaming else unary
+
+
+Parse = Callable[[bytes, aio.ServicerContext[Any, Any]], Awaitable[Any]]
+
+
+def _parser(cls: Any) -> Parse:
+    async def parse(raw: bytes, context: aio.ServicerContext[Any, Any]) -> Any:
+        try:
+            return cls.FromString(raw)
+        except DecodeError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed {cls.__name__}: {exc}")
+
+    return parse
+
+
+def _serialize(message: Any) -> bytes:
+    data: bytes = message.SerializeToString()
+    return data
+
+
+def _unary_unary(call: Any, parse: Parse) -> Any:
+    async def handle(raw: bytes, context: aio.ServicerContext[Any, Any]) -> Any:
+        return await call(await parse(raw, context), context)
+
+    return handle
+
+
+def _unary_stream(call: Any, parse: Parse) -> Any:
+    async def handle(raw: bytes, context: aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
+        async for response in call(await parse(raw, context), context):
+            yield response
+
+    return handle
+
+
+def _stream_stream(call: Any, parse: Parse) -> Any:
+    async def handle(raws: AsyncIterator[bytes], context: aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
+        async def requests() -> AsyncIterator[Any]:
+            async for raw in raws:
+                yield await parse(raw, context)
+
+        async for response in call(requests(), context):
+            yield response
+
+    return handle
+
+
+def create_server(endpoint: Endpoint, host: str, port: int, server_tls: ServerTls | None) -> tuple[aio.Server, int]:
+    """Bind (not start) the v2 endpoint on ``host:port`` (0: a free port), over TLS if given."""
+    # Larger requests than a message may be are still read, so that one over the limit is
+    # answered MESSAGE_BODY_TOO_LARGE by the endpoint, not cut off by gRPC's 4 MiB default.
+    limit = service.MAX_GRPC_MESSAGE_BYTES
+    server = aio.server(options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)])
+    server.add_generic_rpc_handlers((_handlers(endpoint),))
+    address = f"{host}:{port}"
+    try:
+        bound = (
+            server.add_insecure_port(address)
+            if server_tls is None
+            else server.add_secure_port(address, server_tls.grpc_credentials())
+        )
+    except RuntimeError:
+        bound = 0
+    if bound == 0:
+        raise OSError(f"the grpc v2 endpoint cannot listen on {address}: address in use or not available")
+    return server, bound

@@ -1,0 +1,121 @@
+"""Messages and errors between the RocketMQ 5 protocol and ours: the one place each maps.
+
+A v2 message becomes one of ours with the same body, tag and keys. Its ``message_group``
+becomes our sharding key (the same group always lands on the same logical queue) and the
+``__SHARDINGKEY`` property; the id the client made, ``UNIQ_KEY``, as RocketMQ stores it; its user
+properties stay as they are; its born time becomes the record's born timestamp.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from dataclasses import dataclass
+from typing import Final
+
+from rocketspark.errors import (
+    AuthenticationError,
+    FlushDiskTimeoutError,
+    FlushSlaveTimeoutError,
+    IllegalTopicNameError,
+    InvalidParameterError,
+    MalformedRequestError,
+    MessageTooLargeError,
+    NoPermissionError,
+    NoRouteInfoError,
+    RequestCodeNotSupported,
+    RequestTimeoutError,
+    RocketSparkError,
+    SlaveNotAvailableError,
+    SystemBusyError,
+    TopicNotExistError,
+)
+from rocketspark.grpcv2.stubs import definition_pb2 as pb
+from rocketspark.protocol.types import Message
+
+UNIQ_KEY: Final = "UNIQ_KEY"  # the message id the client made (RocketMQ's property name)
+SHARDING_KEY: Final = "__SHARDINGKEY"  # a FIFO message's group (RocketMQ's property name)
+RESERVED: Final = frozenset({UNIQ_KEY, SHARDING_KEY})
+
+
+@dataclass(frozen=True, slots=True)
+class Incoming:
+    message: Message
+    message_id: str
+    born_ms: int | None
+
+
+def to_message(v2: pb.Message, max_body_bytes: int) -> Incoming:
+    """One of ours from a v2 message, checked: InvalidParameterError / MessageTooLargeError
+    name what is wrong."""
+    topic = v2.topic.name
+    if not topic:
+        raise IllegalTopicNameError("the message names no topic (topic.name is empty)")
+    system = v2.system_properties
+    body = _body(v2.body, system.body_encoding)
+    if len(body) > max_body_bytes:
+        raise MessageTooLargeError(f"message body of {len(body)} bytes is over the limit of {max_body_bytes} bytes")
+    if system.HasField("delivery_timestamp"):
+        raise RequestCodeNotSupported("delay messages (delivery_timestamp) are not served by this endpoint yet")
+    if system.message_type == pb.MessageType.TRANSACTION:
+        raise RequestCodeNotSupported("transactional messages are not served by this endpoint yet")
+    clash = sorted(RESERVED & set(v2.user_properties))
+    if clash:
+        raise InvalidParameterError(f"user property {clash[0]!r} is reserved; choose another name")
+    properties = dict(v2.user_properties)
+    group = system.message_group if system.HasField("message_group") else None
+    if group:
+        properties[SHARDING_KEY] = group
+    if system.message_id:
+        properties[UNIQ_KEY] = system.message_id
+    message = Message(
+        topic,
+        body,
+        tags=system.tag if system.HasField("tag") and system.tag else None,
+        keys=list(system.keys),
+        properties=properties,
+        sharding_key=group or None,
+    )
+    born = system.born_timestamp.ToMilliseconds() if system.HasField("born_timestamp") else None
+    return Incoming(message, system.message_id, born or None)
+
+
+def _body(data: bytes, encoding: int) -> bytes:
+    if encoding == pb.Encoding.GZIP:
+        try:
+            return gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise InvalidParameterError(f"the body says GZIP but does not decompress: {exc}") from None
+    return data
+
+
+def status(code: int, message: str = "") -> pb.Status:
+    return pb.Status(code=code, message=message)  # type: ignore[arg-type]
+
+
+OK: Final = pb.Code.OK
+
+_CODES: Final[tuple[tuple[type[RocketSparkError], int], ...]] = (  # the most specific class first
+    (AuthenticationError, pb.Code.UNAUTHORIZED),
+    (NoPermissionError, pb.Code.FORBIDDEN),
+    (TopicNotExistError, pb.Code.TOPIC_NOT_FOUND),
+    (NoRouteInfoError, pb.Code.TOPIC_NOT_FOUND),
+    (IllegalTopicNameError, pb.Code.ILLEGAL_TOPIC),
+    (MessageTooLargeError, pb.Code.MESSAGE_BODY_TOO_LARGE),
+    (InvalidParameterError, pb.Code.BAD_REQUEST),
+    (MalformedRequestError, pb.Code.BAD_REQUEST),
+    (SlaveNotAvailableError, pb.Code.HA_NOT_AVAILABLE),
+    (FlushSlaveTimeoutError, pb.Code.SLAVE_PERSISTENCE_TIMEOUT),
+    (FlushDiskTimeoutError, pb.Code.MASTER_PERSISTENCE_TIMEOUT),
+    (SystemBusyError, pb.Code.TOO_MANY_REQUESTS),
+    (RequestTimeoutError, pb.Code.PROXY_TIMEOUT),
+    (RequestCodeNotSupported, pb.Code.NOT_IMPLEMENTED),  # a v2 feature not served yet
+)
+
+
+def status_for(exc: RocketSparkError) -> pb.Status:
+    """The v2 status a client understands for one of our errors, with our message."""
+    for cls, code in _CODES:
+        if isinstance(exc, cls):
+            return status(code, exc.message)
+    return status(pb.Code.INTERNAL_SERVER_ERROR, exc.message)

@@ -1,0 +1,132 @@
+"""The official RocketMQ 5 Python client (rocketmq-python-client) against our v2 endpoint."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import grpc
+import pytest
+from rocketmq import ClientConfiguration, Credentials, Producer
+from rocketmq import Message as V2Message
+
+from rocketspark import Admin, Consumer, LocalCluster
+from rocketspark.grpcv2.stubs import definition_pb2 as pb
+from rocketspark.grpcv2.stubs import service_pb2 as sv
+from rocketspark.grpcv2.stubs import service_pb2_grpc as sv_grpc
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[LocalCluster]:
+    with LocalCluster(brokers=2, processes=True, broker_config={"auto_create_topic_enable": False}) as c:
+        with Admin(c.nameserver) as admin:
+            admin.create_topic("orders", queues=2)
+            admin.create_static_topic("static-orders", 3)
+        yield c
+
+
+@pytest.fixture(scope="module")
+def stub(cluster: LocalCluster) -> Iterator[sv_grpc.MessagingServiceStub]:
+    with grpc.insecure_channel(cluster.grpc_endpoint) as channel:
+        yield sv_grpc.MessagingServiceStub(channel)
+
+
+def official_producer(cluster: LocalCluster, *topics: str) -> Producer:
+    producer = Producer(ClientConfiguration(cluster.grpc_endpoint, Credentials()), topics)
+    producer.startup()
+    return producer
+
+
+def test_the_official_producer_sends_normal_and_fifo_messages_that_our_consumer_reads(cluster: LocalCluster) -> None:
+    producer = official_producer(cluster, "orders", "static-orders")
+    try:
+        normal = V2Message()
+        normal.topic, normal.body, normal.tag, normal.keys = "orders", b"hello", "TagA", "k1"
+        normal.add_property("region", "eu")
+        sent_id = producer.send(normal).message_id
+        fifo_ids = []
+        for i in range(6):
+            fifo = V2Message()
+            fifo.topic, fifo.body, fifo.message_group = "static-orders", f"step-{i}".encode(), "customer-7"
+            fifo_ids.append(producer.send(fifo).message_id)
+    finally:
+        producer.shutdown()
+    with Consumer(cluster.nameserver) as consumer:
+        stored = [m for q in range(4) for m in consumer.pull("orders", q, 0, 100).messages]
+        [message] = stored
+        assert (message.body, message.tags, message.keys) == (b"hello", "TagA", ["k1"])
+        assert message.properties == {"region": "eu", "UNIQ_KEY": sent_id}
+        by_queue = {q: consumer.pull("static-orders", q, 0, 100).messages for q in range(3)}
+    [fifo_queue] = [q for q, messages in by_queue.items() if messages]  # one group, one logical queue
+    in_order = by_queue[fifo_queue]
+    assert [m.body for m in in_order] == [f"step-{i}".encode() for i in range(6)]
+    assert [m.properties["UNIQ_KEY"] for m in in_order] == fifo_ids
+    assert {m.properties["__SHARDINGKEY"] for m in in_order} == {"customer-7"}
+
+
+def test_query_route_gives_the_logical_queues_through_this_endpoint(
+    cluster: LocalCluster, stub: sv_grpc.MessagingServiceStub
+) -> None:
+    response = stub.QueryRoute(sv.QueryRouteRequest(topic=pb.Resource(name="static-orders")))
+    assert response.status.code == pb.Code.OK
+    assert [q.id for q in response.message_queues] == [0, 1, 2]
+    host, port = cluster.grpc_endpoint.rsplit(":", 1)
+    for queue in response.message_queues:
+        assert [(a.host, a.port) for a in queue.broker.endpoints.addresses] == [(host, int(port))]
+        assert queue.broker.id == 0 and queue.permission == pb.Permission.READ_WRITE
+
+
+def test_bad_requests_get_a_clear_status_and_the_endpoint_stays_up(
+    cluster: LocalCluster, stub: sv_grpc.MessagingServiceStub
+) -> None:
+    unknown = stub.QueryRoute(sv.QueryRouteRequest(topic=pb.Resource(name="no-such-topic")))
+    assert unknown.status.code == pb.Code.TOPIC_NOT_FOUND and "no-such-topic" in unknown.status.message
+    big = pb.Message(topic=pb.Resource(name="orders"), body=os.urandom(4 * 1024 * 1024 + 1))
+    big.system_properties.message_id = "01-too-big"
+    too_big = stub.SendMessage(sv.SendMessageRequest(messages=[big]))
+    assert too_big.status.code == pb.Code.MESSAGE_BODY_TOO_LARGE
+    assert "over the limit of 4194304 bytes" in too_big.status.message
+    with grpc.insecure_channel(cluster.grpc_endpoint) as channel:
+        raw = channel.unary_unary("/apache.rocketmq.v2.MessagingService/SendMessage")
+        with pytest.raises(grpc.RpcError) as garbage:
+            raw(b"\xff\xff\xff\xff not a protobuf")
+    assert garbage.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert garbage.value.details().startswith("malformed SendMessageRequest: ")
+    receive = list(stub.ReceiveMessage(sv.ReceiveMessageRequest(group=pb.Resource(name="g"))))
+    assert receive[0].status.code == pb.Code.NOT_IMPLEMENTED and "not served" in receive[0].status.message
+    again = stub.QueryRoute(sv.QueryRouteRequest(topic=pb.Resource(name="orders")))  # still up
+    assert again.status.code == pb.Code.OK and len(again.message_queues) == 4
+
+
+def test_with_security_on_the_official_client_signs_as_a_user_of_the_cluster() -> None:
+    with LocalCluster(brokers=1, processes=True, auth=True) as secured:
+        with Admin(secured.nameserver, **secured.client_options) as admin:
+            admin.create_topic("orders", queues=1)
+            admin.create_user("etl", "etl-secret")
+            admin.set_acl("etl", "Topic:orders", ["Pub"])
+        config = ClientConfiguration(secured.grpc_endpoint, Credentials("etl", "etl-secret"))
+        producer = Producer(config, ("orders",))
+        producer.startup()
+        try:
+            message = V2Message()
+            message.topic, message.body = "orders", b"signed"
+            assert producer.send(message).message_id
+        finally:
+            producer.shutdown()
+        with grpc.insecure_channel(secured.grpc_endpoint) as channel:
+            anonymous = sv_grpc.MessagingServiceStub(channel).QueryRoute(
+                sv.QueryRouteRequest(topic=pb.Resource(name="orders"))
+            )
+        assert anonymous.status.code == pb.Code.UNAUTHORIZED
+        assert "the request is not signed" in anonymous.status.message
+        with Consumer(secured.nameserver, **secured.client_options) as consumer:
+            assert [m.body for m in consumer.pull("orders", 0, 0, 10).messages] == [b"signed"]
+
+
+def test_a_method_not_served_says_so(stub: sv_grpc.MessagingServiceStub) -> None:
+    offset = stub.GetOffset(sv.GetOffsetRequest(group=pb.Resource(name="g")))
+    assert offset.status.code == pb.Code.NOT_IMPLEMENTED and "GetOffset is not served" in offset.status.message
+    [pulled] = list(stub.PullMessage(sv.PullMessageRequest(group=pb.Resource(name="g"))))
+    assert pulled.status.code == pb.Code.NOT_IMPLEMENTED

@@ -1,0 +1,91 @@
+"""v2 messages and errors onto ours: the one mapping, without a network."""
+
+from __future__ import annotations
+
+import gzip
+
+import pytest
+
+from rocketspark.errors import (
+    AuthenticationError,
+    InvalidParameterError,
+    MessageTooLargeError,
+    NoPermissionError,
+    RequestCodeNotSupported,
+    TopicNotExistError,
+)
+from rocketspark.grpcv2 import mapping, settings
+from rocketspark.grpcv2.stubs import definition_pb2 as pb
+
+
+def v2(**system: object) -> pb.Message:
+    message = pb.Message(topic=pb.Resource(name="orders"), body=b"hello")
+    for key, value in system.items():
+        if key == "keys":
+            message.system_properties.keys.extend(value)  # type: ignore[arg-type]
+        else:
+            setattr(message.system_properties, key, value)
+    return message
+
+
+def test_a_v2_message_maps_onto_ours_with_its_group_id_and_born_time() -> None:
+    message = v2(tag="TagA", keys=["k1", "k2"], message_id="01AB", message_group="customer-7")
+    message.system_properties.born_timestamp.FromMilliseconds(1_700_000_000_123)
+    message.user_properties["region"] = "eu"
+    incoming = mapping.to_message(message, 1024)
+    ours = incoming.message
+    assert (ours.topic, ours.body, ours.tags, ours.keys, ours.sharding_key) == (
+        "orders",
+        b"hello",
+        "TagA",
+        ["k1", "k2"],
+        "customer-7",
+    )
+    assert ours.properties == {"region": "eu", "UNIQ_KEY": "01AB", "__SHARDINGKEY": "customer-7"}
+    assert (incoming.message_id, incoming.born_ms) == ("01AB", 1_700_000_000_123)
+    plain = mapping.to_message(v2(), 1024)
+    assert (plain.message.tags, plain.message.sharding_key, plain.born_ms) == (None, None, None)
+
+
+def test_a_gzip_body_is_stored_as_it_was_written_and_bad_input_is_named() -> None:
+    zipped = v2(body_encoding=pb.Encoding.GZIP)
+    zipped.body = gzip.compress(b"x" * 1000)
+    assert mapping.to_message(zipped, 4096).message.body == b"x" * 1000
+    zipped.body = b"not gzip"
+    with pytest.raises(InvalidParameterError, match="the body says GZIP but does not decompress"):
+        mapping.to_message(zipped, 4096)
+    with pytest.raises(MessageTooLargeError, match="message body of 5 bytes is over the limit of 4 bytes"):
+        mapping.to_message(v2(), 4)
+    reserved = v2()
+    reserved.user_properties["UNIQ_KEY"] = "mine"
+    with pytest.raises(InvalidParameterError, match="user property 'UNIQ_KEY' is reserved"):
+        mapping.to_message(reserved, 1024)
+    delayed = v2()
+    delayed.system_properties.delivery_timestamp.FromMilliseconds(1)
+    with pytest.raises(RequestCodeNotSupported, match="delay messages"):
+        mapping.to_message(delayed, 1024)
+
+
+def test_our_errors_become_the_v2_codes_the_clients_understand() -> None:
+    for error, code in (
+        (AuthenticationError("x"), pb.Code.UNAUTHORIZED),
+        (NoPermissionError("x"), pb.Code.FORBIDDEN),
+        (TopicNotExistError("x"), pb.Code.TOPIC_NOT_FOUND),
+        (MessageTooLargeError("x"), pb.Code.MESSAGE_BODY_TOO_LARGE),
+        (InvalidParameterError("x"), pb.Code.BAD_REQUEST),
+    ):
+        assert mapping.status_for(error).code == code
+
+
+def test_a_producer_is_told_rocketmqs_default_retries_and_a_consumer_its_receive_settings() -> None:
+    producer = pb.Settings(client_type=pb.ClientType.PRODUCER)
+    producer.publishing.topics.add(name="orders")
+    told = settings.merged(producer)
+    assert told.backoff_policy.max_attempts == 3 and told.publishing.max_body_size == 4 * 1024 * 1024
+    assert told.backoff_policy.exponential_backoff.initial.ToMilliseconds() == 10
+    assert [t.name for t in told.publishing.topics] == ["orders"]
+    consumer = pb.Settings(client_type=pb.ClientType.SIMPLE_CONSUMER)
+    consumer.subscription.group.name = "g"
+    told = settings.merged(consumer)
+    assert told.backoff_policy.max_attempts == 17 and told.subscription.receive_batch_size == 32
+    assert told.subscription.long_polling_timeout.ToMilliseconds() == 20_000
