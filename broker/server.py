@@ -332,9 +332,6 @@ def create_server(config: BrokerConfig) -> tuple[aio.Server, int, Broker]:
 async def start(server: aio.Server, broker: Broker) -> list[asyncio.Task[None]]:
     """Start serving and the background work; register with the nameservers once."""
     await server.start()
-    if broker.grpc_server is not None:
-        await broker.grpc_server.start()
-        log.info("broker %s: grpc v2 endpoint ready on %s", broker.name, broker.grpc_address)
     if not broker.config.nameservers:
         log.warning(
             "broker %s has no nameserver configured (nameservers in its config or ROCKETSPARK_NAMESRV); "
@@ -348,12 +345,17 @@ async def start(server: aio.Server, broker: Broker) -> list[asyncio.Task[None]]:
         except (ControllerReplicaIdInvalidError, ControllerInvalidRequestError):
             await broker.replication.stop()
             await server.stop(grace=0)
+            if broker.grpc_server is not None:
+                await broker.grpc_server.stop(grace=0)
             broker.close()
             raise  # another replica holds this id, or the group is another cluster's: a config error
         except RocketSparkError as exc:
             log.warning(
                 "broker %s replica %d: the controller did not answer yet: %s", broker.name, broker.role.replica_id, exc
             )
+    if broker.grpc_server is not None:  # once this replica may serve: the controller has not refused it
+        await broker.grpc_server.start()
+        log.info("broker %s: grpc v2 endpoint ready on %s", broker.name, broker.grpc_address)
     tasks = [asyncio.create_task(t) for t in broker.background_tasks()]
     await broker.registry.register_now()
     return tasks
