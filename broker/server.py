@@ -154,7 +154,7 @@ class Broker:
         send.register(d, self.send_context)
         pull.register(d, self.pull_context)
         offsets.register(d, offsets.OffsetsContext(topics, store, self.offsets, role))
-        consumers.register(d, self.consumers)
+        consumers.register(d, consumers.ConsumersContext(self.consumers, topics, store, role, registry))
         admin.register(d, admin_context)
         static.register(d, self.static_context)
         ha.register(d, ha.HaContext(role, store, self.epochs, self.replication))

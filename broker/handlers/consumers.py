@@ -1,18 +1,62 @@
-"""Consumer heartbeats and group membership (what client-side rebalance is computed from)."""
+"""Consumer heartbeats and group membership (what client-side rebalance is computed from).
+
+A group's first heartbeat on a master also creates the group's retry and dead-letter topics
+(``%RETRY%<group>``, ``%DLQ%<group>``, one queue each), as RocketMQ's broker does, and
+registers them before answering: the group consumer that sent it may send a failed message
+back at once.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from broker.consumers import ConsumerGroups
+from broker.ha.role import Role
+from broker.registry import Registry
+from broker.store.store import MessageStore
+from broker.topics import TopicTable
+from rocketspark.errors import IllegalTopicNameError
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.group_topics import dlq_topic, retry_topic
 from rocketspark.protocol.headers import get_str
+from rocketspark.protocol.types import Perm, TopicConfig
+from rocketspark.protocol.validation import validate_topic_name
 from rocketspark.remoting.server import Dispatcher
 
 
-def register(dispatcher: Dispatcher, groups: ConsumerGroups) -> None:
+@dataclass
+class ConsumersContext:
+    groups: ConsumerGroups
+    topics: TopicTable
+    store: MessageStore
+    role: Role
+    registry: Registry
+
+
+async def ensure_group_topics(ctx: ConsumersContext, group: str) -> None:
+    """The group's retry and dead-letter topics, on this master (registered when new)."""
+    if not ctx.role.is_master:
+        return  # a slave's topics are its master's
+    created = []
+    for name in (retry_topic(group), dlq_topic(group)):
+        if ctx.topics.get(name) is None:
+            try:
+                validate_topic_name(name)
+            except IllegalTopicNameError:
+                return  # a group named outside RocketMQ's topic alphabet gets no retry topic
+            ctx.topics.put(TopicConfig(name, 1, 1, Perm.READ_WRITE), ctx.store.log_max_offset)
+            created.append(name)
+    if created:
+        await ctx.registry.register_shielded(created)
+
+
+def register(dispatcher: Dispatcher, ctx: ConsumersContext) -> None:
+    groups = ctx.groups
 
     async def heartbeat(cmd: RemotingCommand) -> RemotingCommand:
         group, client_id = get_str(cmd, "consumerGroup"), get_str(cmd, "clientId")
+        await ensure_group_topics(ctx, group)
         groups.heartbeat(group, client_id)
         return cmd.response(ext={"members": groups.members(group)})
 

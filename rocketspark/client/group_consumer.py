@@ -11,6 +11,11 @@ timeout (``consumer_expired_ms``), and its queues are taken over then.
 Each owned queue is pulled by its own thread (long polling), messages are handed to the
 handler in order, and the progress is committed to the broker, so a queue that moves to
 another member continues where this one stopped: at-least-once delivery.
+
+A batch the handler fails on is sent back to the group's retry topic and the queue moves on;
+the group consumes its retry topic too, and a message failing ``max_reconsume_times`` times
+ends in the dead-letter queue (``rocketspark.client.retry``). Only when sending back fails
+does the queue wait and hand the same batch over again.
 """
 
 from __future__ import annotations
@@ -18,18 +23,22 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Unpack
 
 from rocketspark.client.allocate import STRATEGIES
 from rocketspark.client.consumer import Consumer
+from rocketspark.client.producer import Producer
+from rocketspark.client.retry import MAX_RECONSUME_TIMES, RETRY_DELAYS_MS, RetryPolicy, as_first_sent, due_at_ms
 from rocketspark.client.route_push import new_client_id
 from rocketspark.errors import InvalidParameterError, RocketSparkError
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.group_topics import ORIGIN_MESSAGE_ID, RECONSUME_TIME, retry_topic
 from rocketspark.protocol.mapping import MOCK_BROKER_NAME
 from rocketspark.protocol.types import MessageExt, PullStatus
+from rocketspark.protocol.validation import validate_topic_name
 from rocketspark.security.client_side import SecurityKwargs
 
 log = logging.getLogger(__name__)
@@ -83,6 +92,8 @@ class GroupConsumer:
         tags: str | None = None,
         start_from: str = "latest",
         client_id: str | None = None,
+        max_reconsume_times: int = MAX_RECONSUME_TIMES,
+        retry_delays_ms: Sequence[int] = RETRY_DELAYS_MS,
         **security: Unpack[SecurityKwargs],
     ) -> None:
         if strategy not in STRATEGIES:
@@ -100,7 +111,11 @@ class GroupConsumer:
         self.tags = tags
         self.start_from = start_from
         self.client_id = client_id or new_client_id()
+        self.retry = RetryPolicy(max_reconsume_times, tuple(retry_delays_ms))
+        self.retry_topic = retry_topic(group)
         self.consumer = Consumer(nameserver, **security)
+        self._nameserver, self._security = nameserver, security
+        self._producer: Producer | None = None  # sends failed messages back; made on first need
         self.members: list[str] = []
         self.workers: dict[QueueKey, Worker] = {}
         self._lock = threading.Lock()
@@ -125,6 +140,8 @@ class GroupConsumer:
             self._release(list(self.workers))
         self._each_broker(RequestCode.UNREGISTER_CLIENT, {"consumerGroup": self.group, "clientId": self.client_id})
         self.consumer.close()
+        if self._producer is not None:
+            self._producer.close()
 
     def __enter__(self) -> GroupConsumer:
         return self.start()
@@ -134,7 +151,9 @@ class GroupConsumer:
 
     @property
     def assignment(self) -> set[QueueKey]:
-        return set(self.workers)
+        """The queues of the topics given that this member owns (``workers`` also has the
+        group's retry-topic queues it owns)."""
+        return {key for key in self.workers if key[0] != self.retry_topic}
 
     # -- membership ----------------------------------------------------------------------------
 
@@ -191,10 +210,19 @@ class GroupConsumer:
             return []  # without asking for the topic's queues
         return share_of(self.strategy, self.client_id, self.members, topic, len(self.consumer.queues(topic)))
 
+    def _subscribed(self) -> list[str]:
+        """The topics given, and the group's retry topic (its brokers create it at the first
+        heartbeat; a group named outside the topic alphabet has none)."""
+        try:
+            validate_topic_name(self.retry_topic)
+        except RocketSparkError:
+            return self.topics
+        return [*self.topics, self.retry_topic]
+
     def _rebalance(self) -> None:
         with self._lock:
             wanted: set[QueueKey] = set()
-            for topic in self.topics:
+            for topic in self._subscribed():
                 try:
                     wanted |= {(topic, q) for q in self._share(topic)}
                 except RocketSparkError as exc:
@@ -262,26 +290,75 @@ class GroupConsumer:
                 worker.stop.wait(backoff)
                 backoff = min(backoff * 2, 2.0)
                 continue
+            next_offset = result.next_offset
             if result.messages:
-                try:
-                    self.handler(result.messages)
-                except Exception:
-                    # At-least-once: the offset stays, so the same messages are handed over
-                    # again after the backoff (as RocketMQ suspends an orderly queue).
-                    log.exception(
-                        "group %s: the handler failed on %s/%s at offset %d; retrying in %.2f s",
-                        self.group,
-                        topic,
-                        queue_id,
-                        worker.offset,
-                        backoff,
-                    )
+                batch = result.messages
+                if topic == self.retry_topic:
+                    batch = self._due(worker, batch)
+                    if not batch:
+                        continue  # the first is not due yet: pull again (at most a second later)
+                    if len(batch) < len(result.messages):
+                        next_offset = batch[-1].queue_offset + 1
+                if not self._consume(worker, batch):
+                    # Sending back failed too. At-least-once: the offset stays, so the same
+                    # messages are handed over again after the backoff.
                     worker.stop.wait(backoff)
                     backoff = min(backoff * 2, 2.0)
                     continue
             backoff = 0.05
-            if result.status is not PullStatus.NO_NEW_MSG or result.next_offset != worker.offset:
-                worker.offset = result.next_offset
+            if result.status is not PullStatus.NO_NEW_MSG or next_offset != worker.offset:
+                worker.offset = next_offset
             if time.monotonic() - last_commit >= self.commit_interval_s:
                 self._commit(worker)
                 last_commit = time.monotonic()
+
+    # -- failed messages ------------------------------------------------------------------------
+
+    def _due(self, worker: Worker, batch: list[MessageExt]) -> list[MessageExt]:
+        """The messages of a retry-topic batch that are due, from its head; none (after a
+        wait of at most a second) while its first is not."""
+        now = int(time.time() * 1000)
+        wait_ms = due_at_ms(batch[0]) - now
+        if wait_ms > 0:
+            worker.stop.wait(min(wait_ms, 1000) / 1000)
+            return []
+        due = 0
+        while due < len(batch) and due_at_ms(batch[due]) <= now:
+            due += 1
+        return batch[:due]
+
+    def _consume(self, worker: Worker, batch: list[MessageExt]) -> bool:
+        """Hand ``batch`` over; when the handler fails, send it back (retry topic, or the
+        dead-letter queue). False when that failed too: the batch is to be handed over again."""
+        try:
+            self.handler([as_first_sent(m) for m in batch])
+            return True
+        except Exception:
+            log.exception(
+                "group %s: the handler failed on %d messages of %s/%s at offset %d; sending them back",
+                self.group,
+                len(batch),
+                *worker.key,
+                worker.offset,
+            )
+        try:
+            for message in batch:
+                back = self.retry.send_back(self.group, message)
+                self._producer_for_retries().send(back)
+                if back.topic != self.retry_topic:
+                    log.warning(
+                        "group %s: message %s failed %s times; moved to the dead-letter queue %s",
+                        self.group,
+                        back.properties.get(ORIGIN_MESSAGE_ID),
+                        back.properties.get(RECONSUME_TIME),
+                        back.topic,
+                    )
+            return True
+        except RocketSparkError as exc:
+            log.warning("group %s: sending failed messages back failed (%s); handing them over again", self.group, exc)
+            return False
+
+    def _producer_for_retries(self) -> Producer:
+        if self._producer is None:
+            self._producer = Producer(self._nameserver, **self._security)
+        return self._producer

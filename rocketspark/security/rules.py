@@ -24,6 +24,7 @@ from typing import Final
 from rocketspark.protocol.codec import unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.group_topics import group_of
 from rocketspark.security.acl import CLUSTER as CLUSTER_RESOURCE
 from rocketspark.security.acl import Action, Need
 
@@ -39,14 +40,26 @@ class Rule:
     needs: Callable[[RemotingCommand], list[Need]] = lambda request: []
 
 
+_SUB: Final = frozenset({Action.SUB})
+_DATA: Final = frozenset({Action.PUB, Action.SUB, Action.GET})
 CLUSTER_ONLY: Final = Rule(CLUSTER)
 SUPER_ONLY: Final = Rule(SUPER)
 ANY_USER: Final = Rule(SIGNED)
 
 
+def topic_need(name: str, actions: frozenset[Action]) -> Need:
+    """What ``actions`` on topic ``name`` need: a group's retry and dead-letter topics are the
+    group's, so Sub on the group covers sending to, reading and looking them up (as in
+    RocketMQ's ACL); changing or deleting them still needs the right on the topic itself."""
+    group = group_of(name)
+    if group is not None and actions <= _DATA:
+        return Need(f"Group:{group}", _SUB)
+    return Need(f"Topic:{name}", actions)
+
+
 def topic(*actions: Action) -> Rule:
     wanted = frozenset(actions)
-    return Rule(NEEDS, lambda r: [Need(f"Topic:{r.ext['topic']}", wanted)])
+    return Rule(NEEDS, lambda r: [topic_need(r.ext["topic"], wanted)])
 
 
 def send() -> Rule:
@@ -55,17 +68,17 @@ def send() -> Rule:
     pub, create = frozenset({Action.PUB}), frozenset({Action.CREATE})
 
     def needs(r: RemotingCommand) -> list[Need]:
-        resource = f"Topic:{r.ext['topic']}"
-        return [Need(resource, pub), Need(resource, create)] if r.ext.get("defaultTopic") else [Need(resource, pub)]
+        name = r.ext["topic"]
+        if r.ext.get("defaultTopic") and group_of(name) is None:
+            return [Need(f"Topic:{name}", pub), Need(f"Topic:{name}", create)]
+        return [topic_need(name, pub)]
 
     return Rule(NEEDS, needs)
 
 
 def topic_and_group(*actions: Action) -> Rule:
     wanted = frozenset(actions)
-    return Rule(
-        NEEDS, lambda r: [Need(f"Topic:{r.ext['topic']}", wanted), Need(f"Group:{r.ext['consumerGroup']}", wanted)]
-    )
+    return Rule(NEEDS, lambda r: [topic_need(r.ext["topic"], wanted), Need(f"Group:{r.ext['consumerGroup']}", wanted)])
 
 
 def group(*actions: Action) -> Rule:
@@ -75,7 +88,7 @@ def group(*actions: Action) -> Rule:
 
 def topics(*actions: Action) -> Rule:
     wanted = frozenset(actions)
-    return Rule(NEEDS, lambda r: [Need(f"Topic:{t}", wanted) for t in r.ext.get("topics") or ()])
+    return Rule(NEEDS, lambda r: [topic_need(t, wanted) for t in r.ext.get("topics") or ()])
 
 
 def mapped_topic(*actions: Action) -> Rule:

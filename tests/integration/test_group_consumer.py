@@ -1,4 +1,5 @@
-"""Group consumer against a real cluster: a failing handler neither loses messages nor its queue;
+"""Group consumer against a real cluster: a failing handler neither loses messages nor stalls its
+queue (retry topic, dead-letter queue);
 progress is committed and resumed; membership changes rebalance without waiting for the period."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from tests.helpers import eventually
 pytestmark = pytest.mark.integration
 
 
-def test_a_handler_that_raises_gets_the_same_messages_again_and_the_queue_keeps_being_read(
+def test_a_failed_batch_comes_back_from_the_retry_topic_and_the_queue_keeps_being_read(
     make_cluster: Callable[..., LocalCluster],
 ) -> None:
     cluster = make_cluster(brokers=1)
@@ -24,29 +25,83 @@ def test_a_handler_that_raises_gets_the_same_messages_again_and_the_queue_keeps_
         admin.create_topic("flaky-handler", queues=1)
     with Producer(ns) as producer:
         producer.send_batch([Message("flaky-handler", f"m{i}".encode()) for i in range(5)])
-    calls: list[list[bytes]] = []
+    calls: list[list[MessageExt]] = []
     lock = threading.Lock()
 
     def handle(messages: list[MessageExt]) -> None:
         with lock:
-            calls.append([m.body for m in messages])
+            calls.append(messages)
             if len(calls) <= 2:
                 raise RuntimeError("the handler's database is down")
 
-    group = GroupConsumer(ns, "flaky", "flaky-handler", handle, start_from="earliest", heartbeat_interval_ms=200)
+    group = GroupConsumer(
+        ns, "flaky", "flaky-handler", handle, start_from="earliest", heartbeat_interval_ms=200, retry_delays_ms=[300]
+    )
     with group:
 
         def delivered() -> set[bytes]:
             with lock:
-                return {body for batch in calls[2:] for body in batch}
+                return {m.body for batch in calls[2:] for m in batch}
 
-        eventually(lambda: delivered() == {f"m{i}".encode() for i in range(5)}, timeout_s=10)
-        with lock:
-            assert calls[0] == calls[1] == calls[2][: len(calls[0])]  # redelivered from the same offset
+        eventually(lambda: delivered() == {f"m{i}".encode() for i in range(5)}, timeout_s=15)
         with Producer(ns) as producer:
             producer.send(Message("flaky-handler", b"later"))
         eventually(lambda: b"later" in delivered(), timeout_s=10)  # the queue's worker is still alive
-        assert group.assignment == {("flaky-handler", 0)}
+        assert group.assignment == {("flaky-handler", 0)} and ("%RETRY%flaky", 0) in group.workers
+    with lock:
+        retried = [m for batch in calls[1:] for m in batch if m.properties.get("RECONSUME_TIME")]
+    assert retried and {m.topic for m in retried} == {"flaky-handler"}  # handed over under their first topic
+    assert {m.properties["RETRY_TOPIC"] for m in retried} == {"flaky-handler"}
+
+
+def test_a_poison_message_ends_in_the_dead_letter_queue_without_holding_up_the_others(
+    make_cluster: Callable[..., LocalCluster],
+) -> None:
+    cluster = make_cluster(brokers=1)
+    ns = cluster.nameserver
+    with Admin(ns) as admin:
+        admin.create_topic("orders-in", queues=1)
+    with Producer(ns) as producer:
+        sent = producer.send(Message("orders-in", b"poison", keys="bad-1"))
+        producer.send_batch([Message("orders-in", f"ok-{i}".encode()) for i in range(3)])
+    attempts: list[str] = []
+    handled: list[bytes] = []
+    lock = threading.Lock()
+
+    def handle(messages: list[MessageExt]) -> None:
+        with lock:
+            for m in messages:
+                if m.body == b"poison":
+                    attempts.append(m.properties.get("RECONSUME_TIME", "0"))
+                    raise ValueError("cannot parse order")
+                handled.append(m.body)
+
+    with GroupConsumer(
+        ns,
+        "billing",
+        "orders-in",
+        handle,
+        start_from="earliest",
+        heartbeat_interval_ms=200,
+        max_messages=1,
+        max_reconsume_times=3,
+        retry_delays_ms=[100, 200, 300],
+    ):
+        eventually(lambda: handled[:3] == [b"ok-0", b"ok-1", b"ok-2"], timeout_s=10)  # not held up
+        with Consumer(ns) as consumer:
+
+            def dead() -> list[MessageExt]:
+                try:
+                    return consumer.pull("%DLQ%billing", 0, 0, 10).messages
+                except Exception:
+                    return []
+
+            eventually(lambda: len(dead()) == 1, timeout_s=20)
+            [letter] = dead()
+    assert attempts == ["0", "1", "2", "3"]  # the first delivery and 3 retries
+    assert (letter.body, letter.keys) == (b"poison", ["bad-1"])
+    assert letter.properties["RECONSUME_TIME"] == "4" and letter.properties["RETRY_TOPIC"] == "orders-in"
+    assert letter.properties["ORIGIN_MESSAGE_ID"] == sent.msg_id
 
 
 def test_a_new_member_continues_from_the_committed_offsets_instead_of_reading_again(

@@ -151,3 +151,23 @@ def test_a_send_that_may_create_its_topic_needs_create_as_well_as_pub() -> None:
     creating = _signed(etl, RequestCode.SEND_MESSAGE, {"topic": "orders", "defaultTopic": "TBW102"})
     with pytest.raises(NoPermissionError, match='user "etl" lacks Create on Topic:orders'):
         guard.authorize(creating, guard.authenticate(creating))
+
+
+def test_a_groups_retry_and_dead_letter_topics_are_covered_by_sub_on_the_group() -> None:
+    store = AclStore(None)
+    table = AclTable().with_user("etl", "etl-secret", UserType.NORMAL)
+    store.table = table.with_policy("etl", "Group:billing", ["Sub"], Decision.ALLOW)
+    guard = Guard(store, SECRET)
+    for code, topic in (
+        (RequestCode.SEND_MESSAGE, "%RETRY%billing"),
+        (RequestCode.SEND_MESSAGE, "%DLQ%billing"),
+        (RequestCode.PULL_MESSAGE, "%RETRY%billing"),
+        (RequestCode.GET_ROUTEINFO_BY_TOPIC, "%RETRY%billing"),
+    ):
+        guard.authorize(RemotingCommand.request(code, {"topic": topic, "consumerGroup": "billing"}), "etl")
+    for code, topic, lacks in (
+        (RequestCode.SEND_MESSAGE, "%RETRY%payroll", "Sub on Group:payroll"),
+        (RequestCode.DELETE_TOPIC_IN_BROKER, "%RETRY%billing", "Delete on Topic:%RETRY%billing"),
+    ):
+        with pytest.raises(NoPermissionError, match=lacks):
+            guard.authorize(RemotingCommand.request(code, {"topic": topic}), "etl")

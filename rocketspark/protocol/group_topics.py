@@ -1,0 +1,35 @@
+"""A consumer group's own topics, named as RocketMQ names them: ``%RETRY%<group>`` holds the
+messages its handler failed on, to be consumed again later; ``%DLQ%<group>`` (the dead-letter
+queue) those that failed ``max_reconsume_times`` times. A broker creates both when the group
+first heartbeats; they are the group's, so the group's Sub permission covers them.
+
+The properties a message sent back carries (RocketMQ's names): how often it was consumed
+again, its first topic and its first id; and (ours) when it is due again.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+RETRY_PREFIX: Final = "%RETRY%"
+DLQ_PREFIX: Final = "%DLQ%"
+RECONSUME_TIME: Final = "RECONSUME_TIME"
+RETRY_TOPIC: Final = "RETRY_TOPIC"  # the topic it was first sent to
+ORIGIN_MESSAGE_ID: Final = "ORIGIN_MESSAGE_ID"
+DUE_AT_MS: Final = "RETRY_DUE_AT_MS"  # not handed to the handler before this time
+
+
+def retry_topic(group: str) -> str:
+    return RETRY_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    return DLQ_PREFIX + group
+
+
+def group_of(topic: str) -> str | None:
+    """The group a retry or dead-letter topic belongs to; None for any other topic."""
+    for prefix in (RETRY_PREFIX, DLQ_PREFIX):
+        if topic.startswith(prefix):
+            return topic[len(prefix) :]
+    return None
