@@ -4,6 +4,12 @@ Each group consumer sends HEART_BEAT with its client id (and its topics, which t
 does not need: the clients compute the rebalance); the broker answers HEART_BEAT and
 GET_CONSUMER_LIST_BY_GROUP with the members it heard from within ``consumer_expired_ms``
 (RocketMQ's ``ConsumerManager`` and its 120 s channel expiry).
+
+A queue is handed from one member to the next through a lock (RocketMQ's LOCK_BATCH_MQ): a
+member pulls a queue only while it holds its lock, and gives it up only after committing its
+progress, so the next owner starts exactly there. A lock lasts as long as its holder is a
+member: one that dies loses its locks when it drops out of the group, as its queues are
+reassigned.
 """
 
 from __future__ import annotations
@@ -15,12 +21,28 @@ class ConsumerGroups:
     def __init__(self, expired_ms: int) -> None:
         self.expired_s = expired_ms / 1000
         self.groups: dict[str, dict[str, float]] = {}  # group -> client id -> last heartbeat (monotonic)
+        self.locks: dict[tuple[str, str, int], str] = {}  # (group, topic, queue id) -> the holding client id
 
     def heartbeat(self, group: str, client_id: str) -> None:
         self.groups.setdefault(group, {})[client_id] = time.monotonic()
 
     def unregister(self, group: str, client_id: str) -> None:
         self.groups.get(group, {}).pop(client_id, None)
+        for key in [k for k, holder in self.locks.items() if k[0] == group and holder == client_id]:
+            del self.locks[key]
+
+    def lock(self, group: str, topic: str, queue_id: int, client_id: str) -> str:
+        """Give ``client_id`` the queue's lock if nobody living holds it; the holder after."""
+        key = (group, topic, queue_id)
+        holder = self.locks.get(key)
+        if holder is None or holder == client_id or holder not in self.members(group):
+            self.locks[key] = holder = client_id
+        return holder
+
+    def unlock(self, group: str, topic: str, queue_id: int, client_id: str) -> None:
+        key = (group, topic, queue_id)
+        if self.locks.get(key) == client_id:
+            del self.locks[key]
 
     def members(self, group: str) -> list[str]:
         """The group's members heard from within ``consumer_expired_ms``; the others are dropped."""

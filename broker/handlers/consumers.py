@@ -19,7 +19,7 @@ from rocketspark.errors import IllegalTopicNameError
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.group_topics import dlq_topic, retry_topic
-from rocketspark.protocol.headers import get_str
+from rocketspark.protocol.headers import get_int, get_str
 from rocketspark.protocol.types import Perm, TopicConfig
 from rocketspark.protocol.validation import validate_topic_name
 from rocketspark.remoting.server import Dispatcher
@@ -68,6 +68,21 @@ def register(dispatcher: Dispatcher, ctx: ConsumersContext) -> None:
     async def member_list(cmd: RemotingCommand) -> RemotingCommand:
         return cmd.response(ext={"members": groups.members(get_str(cmd, "consumerGroup"))})
 
+    def lock_key(cmd: RemotingCommand) -> tuple[str, str, int, str]:
+        return get_str(cmd, "consumerGroup"), get_str(cmd, "topic"), get_int(cmd, "queueId"), get_str(cmd, "clientId")
+
+    async def lock(cmd: RemotingCommand) -> RemotingCommand:
+        group, topic, queue_id, client_id = lock_key(cmd)
+        groups.heartbeat(group, client_id)  # asking for a lock is a sign of life too
+        holder = groups.lock(group, topic, queue_id, client_id)
+        return cmd.response(ext={"locked": holder == client_id, "holder": holder})
+
+    async def unlock(cmd: RemotingCommand) -> RemotingCommand:
+        groups.unlock(*lock_key(cmd))
+        return cmd.response()
+
     dispatcher.register(RequestCode.HEART_BEAT, heartbeat)
     dispatcher.register(RequestCode.UNREGISTER_CLIENT, unregister)
     dispatcher.register(RequestCode.GET_CONSUMER_LIST_BY_GROUP, member_list)
+    dispatcher.register(RequestCode.LOCK_BATCH_MQ, lock)
+    dispatcher.register(RequestCode.UNLOCK_BATCH_MQ, unlock)

@@ -118,6 +118,7 @@ class GroupConsumer:
         self._producer: Producer | None = None  # sends failed messages back; made on first need
         self.members: list[str] = []
         self.workers: dict[QueueKey, Worker] = {}
+        self._waiting: set[QueueKey] = set()  # this member's queues whose lock another member still holds
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -196,7 +197,7 @@ class GroupConsumer:
         while not self._stop.wait(self.heartbeat_interval_s):
             try:
                 changed = self._heartbeat()
-                if changed or time.monotonic() >= next_rebalance:
+                if changed or self._waiting or time.monotonic() >= next_rebalance:
                     self._rebalance()
                     next_rebalance = time.monotonic() + self.rebalance_interval_s
             except Exception:
@@ -231,6 +232,7 @@ class GroupConsumer:
             self._release(sorted(set(self.workers) - wanted))
             for key in sorted(wanted - set(self.workers)):
                 self._acquire(key)
+            self._waiting = wanted - set(self.workers)
 
     def _start_offset(self, key: QueueKey) -> int:
         committed = self.consumer.committed_offset(self.group, *key)
@@ -241,7 +243,13 @@ class GroupConsumer:
         return self.consumer.max_offset(*key)
 
     def _acquire(self, key: QueueKey) -> None:
+        """Take a queue over: its lock first (the member giving it up releases the lock only
+        after committing), then its committed offset, so the handover repeats nothing."""
         try:
+            holder = self.consumer.lock_queue(self.group, self.client_id, *key)
+            if holder != self.client_id:
+                log.debug("group %s: %s/%s is still held by %s; next heartbeat", self.group, *key, holder)
+                return
             offset = self._start_offset(key)
         except RocketSparkError as exc:
             log.warning("group %s: cannot start %s/%s yet: %s", self.group, *key, exc)
@@ -263,6 +271,10 @@ class GroupConsumer:
             if worker.thread is not None:
                 worker.thread.join(10)
             self._commit(worker)
+            try:
+                self.consumer.unlock_queue(self.group, self.client_id, *worker.key)
+            except RocketSparkError as exc:  # it lapses when this member leaves the group
+                log.warning("group %s: unlocking %s/%s failed: %s", self.group, *worker.key, exc)
 
     def _commit(self, worker: Worker) -> None:
         if worker.offset == worker.committed:

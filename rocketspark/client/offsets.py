@@ -127,6 +127,30 @@ class QueueClient(ClientBase):
 
         self._retrying(topic, commit)
 
+    def lock_queue(self, group: str, client_id: str, topic: str, queue_id: int) -> str:
+        """Ask for the group's lock on a queue, kept where its progress is (the leader); the
+        client that holds it after (``client_id`` when granted)."""
+
+        def lock() -> str:
+            queue = self.queue(topic, queue_id)
+            segment = queue.leader or queue.segments[-1]
+            ext = {**_group_offset_ext(queue, segment, group), "clientId": client_id}
+            response = self.call(
+                segment.require_address(topic), RemotingCommand.request(RequestCode.LOCK_BATCH_MQ, ext)
+            )
+            return str(response.ext.get("holder", ""))
+
+        return self._retrying(topic, lock)
+
+    def unlock_queue(self, group: str, client_id: str, topic: str, queue_id: int) -> None:
+        def unlock() -> None:
+            queue = self.queue(topic, queue_id)
+            segment = queue.leader or queue.segments[-1]
+            ext = {**_group_offset_ext(queue, segment, group), "clientId": client_id}
+            self.call(segment.require_address(topic), RemotingCommand.request(RequestCode.UNLOCK_BATCH_MQ, ext))
+
+        self._retrying(topic, unlock)
+
     def committed_offset(self, group: str, topic: str, queue_id: int, *, broker_name: str | None = None) -> int | None:
         """The group's committed offset, or None if it never committed one.
 

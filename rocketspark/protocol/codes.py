@@ -24,6 +24,8 @@ code  name                                 served by
 34    HEART_BEAT                           broker
 35    UNREGISTER_CLIENT                    broker
 38    GET_CONSUMER_LIST_BY_GROUP           broker
+41    LOCK_BATCH_MQ                        broker (a group member's lock on one queue)
+42    UNLOCK_BATCH_MQ                      broker
 103   REGISTER_BROKER                      nameserver
 104   UNREGISTER_BROKER                    nameserver
 105   GET_ROUTEINFO_BY_TOPIC               nameserver
@@ -85,6 +87,8 @@ class RequestCode(IntEnum):
     HEART_BEAT = 34
     UNREGISTER_CLIENT = 35
     GET_CONSUMER_LIST_BY_GROUP = 38
+    LOCK_BATCH_MQ = 41
+    UNLOCK_BATCH_MQ = 42
     REGISTER_BROKER = 103
     UNREGISTER_BROKER = 104
     GET_ROUTEINFO_BY_TOPIC = 105

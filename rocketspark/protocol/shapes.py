@@ -175,6 +175,19 @@ class MemberHeader(GroupHeader):
     topics: Topics = []
 
 
+class QueueLockHeader(Shape):
+    """A group member's lock on a queue, addressed as a group offset is."""
+
+    consumer_group: Name
+    client_id: ClientId
+    topic: Topic
+    queue_id: QueueId
+    logical: bool = False
+    logic_queue_id: QueueIdOrNone = -1
+    gen: OffsetOrNone = -1
+    epoch: OffsetOrNone = -1
+
+
 class RegisterHeader(Shape):
     broker_name: Name | None = None
     cluster_name: Name | None = None
@@ -336,6 +349,8 @@ SHAPES: Final[dict[int, RequestShape]] = {
     _C.UPDATE_BROKER_CONFIG: RequestShape(BrokerConfigHeader),
     _C.HEART_BEAT: RequestShape(MemberHeader),
     _C.UNREGISTER_CLIENT: RequestShape(MemberHeader),
+    _C.LOCK_BATCH_MQ: RequestShape(QueueLockHeader),
+    _C.UNLOCK_BATCH_MQ: RequestShape(QueueLockHeader),
     _C.GET_CONSUMER_LIST_BY_GROUP: RequestShape(GroupHeader),
     _C.UPDATE_AND_CREATE_STATIC_TOPIC: RequestShape(NoFields, StaticTopicBody),
     _C.SEAL_LOGIC_QUEUES: RequestShape(SealHeader),

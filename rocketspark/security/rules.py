@@ -120,6 +120,8 @@ RULES: Final[dict[int, Rule]] = {
     _C.UPDATE_CONSUMER_OFFSET: topic_and_group(Action.SUB),
     _C.HEART_BEAT: group(Action.SUB),
     _C.UNREGISTER_CLIENT: group(Action.SUB),
+    _C.LOCK_BATCH_MQ: topic_and_group(Action.SUB),
+    _C.UNLOCK_BATCH_MQ: topic_and_group(Action.SUB),
     _C.GET_CONSUMER_LIST_BY_GROUP: group(Action.SUB, Action.GET),
     # broker: administration
     _C.UPDATE_AND_CREATE_TOPIC: topic(Action.CREATE, Action.UPDATE),

@@ -166,10 +166,65 @@ def test_a_member_joining_or_leaving_rebalances_at_the_next_heartbeat_not_the_ne
         assert first.assignment == {("shared", q) for q in range(4)}  # alone
         second = member("member-b")  # its first heartbeat and rebalance happen in start()
         try:
-            assert second.assignment == {("shared", 2), ("shared", 3)}
+            # The first gives its queues up at its next heartbeat; the second takes them at its
+            # own next one, once their locks are free.
             eventually(lambda: first.assignment == {("shared", 0), ("shared", 1)}, timeout_s=5)
+            eventually(lambda: second.assignment == {("shared", 2), ("shared", 3)}, timeout_s=5)
         finally:
             second.stop()  # leaves at once
         eventually(lambda: first.assignment == {("shared", q) for q in range(4)}, timeout_s=5)
     finally:
         first.stop()
+
+
+def test_a_member_joining_takes_its_queues_over_where_the_first_stopped_with_nothing_delivered_twice(
+    make_cluster: Callable[..., LocalCluster],
+) -> None:
+    cluster = make_cluster(brokers=1)
+    ns = cluster.nameserver
+    with Admin(ns) as admin:
+        admin.create_topic("handover", queues=4)
+    seen: dict[bytes, list[str]] = {}
+    lock = threading.Lock()
+
+    def handler(member: str) -> Callable[[list[MessageExt]], None]:
+        def handle(messages: list[MessageExt]) -> None:
+            with lock:
+                for m in messages:
+                    seen.setdefault(m.body, []).append(member)
+
+        return handle
+
+    def member(name: str) -> GroupConsumer:
+        return GroupConsumer(
+            ns,
+            "handover-group",
+            "handover",
+            handler(name),
+            start_from="earliest",
+            heartbeat_interval_ms=300,
+            commit_interval_ms=60_000,  # only the handover commits: a stale committed offset would show
+        ).start()
+
+    total = 2000
+    with Producer(ns) as producer:
+        first = member("a")
+        try:
+            for i in range(total // 2):
+                producer.send(Message("handover", f"m{i}".encode(), queue_id=i % 4))
+            eventually(lambda: len(seen) >= total // 4, timeout_s=10)
+            second = member("b")
+            try:
+                for i in range(total // 2, total):
+                    producer.send(Message("handover", f"m{i}".encode(), queue_id=i % 4))
+                eventually(lambda: len(seen) == total, timeout_s=20)
+                eventually(lambda: second.assignment == {("handover", 2), ("handover", 3)}, timeout_s=5)
+            finally:
+                second.stop()
+        finally:
+            first.stop()
+    with lock:
+        twice = {body: members for body, members in seen.items() if len(members) > 1}
+        by_b = sum(1 for members in seen.values() if "b" in members)
+    assert twice == {}, f"{len(twice)} messages delivered twice, e.g. {list(twice.items())[:3]}"
+    assert by_b > 0  # the second member did take queues over
