@@ -89,7 +89,7 @@ class Cluster:
 
 
 class Endpoint:
-    """The service's methods, by their v2 names (``_handlers`` binds them)."""
+    """The service's methods, by their v2 names (``method_handlers`` binds them)."""
 
     def __init__(self, cluster: Cluster, guard: RequestGuard | None, address: Callable[[], str]) -> None:
         self.cluster = cluster
@@ -231,7 +231,7 @@ def _endpoints(address: str) -> pb.Endpoints:
     return pb.Endpoints(scheme=scheme, addresses=[pb.Address(host=host, port=int(port))])
 
 
-def _handlers(endpoint: Endpoint) -> grpc.GenericRpcHandler:
+def method_handlers(endpoint: object) -> grpc.GenericRpcHandler:
     """The service's methods, taking raw bytes and parsing them here: a request that is not
     a valid protobuf is refused with INVALID_ARGUMENT naming its type, where gRPC would answer
     UNKNOWN for a failed deserializer."""
@@ -321,7 +321,7 @@ def create_server(endpoint: Endpoint, host: str, port: int, server_tls: ServerTl
     # answered MESSAGE_BODY_TOO_LARGE by the endpoint, not cut off by gRPC's 4 MiB default.
     limit = service.MAX_GRPC_MESSAGE_BYTES
     server = aio.server(options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)])
-    server.add_generic_rpc_handlers((_handlers(endpoint),))
+    server.add_generic_rpc_handlers((method_handlers(endpoint),))
     address = f"{host}:{port}"
     try:
         bound = (
