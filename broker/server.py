@@ -38,6 +38,7 @@ from broker.topics import TopicTable
 from rocketspark.errors import ControllerInvalidRequestError, ControllerReplicaIdInvalidError, RocketSparkError
 from rocketspark.grpcv2.endpoint import Cluster as GrpcCluster
 from rocketspark.grpcv2.endpoint import Endpoint as GrpcEndpoint
+from rocketspark.grpcv2.endpoint import InProcess
 from rocketspark.grpcv2.endpoint import create_server as bind_grpc
 from rocketspark.protocol.types import Perm
 from rocketspark.remoting.server import Dispatcher, run_every, serve_until_signalled
@@ -353,7 +354,10 @@ async def start(server: aio.Server, broker: Broker) -> list[asyncio.Task[None]]:
             log.warning(
                 "broker %s replica %d: the controller did not answer yet: %s", broker.name, broker.role.replica_id, exc
             )
-    if broker.grpc_server is not None:  # once this replica may serve: the controller has not refused it
+    if broker.grpc_server is not None and broker.grpc_endpoint is not None:  # the controller has not refused it
+        broker.grpc_endpoint.cluster.local = InProcess(
+            broker.dispatcher, asyncio.get_running_loop(), lambda: broker.address
+        )
         await broker.grpc_server.start()
         log.info("broker %s: grpc v2 endpoint ready on %s", broker.name, broker.grpc_address)
     tasks = [asyncio.create_task(t) for t in broker.background_tasks()]

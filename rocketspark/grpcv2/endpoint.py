@@ -19,9 +19,11 @@ NOT_IMPLEMENTED with a sentence saying so.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import ipaddress
 import logging
 import threading
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final, TypeVar
 
@@ -31,14 +33,16 @@ from grpc import aio
 
 from rocketspark.client.admin import Admin
 from rocketspark.client.producer import Producer
-from rocketspark.errors import InvalidParameterError, RocketSparkError
+from rocketspark.errors import InvalidParameterError, RequestTimeoutError, RocketSparkError
 from rocketspark.grpcv2 import mapping, settings
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
 from rocketspark.grpcv2.stubs import service_pb2 as sv
 from rocketspark.protocol import service
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.remoting.server import RequestGuard
+from rocketspark.remoting.channel import DEADLINES
+from rocketspark.remoting.client import LocalPeer
+from rocketspark.remoting.server import Dispatcher, RequestGuard
 from rocketspark.security.settings import PeerSecurity
 from rocketspark.security.signing import AUTH_HEADER, CLUSTER_ACCESS_KEY, DATE_HEADER
 from rocketspark.security.tls import ServerTls
@@ -65,12 +69,14 @@ class Cluster:
         self._lock = threading.Lock()
         self._producer: Producer | None = None
         self._admin: Admin | None = None
+        self.local: LocalPeer | None = None  # the broker this endpoint runs in: called without gRPC
 
     @property
     def producer(self) -> Producer:
         with self._lock:
             if self._producer is None:
                 self._producer = Producer(self.nameservers, max_message_bytes=MAX_BODY_BYTES, **self.options)
+                self._producer.remoting.local = self.local
             return self._producer
 
     @property
@@ -78,6 +84,7 @@ class Cluster:
         with self._lock:
             if self._admin is None:
                 self._admin = Admin(self.nameservers, **self.options)
+                self._admin.remoting.local = self.local
             return self._admin
 
     def close(self) -> None:
@@ -86,6 +93,26 @@ class Cluster:
                 if client is not None:
                     client.close()
             self._producer = self._admin = None
+
+
+class InProcess:
+    """The broker an endpoint runs in, as its clients' ``LocalPeer``: a request to it runs on
+    the broker's event loop through ``Dispatcher.serve_local``, with the usual deadline."""
+
+    def __init__(self, dispatcher: Dispatcher, loop: asyncio.AbstractEventLoop, address: Callable[[], str]) -> None:
+        self.dispatcher = dispatcher
+        self.loop = loop
+        self.address = address
+
+    def submit(self, request: RemotingCommand, timeout_s: float) -> concurrent.futures.Future[RemotingCommand]:
+        future = asyncio.run_coroutine_threadsafe(self.dispatcher.serve_local(request), self.loop)
+        code = request.code
+
+        def expire() -> RocketSparkError:
+            return RequestTimeoutError(f"this broker did not answer request code {code} within {timeout_s:g} s")
+
+        DEADLINES.add(time.monotonic() + timeout_s, future, expire)
+        return future
 
 
 class Endpoint:

@@ -17,7 +17,7 @@ import os
 import threading
 import weakref
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 
@@ -146,6 +146,15 @@ class _Peer:
         self.channel.close()
 
 
+class LocalPeer(Protocol):
+    """The server a client runs inside (a broker's v2 endpoint calling its own broker): its
+    requests to ``address()`` skip gRPC, the network and the signature, and still meet the
+    server's request shapes and handlers (``Dispatcher.serve_local``)."""
+
+    def address(self) -> str: ...
+    def submit(self, request: RemotingCommand, timeout_s: float) -> concurrent.futures.Future[RemotingCommand]: ...
+
+
 class RemotingClient:
     """Calls RemotingCommands on peers by address. Thread-safe; one per client object.
 
@@ -169,6 +178,7 @@ class RemotingClient:
         self._closed = False
         self._oneway: set[concurrent.futures.Future[RemotingCommand]] = set()
         self._answered: set[str] = set()  # peers that answered once: a close from them is no TLS refusal
+        self.local: LocalPeer | None = None  # the server this client runs in, called without the network
         _CLIENTS.add(self)
 
     @property
@@ -206,6 +216,9 @@ class RemotingClient:
             return translate_rpc_error(err, address, kind, self.tls, first_contact=address not in self._answered)
 
         code = request.code  # the deadline heap keeps ``expire``: it must not hold the request body
+        local = self.local
+        if local is not None and address == local.address():
+            return local.submit(request, timeout_s)
         if self.signer is not None:
             request.ext.update(self.signer.headers())
 
