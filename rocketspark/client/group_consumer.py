@@ -230,9 +230,24 @@ class GroupConsumer:
                     log.warning("group %s: cannot rebalance %s: %s", self.group, topic, exc)
                     wanted |= {k for k in self.workers if k[0] == topic}  # keep what we have
             self._release(sorted(set(self.workers) - wanted))
+            self._drop_lost(sorted(set(self.workers) & wanted))
             for key in sorted(wanted - set(self.workers)):
                 self._acquire(key)
             self._waiting = wanted - set(self.workers)
+
+    def _drop_lost(self, keys: list[QueueKey]) -> None:
+        """Stop pulling the queues whose lock another member holds now (this one was taken for
+        dead: a pause longer than the brokers' consumer_expired_ms), without committing: the
+        new owner's progress is not to be moved back. Asking again renews a lock still held."""
+        for key in keys:
+            try:
+                holder = self.consumer.lock_queue(self.group, self.client_id, *key)
+            except RocketSparkError:
+                continue  # the broker is unreachable: keep the queue, ask at the next round
+            if holder != self.client_id:
+                log.warning("group %s: %s/%s is held by %s now; stopped pulling it", self.group, *key, holder)
+                worker = self.workers.pop(key)
+                worker.stop.set()
 
     def _start_offset(self, key: QueueKey) -> int:
         committed = self.consumer.committed_offset(self.group, *key)

@@ -10,6 +10,8 @@ from collections.abc import Callable
 import pytest
 
 from rocketspark import Admin, Consumer, GroupConsumer, LocalCluster, Message, Producer
+from rocketspark.protocol.codes import RequestCode
+from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.types import MessageExt
 from tests.helpers import eventually
 
@@ -228,3 +230,59 @@ def test_a_member_joining_takes_its_queues_over_where_the_first_stopped_with_not
         by_b = sum(1 for members in seen.values() if "b" in members)
     assert twice == {}, f"{len(twice)} messages delivered twice, e.g. {list(twice.items())[:3]}"
     assert by_b > 0  # the second member did take queues over
+
+
+def test_a_member_that_lost_a_queue_lock_stops_pulling_it_until_the_lock_is_free(
+    make_cluster: Callable[..., LocalCluster],
+) -> None:
+    """A member the brokers took for gone (here: unregistered behind its back; the intruder
+    sorts after it, so the queue stays the member's share) finds, at its
+    next rebalance, that another client holds a queue's lock, and stops pulling that queue
+    without committing over the other's progress; it takes the queue back once it is free."""
+    cluster = make_cluster(brokers=1)
+    ns = cluster.nameserver
+    broker = cluster.brokers["broker-a"]
+    with Admin(ns) as admin:
+        admin.create_topic("contested", queues=1)
+    member = GroupConsumer(
+        ns,
+        "contest",
+        "contested",
+        lambda messages: None,
+        heartbeat_interval_ms=200,
+        rebalance_interval_ms=200,
+        client_id="member",
+    ).start()
+    try:
+        eventually(lambda: member.assignment == {("contested", 0)}, timeout_s=5)
+        group = {"consumerGroup": "contest"}
+        lock = {**group, "topic": "contested", "queueId": 0}
+        with Consumer(ns) as intruder:
+            intruder.call(
+                broker, RemotingCommand.request(RequestCode.UNREGISTER_CLIENT, {**group, "clientId": "member"})
+            )
+            intruder.call(broker, RemotingCommand.request(RequestCode.HEART_BEAT, {**group, "clientId": "zz-intruder"}))
+            granted = intruder.call(
+                broker, RemotingCommand.request(RequestCode.LOCK_BATCH_MQ, {**lock, "clientId": "zz-intruder"})
+            )
+            assert granted.ext["holder"] == "zz-intruder"
+            stop = threading.Event()
+
+            def keep_alive() -> None:  # the intruder stays a member, so its lock holds
+                while not stop.wait(0.05):
+                    intruder.call(
+                        broker, RemotingCommand.request(RequestCode.HEART_BEAT, {**group, "clientId": "zz-intruder"})
+                    )
+
+            beating = threading.Thread(target=keep_alive)
+            beating.start()
+            try:
+                eventually(lambda: ("contested", 0) not in member.workers, timeout_s=5)
+            finally:
+                stop.set()
+                beating.join()
+            leave = RemotingCommand.request(RequestCode.UNREGISTER_CLIENT, {**group, "clientId": "zz-intruder"})
+            intruder.call(broker, leave)  # leaves the group, and its lock with it
+        eventually(lambda: member.assignment == {("contested", 0)}, timeout_s=5)
+    finally:
+        member.stop()
