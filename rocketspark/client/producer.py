@@ -20,6 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from operator import attrgetter
 from typing import Protocol, Unpack
 
@@ -48,6 +49,7 @@ from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.types import Message, QueueData, SendResult, SendStatus, TopicRouteData
 from rocketspark.protocol.validation import validate_topic_name
+from rocketspark.remoting.client import check
 
 log = logging.getLogger(__name__)
 _ROUTING = (attrgetter("topic"), attrgetter("queue_id"), attrgetter("sharding_key"))  # what decides a send's queue
@@ -65,6 +67,16 @@ class PoolFactory(Protocol):
 def send_pool() -> concurrent.futures.Executor:
     """The default ``send_async_pool``: eight threads."""
     return concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="producer")
+
+
+@dataclass(frozen=True, slots=True)
+class FirstAttempt:
+    """The request a send would make first, and where (``Producer.first_attempt``)."""
+
+    address: str
+    request: RemotingCommand
+    topic: str
+    target: Target
 
 
 class Producer(ClientBase):
@@ -276,6 +288,28 @@ class Producer(ClientBase):
         body = encode_messages(message.topic, [message], compression_kind=self.compression, born_ms=born_ms)
         pinned = message if message.queue_id is not None or message.sharding_key is not None else None
         return self._send_body(message.topic, body, pinned, False, timeout_ms)
+
+    def first_attempt(self, message: Message, *, born_ms: int | None = None) -> FirstAttempt | None:
+        """The request ``send`` would make first, and the broker it would go to, without sending
+        it and without any I/O: None when the topic's route is not cached (or the topic is new),
+        and then the caller just sends. For a caller that delivers the request itself, faster
+        than a send could (a broker's v2 endpoint, to its own broker, on its event loop); it
+        reads the answer with ``result_of``, and sends normally when that raises."""
+        if self.routes.cached(message.topic) is None:
+            return None
+        self._check(message)
+        info = self.publish_info(message.topic)
+        if info.template:
+            return None
+        pinned = message if message.queue_id is not None or message.sharding_key is not None else None
+        ref = (pinned_target(pinned, info.stable) if pinned else None) or self._next(info.queues, None)
+        body = encode_messages(message.topic, [message], compression_kind=self.compression, born_ms=born_ms)
+        request = self._request(info, message.topic, ref, body, False)
+        return FirstAttempt(self.broker_address(info.route, ref.broker_name), request, message.topic, ref)
+
+    def result_of(self, attempt: FirstAttempt, response: RemotingCommand) -> SendResult:
+        """The outcome of a first attempt delivered by the caller; raises for a refusal."""
+        return self._result(attempt.topic, attempt.target, check(response))
 
     def send_batch(self, messages: Sequence[Message], *, timeout_ms: int | None = None) -> list[SendResult]:
         """Send many messages in as few requests as the byte limit allows.

@@ -40,8 +40,8 @@ from rocketspark.grpcv2.stubs import service_pb2 as sv
 from rocketspark.protocol import service
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.types import SendResult
 from rocketspark.remoting.channel import DEADLINES
-from rocketspark.remoting.client import LocalPeer
 from rocketspark.remoting.server import Dispatcher, RequestGuard
 from rocketspark.security.settings import PeerSecurity
 from rocketspark.security.signing import AUTH_HEADER, CLUSTER_ACCESS_KEY, DATE_HEADER
@@ -69,7 +69,7 @@ class Cluster:
         self._lock = threading.Lock()
         self._producer: Producer | None = None
         self._admin: Admin | None = None
-        self.local: LocalPeer | None = None  # the broker this endpoint runs in: called without gRPC
+        self.local: InProcess | None = None  # the broker this endpoint runs in: called without gRPC
 
     @property
     def producer(self) -> Producer:
@@ -103,6 +103,10 @@ class InProcess:
         self.dispatcher = dispatcher
         self.loop = loop
         self.address = address
+
+    async def call(self, request: RemotingCommand) -> RemotingCommand:
+        """From the broker's own event loop: the request's answer, with no thread between."""
+        return await self.dispatcher.serve_local(request)
 
     def submit(self, request: RemotingCommand, timeout_s: float) -> concurrent.futures.Future[RemotingCommand]:
         future = asyncio.run_coroutine_threadsafe(self.dispatcher.serve_local(request), self.loop)
@@ -207,7 +211,7 @@ class Endpoint:
                 self._authorize(context, RequestCode.SEND_MESSAGE, {"topic": topic})
             entries = []
             for one in incoming:
-                result = await asyncio.to_thread(self.cluster.producer.send, one.message, born_ms=one.born_ms)
+                result = await self._send(one)
                 entries.append(
                     sv.SendResultEntry(
                         status=mapping.status(mapping.OK),
@@ -218,6 +222,19 @@ class Endpoint:
             return sv.SendMessageResponse(status=mapping.status(mapping.OK), entries=entries)
 
         return await self._answer(work, lambda s: sv.SendMessageResponse(status=s))
+
+    async def _send(self, one: mapping.Incoming) -> SendResult:
+        """A message bound for the broker this endpoint runs in is handed to it on this event
+        loop (its first attempt); any other, or one whose first attempt failed, is sent by
+        our producer (with its retries) on a worker thread."""
+        producer, local = self.cluster.producer, self.cluster.local
+        attempt = producer.first_attempt(one.message, born_ms=one.born_ms) if local is not None else None
+        if local is not None and attempt is not None and attempt.address == local.address():
+            try:
+                return producer.result_of(attempt, await local.call(attempt.request))
+            except RocketSparkError as exc:
+                log.debug("grpc v2 endpoint: a local send failed (%s); sending with retries", exc)
+        return await asyncio.to_thread(producer.send, one.message, born_ms=one.born_ms)
 
     # -- not served yet -----------------------------------------------------------------------
 
