@@ -253,7 +253,7 @@ class GroupConsumer:
         committed = self.consumer.committed_offset(self.group, *key)
         if committed is not None:
             return committed
-        if self.start_from == "earliest":
+        if self.start_from == "earliest" or key[0] == self.retry_topic:  # nothing sent back is skipped
             return self.consumer.min_offset(*key)
         return self.consumer.max_offset(*key)
 
@@ -355,21 +355,28 @@ class GroupConsumer:
         return batch[:due]
 
     def _consume(self, worker: Worker, batch: list[MessageExt]) -> bool:
-        """Hand ``batch`` over; when the handler fails, send it back (retry topic, or the
-        dead-letter queue). False when that failed too: the batch is to be handed over again."""
+        """Hand ``batch`` over. When the handler fails on a batch of several, each message is
+        handed over alone, so that only the ones it fails on are sent back (retry topic, or
+        the dead-letter queue): a poison message takes no healthy batch-mate to the
+        dead-letter queue. False when sending back failed: the batch is handed over again."""
+        retried = worker.key[0] == self.retry_topic
+        shown = [as_first_sent(m) for m in batch] if retried else batch
         try:
-            self.handler([as_first_sent(m) for m in batch])
+            self.handler(shown)
             return True
         except Exception:
             log.exception(
-                "group %s: the handler failed on %d messages of %s/%s at offset %d; sending them back",
+                "group %s: the handler failed on %d messages of %s/%s at offset %d",
                 self.group,
                 len(batch),
                 *worker.key,
                 worker.offset,
             )
+        failed = (
+            batch if len(batch) == 1 else [m for m, one in zip(batch, shown, strict=True) if not self._handles(one)]
+        )
         try:
-            for message in batch:
+            for message in failed:
                 back = self.retry.send_back(self.group, message)
                 self._producer_for_retries().send(back)
                 if back.topic != self.retry_topic:
@@ -383,6 +390,14 @@ class GroupConsumer:
             return True
         except RocketSparkError as exc:
             log.warning("group %s: sending failed messages back failed (%s); handing them over again", self.group, exc)
+            return False
+
+    def _handles(self, message: MessageExt) -> bool:
+        try:
+            self.handler([message])
+            return True
+        except Exception:
+            log.warning("group %s: the handler failed on message %s; sending it back", self.group, message.msg_id)
             return False
 
     def _producer_for_retries(self) -> Producer:

@@ -94,6 +94,7 @@ class Producer(ClientBase):
         batch_max_bytes: int = 4 * MiB,
         compression: str = "none",
         create_topic_key: str = AUTO_CREATE_TOPIC,
+        auto_create_topics: bool = True,
         send_latency_fault_enable: bool = False,
         latency_max_ms: Sequence[int] = LATENCY_MAX_MS,
         not_available_duration_ms: Sequence[int] = NOT_AVAILABLE_MS,
@@ -119,6 +120,7 @@ class Producer(ClientBase):
             raise InvalidParameterError(f'compression must be one of {", ".join(COMPRESSIONS)}, not "{compression}"')
         self.compression = COMPRESSIONS[compression]  # of each batch's message section
         self.create_topic_key = create_topic_key
+        self.auto_create_topics = auto_create_topics  # False: a send to a missing topic fails, even if brokers allow
         self._selector = RoundRobin(self.fault)
         self._make_pool = send_async_pool
         self._executor: concurrent.futures.Executor | None = None  # send_async's, made on first use
@@ -145,6 +147,8 @@ class Producer(ClientBase):
         return self.routes.derive(topic, publish_info_of)
 
     def _template_route(self) -> TopicRouteData | None:
+        if not self.auto_create_topics:
+            return None
         try:
             route = self.routes.get(self.create_topic_key)  # cached, "missing" too (seed 000)
         except RocketSparkError:
@@ -298,11 +302,14 @@ class Producer(ClientBase):
         if self.routes.cached(message.topic) is None:
             return None
         self._check(message)
-        info = self.publish_info(message.topic)
-        if info.template:
-            return None
-        pinned = message if message.queue_id is not None or message.sharding_key is not None else None
-        ref = (pinned_target(pinned, info.stable) if pinned else None) or self._next(info.queues, None)
+        try:
+            info = self.publish_info(message.topic)
+            if info.template:
+                return None
+            pinned = message if message.queue_id is not None or message.sharding_key is not None else None
+            ref = (pinned_target(pinned, info.stable) if pinned else None) or self._next(info.queues, None)
+        except RocketSparkError:
+            return None  # e.g. a queue being remapped: a send (with its retries) sorts it out
         body = encode_messages(message.topic, [message], compression_kind=self.compression, born_ms=born_ms)
         request = self._request(info, message.topic, ref, body, False)
         return FirstAttempt(self.broker_address(info.route, ref.broker_name), request, message.topic, ref)

@@ -33,11 +33,11 @@ from grpc import aio
 
 from rocketspark.client.admin import Admin
 from rocketspark.client.producer import Producer
+from rocketspark.client.send_retries import RETRIABLE
 from rocketspark.errors import InvalidParameterError, RequestTimeoutError, RocketSparkError
 from rocketspark.grpcv2 import mapping, settings
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
 from rocketspark.grpcv2.stubs import service_pb2 as sv
-from rocketspark.protocol import service
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.types import SendResult
@@ -75,7 +75,10 @@ class Cluster:
     def producer(self) -> Producer:
         with self._lock:
             if self._producer is None:
-                self._producer = Producer(self.nameservers, max_message_bytes=MAX_BODY_BYTES, **self.options)
+                # No auto-create: the caller was authorized for Pub, not Create (rules.send).
+                self._producer = Producer(
+                    self.nameservers, max_message_bytes=MAX_BODY_BYTES, auto_create_topics=False, **self.options
+                )
                 self._producer.remoting.local = self.local
             return self._producer
 
@@ -188,12 +191,22 @@ class Endpoint:
     async def NotifyClientTermination(  # noqa: N802
         self, request: sv.NotifyClientTerminationRequest, context: aio.ServicerContext[Any, Any]
     ) -> sv.NotifyClientTerminationResponse:
-        return sv.NotifyClientTerminationResponse(status=mapping.status(mapping.OK))
+        async def work() -> sv.NotifyClientTerminationResponse:
+            self._authorize(context, RequestCode.GET_BROKER_CLUSTER_INFO, {})
+            return sv.NotifyClientTerminationResponse(status=mapping.status(mapping.OK))
+
+        return await self._answer(work, lambda s: sv.NotifyClientTerminationResponse(status=s))
 
     async def Telemetry(  # noqa: N802
         self, requests: AsyncIterator[sv.TelemetryCommand], context: aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[sv.TelemetryCommand]:
-        """Each ``Settings`` the client sends is answered with the settings it is to use."""
+        """Each ``Settings`` the client sends is answered with the settings it is to use; an
+        unsigned caller (with security on) gets one status saying why, and the stream ends."""
+        try:
+            self._authorize(context, RequestCode.GET_BROKER_CLUSTER_INFO, {})
+        except RocketSparkError as exc:
+            yield sv.TelemetryCommand(status=mapping.status_for(exc))
+            return
         async for command in requests:
             if command.HasField("settings"):
                 yield sv.TelemetryCommand(status=mapping.status(mapping.OK), settings=settings.merged(command.settings))
@@ -206,12 +219,17 @@ class Endpoint:
         async def work() -> sv.SendMessageResponse:
             if not request.messages:
                 raise InvalidParameterError("the request carries no message")
-            incoming = [mapping.to_message(m, MAX_BODY_BYTES) for m in request.messages]
-            for topic in {i.message.topic for i in incoming}:
+            for topic in {m.topic.name for m in request.messages}:  # before any body is looked at
                 self._authorize(context, RequestCode.SEND_MESSAGE, {"topic": topic})
+            incoming = [mapping.to_message(m, MAX_BODY_BYTES) for m in request.messages]
             entries = []
-            for one in incoming:
-                result = await self._send(one)
+            for one in incoming:  # in order; at the first failure the rest are not sent
+                try:
+                    result = await self._send(one)
+                except RocketSparkError as exc:  # the entries before it say what was stored
+                    failed = mapping.status_for(exc)
+                    entries.append(sv.SendResultEntry(status=failed, message_id=one.message_id))
+                    return sv.SendMessageResponse(status=failed, entries=entries)
                 entries.append(
                     sv.SendResultEntry(
                         status=mapping.status(mapping.OK),
@@ -224,16 +242,22 @@ class Endpoint:
         return await self._answer(work, lambda s: sv.SendMessageResponse(status=s))
 
     async def _send(self, one: mapping.Incoming) -> SendResult:
-        """A message bound for the broker this endpoint runs in is handed to it on this event
-        loop (its first attempt); any other, or one whose first attempt failed, is sent by
-        our producer (with its retries) on a worker thread."""
+        """Our producer plans the first attempt; one bound for the broker this endpoint runs in
+        is handed to it on this event loop, any other goes out from a worker thread. Only a
+        failure a send retries (``send_retries.RETRIABLE``: nothing was stored) is sent again,
+        by our producer with its retries; any other (a flush or replica timeout: stored, maybe
+        not durable yet) is the answer, as it is to a send."""
         producer, local = self.cluster.producer, self.cluster.local
-        attempt = producer.first_attempt(one.message, born_ms=one.born_ms) if local is not None else None
-        if local is not None and attempt is not None and attempt.address == local.address():
+        attempt = producer.first_attempt(one.message, born_ms=one.born_ms)
+        if attempt is not None:
             try:
-                return producer.result_of(attempt, await local.call(attempt.request))
-            except RocketSparkError as exc:
-                log.debug("grpc v2 endpoint: a local send failed (%s); sending with retries", exc)
+                if local is not None and attempt.address == local.address():
+                    response = await local.call(attempt.request)
+                else:
+                    response = await asyncio.to_thread(producer.remoting.invoke, attempt.address, attempt.request)
+                return producer.result_of(attempt, response)
+            except RETRIABLE as exc:
+                log.debug("grpc v2 endpoint: a first attempt failed (%s); sending with retries", exc)
         return await asyncio.to_thread(producer.send, one.message, born_ms=one.born_ms)
 
     # -- not served yet -----------------------------------------------------------------------
@@ -363,7 +387,7 @@ def create_server(endpoint: Endpoint, host: str, port: int, server_tls: ServerTl
     """Bind (not start) the v2 endpoint on ``host:port`` (0: a free port), over TLS if given."""
     # Larger requests than a message may be are still read, so that one over the limit is
     # answered MESSAGE_BODY_TOO_LARGE by the endpoint, not cut off by gRPC's 4 MiB default.
-    limit = service.MAX_GRPC_MESSAGE_BYTES
+    limit = 4 * MAX_BODY_BYTES  # room for a few messages; what a client may not send is refused by gRPC
     server = aio.server(options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)])
     server.add_generic_rpc_handlers((method_handlers(endpoint),))
     address = f"{host}:{port}"

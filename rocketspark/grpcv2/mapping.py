@@ -8,7 +8,6 @@ properties stay as they are; its born time becomes the record's born timestamp.
 
 from __future__ import annotations
 
-import gzip
 import zlib
 from dataclasses import dataclass
 from typing import Final
@@ -31,11 +30,15 @@ from rocketspark.errors import (
     TopicNotExistError,
 )
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
+from rocketspark.protocol.group_topics import DUE_AT_MS, ORIGIN_MESSAGE_ID, RECONSUME_TIME, RETRY_TOPIC
 from rocketspark.protocol.types import Message
 
 UNIQ_KEY: Final = "UNIQ_KEY"  # the message id the client made (RocketMQ's property name)
 SHARDING_KEY: Final = "__SHARDINGKEY"  # a FIFO message's group (RocketMQ's property name)
 RESERVED: Final = frozenset({UNIQ_KEY, SHARDING_KEY})
+# What a group consumer writes on a message it sends back: a producer may not forge them.
+SENT_BACK: Final = frozenset({RECONSUME_TIME, RETRY_TOPIC, ORIGIN_MESSAGE_ID, DUE_AT_MS})
+MAX_BORN_MS: Final = 1 << 63  # the record's born timestamp is a signed 64-bit field
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,14 +55,14 @@ def to_message(v2: pb.Message, max_body_bytes: int) -> Incoming:
     if not topic:
         raise IllegalTopicNameError("the message names no topic (topic.name is empty)")
     system = v2.system_properties
-    body = _body(v2.body, system.body_encoding)
+    body = _body(v2.body, system.body_encoding, max_body_bytes)
     if len(body) > max_body_bytes:
         raise MessageTooLargeError(f"message body of {len(body)} bytes is over the limit of {max_body_bytes} bytes")
     if system.HasField("delivery_timestamp"):
         raise RequestCodeNotSupported("delay messages (delivery_timestamp) are not served by this endpoint yet")
     if system.message_type == pb.MessageType.TRANSACTION:
         raise RequestCodeNotSupported("transactional messages are not served by this endpoint yet")
-    clash = sorted(RESERVED & set(v2.user_properties))
+    clash = sorted((RESERVED | SENT_BACK) & set(v2.user_properties))
     if clash:
         raise InvalidParameterError(f"user property {clash[0]!r} is reserved; choose another name")
     properties = dict(v2.user_properties)
@@ -77,16 +80,26 @@ def to_message(v2: pb.Message, max_body_bytes: int) -> Incoming:
         sharding_key=group or None,
     )
     born = system.born_timestamp.ToMilliseconds() if system.HasField("born_timestamp") else None
+    if born is not None and not 0 <= born < MAX_BORN_MS:
+        raise InvalidParameterError(f"born_timestamp {born} ms is not a time this broker can store")
     return Incoming(message, system.message_id, born or None)
 
 
-def _body(data: bytes, encoding: int) -> bytes:
-    if encoding == pb.Encoding.GZIP:
-        try:
-            return gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise InvalidParameterError(f"the body says GZIP but does not decompress: {exc}") from None
-    return data
+def _body(data: bytes, encoding: int, max_body_bytes: int) -> bytes:
+    """The body as written; a GZIP one is inflated no further than the limit (a small request
+    must not unpack into gigabytes)."""
+    if encoding != pb.Encoding.GZIP:
+        return data
+    inflater = zlib.decompressobj(wbits=31)  # gzip framing
+    try:
+        body = inflater.decompress(data, max_body_bytes + 1)
+    except zlib.error as exc:
+        raise InvalidParameterError(f"the body says GZIP but does not decompress: {exc}") from None
+    if len(body) > max_body_bytes or inflater.unconsumed_tail:
+        raise MessageTooLargeError(f"the GZIP body inflates to over the limit of {max_body_bytes} bytes")
+    if not inflater.eof:
+        raise InvalidParameterError("the body says GZIP but is cut short")
+    return body
 
 
 def status(code: int, message: str = "") -> pb.Status:

@@ -193,9 +193,13 @@ class Dispatcher:
             )
         try:
             shapes.check(request)
+            ticket = self.budget.admit(len(request.body))  # the in-flight budget counts these too
         except RocketSparkError as exc:
             return response_for_exception(request, exc, self.server_name)
-        return await self._run(handler, request)
+        try:
+            return await self._run(handler, request)
+        finally:
+            ticket.release()
 
     async def invoke(self, raw: bytes, context: aio.ServicerContext[Any, Any]) -> bytes:
         admitted = self._admit(raw, len(raw))

@@ -130,3 +130,16 @@ def test_a_method_not_served_says_so(stub: sv_grpc.MessagingServiceStub) -> None
     assert offset.status.code == pb.Code.NOT_IMPLEMENTED and "GetOffset is not served" in offset.status.message
     [pulled] = list(stub.PullMessage(sv.PullMessageRequest(group=pb.Resource(name="g"))))
     assert pulled.status.code == pb.Code.NOT_IMPLEMENTED
+
+
+def test_a_send_never_creates_a_topic_even_where_brokers_auto_create() -> None:
+    """Creating needs Create, which a v2 send is not checked for: the endpoint never auto-creates."""
+    with LocalCluster(brokers=1) as auto:  # auto_create_topic_enable on
+        with grpc.insecure_channel(auto.grpc_endpoint) as channel:
+            stub = sv_grpc.MessagingServiceStub(channel)
+            message = pb.Message(topic=pb.Resource(name="brand-new"), body=b"x")
+            message.system_properties.message_id = "01-new"
+            answer = stub.SendMessage(sv.SendMessageRequest(messages=[message]))
+        assert answer.status.code == pb.Code.TOPIC_NOT_FOUND
+        with Admin(auto.nameserver) as admin:
+            assert "brand-new" not in admin.topics()

@@ -89,3 +89,19 @@ def test_a_producer_is_told_rocketmqs_default_retries_and_a_consumer_its_receive
     told = settings.merged(consumer)
     assert told.backoff_policy.max_attempts == 17 and told.subscription.receive_batch_size == 32
     assert told.subscription.long_polling_timeout.ToMilliseconds() == 20_000
+
+
+def test_a_gzip_bomb_a_forged_retry_property_and_an_impossible_born_time_are_refused() -> None:
+    bomb = v2(body_encoding=pb.Encoding.GZIP)
+    bomb.body = gzip.compress(b"\0" * (8 * 1024 * 1024))  # about 8 KiB that would inflate to 8 MiB
+    assert len(bomb.body) < 20_000
+    with pytest.raises(MessageTooLargeError, match="inflates to over the limit of 4194304 bytes"):
+        mapping.to_message(bomb, 4 * 1024 * 1024)
+    forged = v2()
+    forged.user_properties["RECONSUME_TIME"] = "16"
+    with pytest.raises(InvalidParameterError, match="user property 'RECONSUME_TIME' is reserved"):
+        mapping.to_message(forged, 1024)
+    ancient = v2()
+    ancient.system_properties.born_timestamp.FromMilliseconds(-5)
+    with pytest.raises(InvalidParameterError, match="born_timestamp -5 ms is not a time this broker can store"):
+        mapping.to_message(ancient, 1024)
