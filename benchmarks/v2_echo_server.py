@@ -25,6 +25,7 @@ from rocketspark.grpcv2.stubs import definition_pb2 as pb
 from rocketspark.grpcv2.stubs import service_pb2 as sv
 
 OK = pb.Status(code=pb.Code.OK)
+MAX_BODY_BYTES = 4 * 1024 * 1024  # what our broker allows by default (max_message_bytes)
 
 
 class Echo:
@@ -51,7 +52,7 @@ class Echo:
     async def Telemetry(self, requests: AsyncIterator[Any], context: Any) -> AsyncIterator[sv.TelemetryCommand]:  # noqa: N802
         async for command in requests:
             if command.HasField("settings"):
-                yield sv.TelemetryCommand(status=OK, settings=settings.merged(command.settings))
+                yield sv.TelemetryCommand(status=OK, settings=settings.merged(command.settings, MAX_BODY_BYTES))
 
     async def SendMessage(self, request: sv.SendMessageRequest, context: Any) -> sv.SendMessageResponse:  # noqa: N802
         entries = [

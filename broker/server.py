@@ -320,7 +320,9 @@ def create_server(config: BrokerConfig) -> tuple[aio.Server, int, Broker]:
     broker.address = f"{config.advertised_address}:{port}"
     if config.grpc_listen_port >= 0:
         endpoint = GrpcEndpoint(
-            GrpcCluster(config.nameservers, broker.security), broker.dispatcher.guard, lambda: broker.grpc_address
+            GrpcCluster(config.nameservers, broker.security, config.max_message_bytes),
+            broker.dispatcher.guard,
+            lambda: broker.grpc_address,
         )
         broker.grpc_server, grpc_port = bind_grpc(
             endpoint, config.listen_host, config.grpc_listen_port, broker.security.server_tls

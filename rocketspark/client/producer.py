@@ -166,6 +166,11 @@ class Producer(ClientBase):
 
     # -- selection ------------------------------------------------------------------------------
 
+    def _target(self, info: PublishInfo, pinned: Message | None, avoid: str | None) -> Target:
+        """Where an attempt goes: a pinned message's queue (fixed, or by its sharding key),
+        else the next writable queue in turn."""
+        return (pinned_target(pinned, info.stable) if pinned else None) or self._next(info.queues, avoid)
+
     def _next(self, queues: list[Target], avoid: str | None) -> Target:
         return self._selector.next(queues, avoid)
 
@@ -244,7 +249,7 @@ class Producer(ClientBase):
             info = self.publish_info(topic)
             ref: Target | None = None
             try:
-                ref = (pinned_target(pinned, info.stable) if pinned else None) or self._next(info.queues, retries.avoid)
+                ref = self._target(info, pinned, retries.avoid)
                 response = self._attempt(info, topic, ref, body, batch, retries)
             except RETRIABLE as exc:
                 pause = retries.after(exc, info, ref)  # raises when the send must give up
@@ -307,7 +312,7 @@ class Producer(ClientBase):
             if info.template:
                 return None
             pinned = message if message.queue_id is not None or message.sharding_key is not None else None
-            ref = (pinned_target(pinned, info.stable) if pinned else None) or self._next(info.queues, None)
+            ref = self._target(info, pinned, None)
         except RocketSparkError:
             return None  # e.g. a queue being remapped: a send (with its retries) sorts it out
         body = encode_messages(message.topic, [message], compression_kind=self.compression, born_ms=born_ms)

@@ -25,7 +25,7 @@ import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Final, TypeVar
+from typing import Any, TypeVar
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -48,7 +48,6 @@ from rocketspark.security.signing import AUTH_HEADER, CLUSTER_ACCESS_KEY, DATE_H
 from rocketspark.security.tls import ServerTls
 
 log = logging.getLogger(__name__)
-MAX_BODY_BYTES: Final = settings.MAX_BODY_BYTES
 T = TypeVar("T")
 
 
@@ -56,8 +55,9 @@ class Cluster:
     """The endpoint's own clients of the cluster, made on first use and signed with the
     cluster credential (the v2 caller was authorized at this edge already)."""
 
-    def __init__(self, nameservers: list[str], security: PeerSecurity) -> None:
+    def __init__(self, nameservers: list[str], security: PeerSecurity, max_body_bytes: int) -> None:
         self.nameservers = nameservers
+        self.max_body_bytes = max_body_bytes  # the broker's max_message_bytes
         self.options: dict[str, Any] = {}
         if security.credentials is not None:
             self.options |= {"access_key": CLUSTER_ACCESS_KEY, "secret_key": security.credentials.secret_key}
@@ -77,7 +77,7 @@ class Cluster:
             if self._producer is None:
                 # No auto-create: the caller was authorized for Pub, not Create (rules.send).
                 self._producer = Producer(
-                    self.nameservers, max_message_bytes=MAX_BODY_BYTES, auto_create_topics=False, **self.options
+                    self.nameservers, max_message_bytes=self.max_body_bytes, auto_create_topics=False, **self.options
                 )
                 self._producer.remoting.local = self.local
             return self._producer
@@ -209,7 +209,10 @@ class Endpoint:
             return
         async for command in requests:
             if command.HasField("settings"):
-                yield sv.TelemetryCommand(status=mapping.status(mapping.OK), settings=settings.merged(command.settings))
+                yield sv.TelemetryCommand(
+                    status=mapping.status(mapping.OK),
+                    settings=settings.merged(command.settings, self.cluster.max_body_bytes),
+                )
 
     # -- sending ---------------------------------------------------------------------------
 
@@ -221,7 +224,7 @@ class Endpoint:
                 raise InvalidParameterError("the request carries no message")
             for topic in {m.topic.name for m in request.messages}:  # before any body is looked at
                 self._authorize(context, RequestCode.SEND_MESSAGE, {"topic": topic})
-            incoming = [mapping.to_message(m, MAX_BODY_BYTES) for m in request.messages]
+            incoming = [mapping.to_message(m, self.cluster.max_body_bytes) for m in request.messages]
             entries = []
             for one in incoming:  # in order; at the first failure the rest are not sent
                 try:
@@ -387,7 +390,9 @@ def create_server(endpoint: Endpoint, host: str, port: int, server_tls: ServerTl
     """Bind (not start) the v2 endpoint on ``host:port`` (0: a free port), over TLS if given."""
     # Larger requests than a message may be are still read, so that one over the limit is
     # answered MESSAGE_BODY_TOO_LARGE by the endpoint, not cut off by gRPC's 4 MiB default.
-    limit = 4 * MAX_BODY_BYTES  # room for a few messages; what a client may not send is refused by gRPC
+    limit = (
+        4 * endpoint.cluster.max_body_bytes
+    )  # room for a few messages; what a client may not send is refused by gRPC
     server = aio.server(options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)])
     server.add_generic_rpc_handlers((method_handlers(endpoint),))
     address = f"{host}:{port}"

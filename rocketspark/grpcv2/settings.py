@@ -1,7 +1,8 @@
 """The settings a client is told to use, in answer to the ``Settings`` it sends on ``Telemetry``.
 
 The values are those RocketMQ 5's proxy answers with by default (its ``ProxyConfig``): a
-producer retries a send 3 times backing off from 10 ms to 1 s, a body may be 4 MiB and message
+producer retries a send 3 times backing off from 10 ms to 1 s, a body may be as large as the
+broker's ``max_message_bytes`` (4 MiB, RocketMQ's default too) and message
 types are checked against the queue's; a consumer receives 32 at a time, long-polls for 20 s and
 has a message delivered at most 17 times (16 retries) before it goes to the dead-letter queue.
 """
@@ -12,7 +13,6 @@ from typing import Final
 
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
 
-MAX_BODY_BYTES: Final = 4 * 1024 * 1024
 PRODUCER_ATTEMPTS: Final = 3
 CONSUMER_ATTEMPTS: Final = 17  # a first delivery and RocketMQ's 16 retries
 RECEIVE_BATCH: Final = 32
@@ -28,13 +28,14 @@ def _backoff(policy: pb.RetryPolicy, attempts: int, initial_ms: int, max_ms: int
     policy.exponential_backoff.multiplier = 2.0
 
 
-def merged(client: pb.Settings) -> pb.Settings:
-    """The client's settings with the server's part filled in."""
+def merged(client: pb.Settings, max_body_bytes: int) -> pb.Settings:
+    """The client's settings with the server's part filled in; ``max_body_bytes``: the
+    broker's ``max_message_bytes``."""
     answer = pb.Settings()
     answer.CopyFrom(client)
     if client.HasField("publishing"):
         _backoff(answer.backoff_policy, PRODUCER_ATTEMPTS, 10, 1000)
-        answer.publishing.max_body_size = MAX_BODY_BYTES
+        answer.publishing.max_body_size = max_body_bytes
         answer.publishing.validate_message_type = True
     elif client.HasField("subscription"):
         _backoff(answer.backoff_policy, CONSUMER_ATTEMPTS, 1000, 60_000)

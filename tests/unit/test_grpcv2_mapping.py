@@ -80,13 +80,13 @@ def test_our_errors_become_the_v2_codes_the_clients_understand() -> None:
 def test_a_producer_is_told_rocketmqs_default_retries_and_a_consumer_its_receive_settings() -> None:
     producer = pb.Settings(client_type=pb.ClientType.PRODUCER)
     producer.publishing.topics.add(name="orders")
-    told = settings.merged(producer)
+    told = settings.merged(producer, 4 * 1024 * 1024)
     assert told.backoff_policy.max_attempts == 3 and told.publishing.max_body_size == 4 * 1024 * 1024
     assert told.backoff_policy.exponential_backoff.initial.ToMilliseconds() == 10
     assert [t.name for t in told.publishing.topics] == ["orders"]
     consumer = pb.Settings(client_type=pb.ClientType.SIMPLE_CONSUMER)
     consumer.subscription.group.name = "g"
-    told = settings.merged(consumer)
+    told = settings.merged(consumer, 4 * 1024 * 1024)
     assert told.backoff_policy.max_attempts == 17 and told.subscription.receive_batch_size == 32
     assert told.subscription.long_polling_timeout.ToMilliseconds() == 20_000
 
