@@ -66,6 +66,9 @@ class BrokerConfig(SecuritySettings):
     ha_max_time_slave_not_catchup_ms: int = 15_000  # a slave behind this long leaves the SyncStateSet
     ha_listen_port: int = 0  # the HA port the log travels to slaves on (0: any free one; slaves ask)
     grpc_listen_port: int = 0  # the RocketMQ 5 gRPC (v2) endpoint for the official clients; 0: any free one, -1: off
+    pop_min_invisible_ms: int = 10_000  # the shortest invisible duration a v2 receive may ask (RocketMQ's proxy)
+    pop_max_invisible_ms: int = 12 * 3_600_000  # and the longest
+    pop_max_reconsume_times: int = 16  # a v2 consumer's message is delivered this many times more, then DLQ
     ha_chunk_bytes: int = 1 * MiB  # the most of the log the master pushes to a slave at once
     ha_metadata_interval_ms: int = 1000  # how often a slave copies topics, mappings and offsets
     controller_heartbeat_interval_ms: int = 1000  # heartbeats to every nameserver's controller
@@ -81,6 +84,11 @@ class BrokerConfig(SecuritySettings):
             raise ConfigError(f'flush_mode must be "async" or "sync", not "{self.flush_mode}"')
         if not 0 <= self.listen_port < 65536:
             raise ConfigError(f"listen_port {self.listen_port} is not a port number (0-65535)")
+        if not 0 < self.pop_min_invisible_ms <= self.pop_max_invisible_ms or self.pop_max_reconsume_times < 0:
+            raise ConfigError(
+                "pop_min_invisible_ms must be positive and at most pop_max_invisible_ms, and "
+                "pop_max_reconsume_times at least 0"
+            )
         if not -1 <= self.grpc_listen_port < 65536:
             raise ConfigError(f"grpc_listen_port {self.grpc_listen_port} is not a port number (0-65535), or -1 (off)")
         if self.max_message_bytes <= 0 or self.max_inflight_request_bytes <= 0:

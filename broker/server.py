@@ -40,6 +40,7 @@ from rocketspark.grpcv2.endpoint import Cluster as GrpcCluster
 from rocketspark.grpcv2.endpoint import Endpoint as GrpcEndpoint
 from rocketspark.grpcv2.endpoint import InProcess
 from rocketspark.grpcv2.endpoint import create_server as bind_grpc
+from rocketspark.grpcv2.receiving import PopLimits
 from rocketspark.protocol.types import Perm
 from rocketspark.remoting.server import Dispatcher, run_every, serve_until_signalled
 from rocketspark.remoting.server import create_server as bind_server
@@ -323,6 +324,12 @@ def create_server(config: BrokerConfig) -> tuple[aio.Server, int, Broker]:
             GrpcCluster(config.nameservers, broker.security, config.max_message_bytes),
             broker.dispatcher.guard,
             lambda: broker.grpc_address,
+            PopLimits(
+                config.pop_min_invisible_ms,
+                config.pop_max_invisible_ms,
+                max(config.pop_min_invisible_ms, min(60_000, config.pop_max_invisible_ms)),
+                config.pop_max_reconsume_times,
+            ),
         )
         broker.grpc_server, grpc_port = bind_grpc(
             endpoint, config.listen_host, config.grpc_listen_port, broker.security.server_tls
@@ -361,6 +368,7 @@ async def start(server: aio.Server, broker: Broker) -> list[asyncio.Task[None]]:
             broker.dispatcher, asyncio.get_running_loop(), lambda: broker.address
         )
         await broker.grpc_server.start()
+        broker.grpc_endpoint.start()
         log.info("broker %s: grpc v2 endpoint ready on %s", broker.name, broker.grpc_address)
     tasks = [asyncio.create_task(t) for t in broker.background_tasks()]
     await broker.registry.register_now()
@@ -377,7 +385,7 @@ async def stop(server: aio.Server, broker: Broker, tasks: list[asyncio.Task[None
     if broker.grpc_server is not None:
         await broker.grpc_server.stop(grace=1)
     if broker.grpc_endpoint is not None:
-        broker.grpc_endpoint.cluster.close()
+        await broker.grpc_endpoint.stop()
     await server.stop(grace=2)
     await broker.registry.unregister_all()
     broker.close()

@@ -11,9 +11,9 @@ place (``mapping.status_for``), and with security on the official clients' signa
 ``MQv2-HMAC-SHA1`` our clients send) is checked against the broker's users, request by request,
 with the permission rule of the equivalent remoting request.
 
-Served: routes, heartbeats, settings (``Telemetry``), client termination and normal and FIFO
-sends. Delay and transactional messages and consumption (``ReceiveMessage`` and kin) answer
-NOT_IMPLEMENTED with a sentence saying so.
+Served: routes, heartbeats, settings (``Telemetry``), client termination, normal and FIFO
+sends, and pop consumption (:mod:`rocketspark.grpcv2.consuming`). Delay and transactional
+messages answer NOT_IMPLEMENTED with a sentence saying so.
 """
 
 from __future__ import annotations
@@ -25,17 +25,20 @@ import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import grpc
 from google.protobuf.message import DecodeError
 from grpc import aio
 
 from rocketspark.client.admin import Admin
+from rocketspark.client.consumer import Consumer
 from rocketspark.client.producer import Producer
 from rocketspark.client.send_retries import RETRIABLE
 from rocketspark.errors import InvalidParameterError, RequestTimeoutError, RocketSparkError
 from rocketspark.grpcv2 import mapping, settings
+from rocketspark.grpcv2.consuming import Consuming
+from rocketspark.grpcv2.receiving import Pop, PopLimits
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
 from rocketspark.grpcv2.stubs import service_pb2 as sv
 from rocketspark.protocol.codes import RequestCode
@@ -49,6 +52,7 @@ from rocketspark.security.tls import ServerTls
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+ACCEPTED: Final = (pb.MessageType.NORMAL, pb.MessageType.FIFO)  # what a queue takes
 
 
 class Cluster:
@@ -69,6 +73,7 @@ class Cluster:
         self._lock = threading.Lock()
         self._producer: Producer | None = None
         self._admin: Admin | None = None
+        self._consumer: Consumer | None = None
         self.local: InProcess | None = None  # the broker this endpoint runs in: called without gRPC
 
     @property
@@ -90,12 +95,20 @@ class Cluster:
                 self._admin.remoting.local = self.local
             return self._admin
 
+    @property
+    def consumer(self) -> Consumer:
+        with self._lock:
+            if self._consumer is None:
+                self._consumer = Consumer(self.nameservers, **self.options)
+                self._consumer.remoting.local = self.local
+            return self._consumer
+
     def close(self) -> None:
         with self._lock:
-            for client in (self._producer, self._admin):
+            for client in (self._producer, self._admin, self._consumer):
                 if client is not None:
                     client.close()
-            self._producer = self._admin = None
+            self._producer = self._admin = self._consumer = None
 
 
 class InProcess:
@@ -125,14 +138,29 @@ class InProcess:
 class Endpoint:
     """The service's methods, by their v2 names (``method_handlers`` binds them)."""
 
-    def __init__(self, cluster: Cluster, guard: RequestGuard | None, address: Callable[[], str]) -> None:
+    def __init__(
+        self, cluster: Cluster, guard: RequestGuard | None, address: Callable[[], str], limits: PopLimits | None = None
+    ) -> None:
         self.cluster = cluster
         self.guard = guard
         self.address = address  # host:port this endpoint is reached at (known once it is bound)
+        self.consuming = Consuming(self, Pop(cluster, limits or PopLimits()))
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        """The endpoint's background work, on the running loop: storing pop watermarks."""
+        self._tasks.append(asyncio.create_task(self.consuming.pop.commit_forever()))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        self._tasks.clear()
+        await self.consuming.pop.commit()
+        self.cluster.close()
 
     # -- the edge ---------------------------------------------------------------------------
 
-    def _authorize(self, context: aio.ServicerContext[Any, Any], code: int, ext: dict[str, Any]) -> None:
+    def authorize(self, context: aio.ServicerContext[Any, Any], code: int, ext: dict[str, Any]) -> None:
         """With security on: who signed the call, and whether it may do what ``code`` does."""
         if self.guard is None:
             return
@@ -143,7 +171,7 @@ class Endpoint:
         request.user = self.guard.authenticate(request)
         self.guard.authorize(request, request.user)
 
-    async def _answer(self, work: Callable[[], Awaitable[T]], failed: Callable[[pb.Status], T]) -> T:
+    async def answer(self, work: Callable[[], Awaitable[T]], failed: Callable[[pb.Status], T]) -> T:
         """Run ``work``; one of our errors becomes ``failed(status)``, the one translation."""
         try:
             return await work()
@@ -159,43 +187,44 @@ class Endpoint:
         self, request: sv.QueryRouteRequest, context: aio.ServicerContext[Any, Any]
     ) -> sv.QueryRouteResponse:
         async def work() -> sv.QueryRouteResponse:
-            topic = request.topic.name
-            self._authorize(context, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
-            queues = await asyncio.to_thread(self.cluster.admin.queues, topic)
-            endpoints = _endpoints(self.address())
-            return sv.QueryRouteResponse(
-                status=mapping.status(mapping.OK),
-                message_queues=[
-                    pb.MessageQueue(
-                        topic=pb.Resource(name=topic, resource_namespace=request.topic.resource_namespace),
-                        id=queue.queue_id,
-                        permission=pb.Permission.READ_WRITE,
-                        broker=pb.Broker(name=queue.segments[-1].broker_name, id=0, endpoints=endpoints),
-                        accept_message_types=[pb.MessageType.NORMAL, pb.MessageType.FIFO],
-                    )
-                    for queue in queues
-                ],
-            )
+            self.authorize(context, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": request.topic.name})
+            queues = await self.route_queues(request.topic)
+            return sv.QueryRouteResponse(status=mapping.status(mapping.OK), message_queues=queues)
 
-        return await self._answer(work, lambda s: sv.QueryRouteResponse(status=s))
+        return await self.answer(work, lambda s: sv.QueryRouteResponse(status=s))
+
+    async def route_queues(self, topic: pb.Resource) -> list[pb.MessageQueue]:
+        """The topic's logical queues, each reached through this endpoint."""
+        queues = await asyncio.to_thread(self.cluster.admin.queues, topic.name)
+        endpoints = _endpoints(self.address())
+        return [
+            pb.MessageQueue(
+                topic=pb.Resource(name=topic.name, resource_namespace=topic.resource_namespace),
+                id=queue.queue_id,
+                permission=pb.Permission.READ_WRITE,
+                broker=pb.Broker(name=queue.segments[-1].broker_name, id=0, endpoints=endpoints),
+                accept_message_types=ACCEPTED,
+            )
+            for queue in queues
+        ]
 
     async def Heartbeat(  # noqa: N802
         self, request: sv.HeartbeatRequest, context: aio.ServicerContext[Any, Any]
     ) -> sv.HeartbeatResponse:
         async def work() -> sv.HeartbeatResponse:
-            self._authorize(context, RequestCode.GET_BROKER_CLUSTER_INFO, {})
+            self.authorize(context, RequestCode.GET_BROKER_CLUSTER_INFO, {})
             return sv.HeartbeatResponse(status=mapping.status(mapping.OK))
 
-        return await self._answer(work, lambda s: sv.HeartbeatResponse(status=s))
+        return await self.answer(work, lambda s: sv.HeartbeatResponse(status=s))
 
     async def NotifyClientTermination(  # noqa: N802
         self, request: sv.NotifyClientTerminationRequest, context: aio.ServicerContext[Any, Any]
     ) -> sv.NotifyClientTerminationResponse:
         async def work() -> sv.NotifyClientTerminationResponse:
-            self._authorize(context, RequestCode.GET_BROKER_CLUSTER_INFO, {})
+            self.authorize(context, RequestCode.GET_BROKER_CLUSTER_INFO, {})
             return sv.NotifyClientTerminationResponse(status=mapping.status(mapping.OK))
 
-        return await self._answer(work, lambda s: sv.NotifyClientTerminationResponse(status=s))
+        return await self.answer(work, lambda s: sv.NotifyClientTerminationResponse(status=s))
 
     async def Telemetry(  # noqa: N802
         self, requests: AsyncIterator[sv.TelemetryCommand], context: aio.ServicerContext[Any, Any]
@@ -203,7 +232,7 @@ class Endpoint:
         """Each ``Settings`` the client sends is answered with the settings it is to use; an
         unsigned caller (with security on) gets one status saying why, and the stream ends."""
         try:
-            self._authorize(context, RequestCode.GET_BROKER_CLUSTER_INFO, {})
+            self.authorize(context, RequestCode.GET_BROKER_CLUSTER_INFO, {})
         except RocketSparkError as exc:
             yield sv.TelemetryCommand(status=mapping.status_for(exc))
             return
@@ -211,7 +240,9 @@ class Endpoint:
             if command.HasField("settings"):
                 yield sv.TelemetryCommand(
                     status=mapping.status(mapping.OK),
-                    settings=settings.merged(command.settings, self.cluster.max_body_bytes),
+                    settings=settings.merged(
+                        command.settings, self.cluster.max_body_bytes, self.consuming.pop.limits.max_attempts
+                    ),
                 )
 
     # -- sending ---------------------------------------------------------------------------
@@ -223,7 +254,7 @@ class Endpoint:
             if not request.messages:
                 raise InvalidParameterError("the request carries no message")
             for topic in {m.topic.name for m in request.messages}:  # before any body is looked at
-                self._authorize(context, RequestCode.SEND_MESSAGE, {"topic": topic})
+                self.authorize(context, RequestCode.SEND_MESSAGE, {"topic": topic})
             incoming = [mapping.to_message(m, self.cluster.max_body_bytes) for m in request.messages]
             entries = []
             for one in incoming:  # in order; at the first failure the rest are not sent
@@ -242,7 +273,7 @@ class Endpoint:
                 )
             return sv.SendMessageResponse(status=mapping.status(mapping.OK), entries=entries)
 
-        return await self._answer(work, lambda s: sv.SendMessageResponse(status=s))
+        return await self.answer(work, lambda s: sv.SendMessageResponse(status=s))
 
     async def _send(self, one: mapping.Incoming) -> SendResult:
         """Our producer plans the first attempt; one bound for the broker this endpoint runs in
@@ -270,25 +301,6 @@ class Endpoint:
             pb.Code.NOT_IMPLEMENTED, f"{what} is not served by rocketspark's v2 endpoint yet (sending is)"
         )
 
-    async def QueryAssignment(self, request: Any, context: Any) -> sv.QueryAssignmentResponse:  # noqa: N802
-        return sv.QueryAssignmentResponse(status=self._not_yet("consumption (QueryAssignment)"))
-
-    async def ReceiveMessage(self, request: Any, context: Any) -> AsyncIterator[sv.ReceiveMessageResponse]:  # noqa: N802
-        yield sv.ReceiveMessageResponse(status=self._not_yet("consumption (ReceiveMessage)"))
-
-    async def AckMessage(self, request: Any, context: Any) -> sv.AckMessageResponse:  # noqa: N802
-        return sv.AckMessageResponse(status=self._not_yet("consumption (AckMessage)"))
-
-    async def ChangeInvisibleDuration(  # noqa: N802
-        self, request: Any, context: Any
-    ) -> sv.ChangeInvisibleDurationResponse:
-        return sv.ChangeInvisibleDurationResponse(status=self._not_yet("consumption (ChangeInvisibleDuration)"))
-
-    async def ForwardMessageToDeadLetterQueue(  # noqa: N802
-        self, request: Any, context: Any
-    ) -> sv.ForwardMessageToDeadLetterQueueResponse:
-        return sv.ForwardMessageToDeadLetterQueueResponse(status=self._not_yet("the dead-letter queue"))
-
     async def EndTransaction(self, request: Any, context: Any) -> sv.EndTransactionResponse:  # noqa: N802
         return sv.EndTransactionResponse(status=self._not_yet("transactions (EndTransaction)"))
 
@@ -302,7 +314,7 @@ def _endpoints(address: str) -> pb.Endpoints:
     return pb.Endpoints(scheme=scheme, addresses=[pb.Address(host=host, port=int(port))])
 
 
-def method_handlers(endpoint: object) -> grpc.GenericRpcHandler:
+def method_handlers(*servicers: object) -> grpc.GenericRpcHandler:
     """The service's methods, taking raw bytes and parsing them here: a request that is not
     a valid protobuf is refused with INVALID_ARGUMENT naming its type, where gRPC would answer
     UNKNOWN for a failed deserializer."""
@@ -310,7 +322,8 @@ def method_handlers(endpoint: object) -> grpc.GenericRpcHandler:
     handlers: dict[str, grpc.RpcMethodHandler] = {}
     for method in service.methods:
         parse = _parser(getattr(sv, method.input_type.name))
-        call = getattr(endpoint, method.name, None) or _not_served(method.name, getattr(sv, method.output_type.name))
+        served = [getattr(s, method.name) for s in servicers if hasattr(s, method.name)]
+        call = served[0] if served else _not_served(method.name, getattr(sv, method.output_type.name))
         if method.client_streaming:
             handlers[method.name] = grpc.stream_stream_rpc_method_handler(
                 _stream_stream(call, parse), response_serializer=_serialize
@@ -394,7 +407,7 @@ def create_server(endpoint: Endpoint, host: str, port: int, server_tls: ServerTl
         4 * endpoint.cluster.max_body_bytes
     )  # room for a few messages; what a client may not send is refused by gRPC
     server = aio.server(options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)])
-    server.add_generic_rpc_handlers((method_handlers(endpoint),))
+    server.add_generic_rpc_handlers((method_handlers(endpoint, endpoint.consuming),))
     address = f"{host}:{port}"
     try:
         bound = (

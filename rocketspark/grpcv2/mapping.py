@@ -31,7 +31,7 @@ from rocketspark.errors import (
 )
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
 from rocketspark.protocol.group_topics import DUE_AT_MS, ORIGIN_MESSAGE_ID, RECONSUME_TIME, RETRY_TOPIC
-from rocketspark.protocol.types import Message
+from rocketspark.protocol.types import Message, MessageExt
 
 UNIQ_KEY: Final = "UNIQ_KEY"  # the message id the client made (RocketMQ's property name)
 SHARDING_KEY: Final = "__SHARDINGKEY"  # a FIFO message's group (RocketMQ's property name)
@@ -102,6 +102,44 @@ def _body(data: bytes, encoding: int, max_body_bytes: int) -> bytes:
     return body
 
 
+def to_v2(message: MessageExt, topic: str) -> pb.Message:
+    """One of ours as a v2 message under ``topic`` (the topic the consumer asked for), with
+    the CRC32 body digest the official clients check; the caller adds the delivery fields."""
+    properties = message.properties
+    v2 = pb.Message(body=message.body)
+    v2.topic.name = topic
+    system = v2.system_properties
+    system.message_id = properties.get(UNIQ_KEY) or message.msg_id
+    system.body_encoding = pb.Encoding.IDENTITY
+    system.body_digest.type = pb.DigestType.CRC32
+    system.body_digest.checksum = format(zlib.crc32(message.body), "08X")
+    group = properties.get(SHARDING_KEY)
+    system.message_type = pb.MessageType.FIFO if group else pb.MessageType.NORMAL
+    if group:
+        system.message_group = group
+    if message.tags:
+        system.tag = message.tags
+    system.keys.extend(message.keys)
+    system.born_timestamp.FromMilliseconds(message.born_timestamp)
+    system.store_timestamp.FromMilliseconds(message.store_timestamp)
+    system.born_host = system.store_host = message.broker_name
+    system.queue_id = message.queue_id
+    system.queue_offset = message.queue_offset
+    for key, value in properties.items():
+        if key not in RESERVED:
+            v2.user_properties[key] = value
+    return v2
+
+
+class Refused(InvalidParameterError):
+    """A request the v2 protocol has its own status for (a stale receipt handle, an invisible
+    duration out of range, an unknown transaction): ``v2_code`` is that status."""
+
+    def __init__(self, v2_code: int, message: str) -> None:
+        super().__init__(message)
+        self.v2_code = v2_code
+
+
 def status(code: int, message: str = "") -> pb.Status:
     return pb.Status(code=code, message=message)  # type: ignore[arg-type]
 
@@ -128,6 +166,8 @@ _CODES: Final[tuple[tuple[type[RocketSparkError], int], ...]] = (  # the most sp
 
 def status_for(exc: RocketSparkError) -> pb.Status:
     """The v2 status a client understands for one of our errors, with our message."""
+    if isinstance(exc, Refused):
+        return status(exc.v2_code, exc.message)
     for cls, code in _CODES:
         if isinstance(exc, cls):
             return status(code, exc.message)

@@ -28,9 +28,9 @@ def _backoff(policy: pb.RetryPolicy, attempts: int, initial_ms: int, max_ms: int
     policy.exponential_backoff.multiplier = 2.0
 
 
-def merged(client: pb.Settings, max_body_bytes: int) -> pb.Settings:
+def merged(client: pb.Settings, max_body_bytes: int, consumer_attempts: int = CONSUMER_ATTEMPTS) -> pb.Settings:
     """The client's settings with the server's part filled in; ``max_body_bytes``: the
-    broker's ``max_message_bytes``."""
+    broker's ``max_message_bytes``; ``consumer_attempts``: deliveries before the DLQ."""
     answer = pb.Settings()
     answer.CopyFrom(client)
     if client.HasField("publishing"):
@@ -38,7 +38,7 @@ def merged(client: pb.Settings, max_body_bytes: int) -> pb.Settings:
         answer.publishing.max_body_size = max_body_bytes
         answer.publishing.validate_message_type = True
     elif client.HasField("subscription"):
-        _backoff(answer.backoff_policy, CONSUMER_ATTEMPTS, 1000, 60_000)
+        _backoff(answer.backoff_policy, consumer_attempts, 1000, 60_000)
         answer.subscription.receive_batch_size = RECEIVE_BATCH
         answer.subscription.long_polling_timeout.FromMilliseconds(LONG_POLLING_MS)
         answer.subscription.fifo = False

@@ -95,7 +95,7 @@ def test_bad_requests_get_a_clear_status_and_the_endpoint_stays_up(
     assert garbage.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert garbage.value.details().startswith("malformed SendMessageRequest: ")
     receive = list(stub.ReceiveMessage(sv.ReceiveMessageRequest(group=pb.Resource(name="g"))))
-    assert receive[0].status.code == pb.Code.NOT_IMPLEMENTED and "not served" in receive[0].status.message
+    assert receive[0].status.code == pb.Code.BAD_REQUEST and "names no topic" in receive[0].status.message
     again = stub.QueryRoute(sv.QueryRouteRequest(topic=pb.Resource(name="orders")))  # still up
     assert again.status.code == pb.Code.OK and len(again.message_queues) == 4
 

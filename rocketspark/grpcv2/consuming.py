@@ -1,0 +1,167 @@
+"""The v2 service's consumption methods (``ReceiveMessage`` and kin), for the official
+SimpleConsumer and PushConsumer; the state they change is :mod:`rocketspark.grpcv2.receiving`'s.
+
+Each request is authorized as a read of the topic by the group (Sub on both, the rule of
+``UPDATE_CONSUMER_OFFSET``). A receive always ends its stream with a status and a
+``delivery_timestamp`` frame, as RocketMQ's proxy does: the PushConsumer needs that frame.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Protocol, TypeAlias, TypeVar
+
+from grpc import aio
+
+from rocketspark.errors import InvalidParameterError, RocketSparkError
+from rocketspark.grpcv2 import mapping
+from rocketspark.grpcv2.receiving import Pop
+from rocketspark.grpcv2.stubs import definition_pb2 as pb
+from rocketspark.grpcv2.stubs import service_pb2 as sv
+from rocketspark.protocol.codes import RequestCode
+
+T = TypeVar("T")
+Context: TypeAlias = aio.ServicerContext[Any, Any]
+MAX_WAIT_S = 30.0  # the longest a receive long-polls, whatever it asks
+
+
+class Edge(Protocol):
+    """What the consumption methods use of the endpoint: its checks and its one translation."""
+
+    def authorize(self, context: Context, code: int, ext: dict[str, Any]) -> None: ...
+
+    async def answer(self, work: Callable[[], Awaitable[T]], failed: Callable[[pb.Status], T]) -> T: ...
+
+    async def route_queues(self, topic: pb.Resource) -> list[pb.MessageQueue]: ...
+
+
+class Consuming:
+    def __init__(self, edge: Edge, pop: Pop) -> None:
+        self.edge = edge
+        self.pop = pop
+
+    def _reader(self, context: Context, group: pb.Resource, topic: pb.Resource) -> None:
+        if not group.name:
+            raise mapping.Refused(pb.Code.ILLEGAL_CONSUMER_GROUP, "the request names no consumer group")
+        if not topic.name:
+            raise InvalidParameterError("the request names no topic")
+        self.edge.authorize(
+            context, RequestCode.UPDATE_CONSUMER_OFFSET, {"topic": topic.name, "consumerGroup": group.name}
+        )
+
+    async def ReceiveMessage(  # noqa: N802 - the v2 service's method names
+        self, request: sv.ReceiveMessageRequest, context: Context
+    ) -> AsyncIterator[sv.ReceiveMessageResponse]:
+        try:
+            frames = await self._receive(request, context)
+        except RocketSparkError as exc:
+            frames = [sv.ReceiveMessageResponse(status=mapping.status_for(exc))]
+        for frame in frames:
+            yield frame
+        stamp = sv.ReceiveMessageResponse()
+        stamp.delivery_timestamp.FromMilliseconds(int(time.time() * 1000))
+        yield stamp
+
+    async def _receive(self, request: sv.ReceiveMessageRequest, context: Context) -> list[sv.ReceiveMessageResponse]:
+        topic = request.message_queue.topic.name
+        self._reader(context, request.group, request.message_queue.topic)
+        if request.batch_size <= 0:
+            raise InvalidParameterError(f"batch_size {request.batch_size} must be at least 1")
+        invisible = self.pop.invisible_s(
+            request.invisible_duration.ToMilliseconds() if request.HasField("invisible_duration") else None
+        )
+        wait_s = request.long_polling_timeout.ToMilliseconds() / 1000 if request.HasField("long_polling_timeout") else 0
+        remaining = context.time_remaining()
+        if remaining is not None:  # answer before the client gives up on the call
+            wait_s = min(wait_s, max(0.0, remaining - 1.0))
+        received = await self.pop.receive(
+            request.group.name,
+            topic,
+            request.message_queue.id,
+            request.batch_size,
+            invisible,
+            min(wait_s, MAX_WAIT_S),
+            _tags(request.filter_expression),
+        )
+        if not received:
+            return [sv.ReceiveMessageResponse(status=mapping.status(pb.Code.MESSAGE_NOT_FOUND, "no new message"))]
+        frames = [sv.ReceiveMessageResponse(status=mapping.status(mapping.OK))]
+        for inflight, name in received:
+            message = mapping.to_v2(inflight.message, name)
+            system = message.system_properties
+            system.receipt_handle = inflight.handle
+            system.delivery_attempt = inflight.attempt
+            system.invisible_duration.FromMilliseconds(int(invisible * 1000))
+            message.topic.resource_namespace = request.message_queue.topic.resource_namespace
+            frames.append(sv.ReceiveMessageResponse(message=message))
+        return frames
+
+    async def AckMessage(self, request: sv.AckMessageRequest, context: Context) -> sv.AckMessageResponse:  # noqa: N802
+        async def work() -> sv.AckMessageResponse:
+            self._reader(context, request.group, request.topic)
+            entries = []
+            for entry in request.entries:
+                try:
+                    self.pop.ack(request.group.name, request.topic.name, entry.receipt_handle)
+                    status = mapping.status(mapping.OK)
+                except RocketSparkError as exc:
+                    status = mapping.status_for(exc)
+                entries.append(
+                    sv.AckMessageResultEntry(
+                        message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=status
+                    )
+                )
+            failed = [e.status for e in entries if e.status.code != mapping.OK]
+            overall = failed[0] if len(failed) == len(entries) and failed else mapping.status(mapping.OK)
+            if failed and len(failed) < len(entries):
+                overall = mapping.status(pb.Code.MULTIPLE_RESULTS, f"{len(failed)} of {len(entries)} acks failed")
+            return sv.AckMessageResponse(status=overall, entries=entries)
+
+        return await self.edge.answer(work, lambda s: sv.AckMessageResponse(status=s))
+
+    async def ChangeInvisibleDuration(  # noqa: N802
+        self, request: sv.ChangeInvisibleDurationRequest, context: Context
+    ) -> sv.ChangeInvisibleDurationResponse:
+        async def work() -> sv.ChangeInvisibleDurationResponse:
+            self._reader(context, request.group, request.topic)
+            invisible = self.pop.invisible_s(request.invisible_duration.ToMilliseconds(), receive=False)
+            changed = self.pop.change_invisible(
+                request.group.name, request.topic.name, request.receipt_handle, invisible
+            )
+            return sv.ChangeInvisibleDurationResponse(status=mapping.status(mapping.OK), receipt_handle=changed.handle)
+
+        return await self.edge.answer(work, lambda s: sv.ChangeInvisibleDurationResponse(status=s))
+
+    async def ForwardMessageToDeadLetterQueue(  # noqa: N802
+        self, request: sv.ForwardMessageToDeadLetterQueueRequest, context: Context
+    ) -> sv.ForwardMessageToDeadLetterQueueResponse:
+        async def work() -> sv.ForwardMessageToDeadLetterQueueResponse:
+            self._reader(context, request.group, request.topic)
+            await self.pop.forward_to_dlq(request.group.name, request.topic.name, request.receipt_handle)
+            return sv.ForwardMessageToDeadLetterQueueResponse(status=mapping.status(mapping.OK))
+
+        return await self.edge.answer(work, lambda s: sv.ForwardMessageToDeadLetterQueueResponse(status=s))
+
+    async def QueryAssignment(  # noqa: N802
+        self, request: sv.QueryAssignmentRequest, context: Context
+    ) -> sv.QueryAssignmentResponse:
+        """Every queue of the topic, through this endpoint: the group's consumers share them
+        message by message (the broker hands each out once), with no rebalance."""
+
+        async def work() -> sv.QueryAssignmentResponse:
+            self._reader(context, request.group, request.topic)
+            queues = await self.edge.route_queues(request.topic)
+            return sv.QueryAssignmentResponse(
+                status=mapping.status(mapping.OK), assignments=[pb.Assignment(message_queue=q) for q in queues]
+            )
+
+        return await self.edge.answer(work, lambda s: sv.QueryAssignmentResponse(status=s))
+
+
+def _tags(expression: pb.FilterExpression) -> str | None:
+    """A TAG filter as our pull takes it ("a||b"; "*" or none: every message)."""
+    if expression.type == pb.FilterType.SQL:
+        raise mapping.Refused(pb.Code.ILLEGAL_FILTER_EXPRESSION, "SQL92 filters are not supported; filter by tag")
+    text = expression.expression.strip()
+    return None if text in ("", "*") else text

@@ -1,0 +1,142 @@
+"""A consumer group's pop state on one logical queue: what it was handed and not acknowledged.
+
+RocketMQ 5's POP model, kept on our offset model. The group's committed offset (stored on the
+broker as any group's is) is the *watermark*: every message below it was acknowledged or
+dead-lettered. Above it the endpoint keeps, in memory:
+
+- ``pending``: messages read from the queue and not handed out yet;
+- ``inflight``: messages handed out and not acknowledged, each invisible until its deadline,
+  with its delivery attempt and the receipt handle of its latest delivery.
+
+A message whose invisibility ends is handed out again with its attempt raised; one that has had
+its last attempt is given back by ``expired`` to go to the dead-letter queue. After a restart the
+endpoint reads again from the watermark: a message acknowledged above it is delivered again
+(never lost), with its attempts counted afresh.
+
+Order per message group: a message with a message group is not handed out while an earlier one
+of the same group from this queue is in flight, so a group's messages are consumed in order
+by every consumer, FIFO or not.
+
+Pure logic, no I/O: the endpoint fetches and commits (:mod:`rocketspark.grpcv2.receiving`).
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+
+from rocketspark.grpcv2.mapping import SHARDING_KEY
+from rocketspark.protocol.types import MessageExt
+
+
+@dataclass(slots=True)
+class Inflight:
+    message: MessageExt
+    attempt: int  # 1 for the first delivery
+    visible_at: float  # monotonic seconds
+    handle: str  # the receipt handle of its latest delivery
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """What a receipt handle names: a queue, an offset and one delivery of it."""
+
+    queue_id: int
+    offset: int
+    nonce: str
+
+    def encode(self) -> str:
+        return f"{self.queue_id}.{self.offset}.{self.nonce}"
+
+    @staticmethod
+    def decode(handle: str) -> Receipt | None:
+        parts = handle.split(".")
+        if len(parts) != 3 or not parts[0].isdigit() or not parts[1].isdigit() or not parts[2]:
+            return None
+        return Receipt(int(parts[0]), int(parts[1]), parts[2])
+
+
+@dataclass(slots=True)
+class PopQueue:
+    queue_id: int
+    next_offset: int  # the first offset not read into pending yet
+    committed: int  # the watermark last stored on the broker
+    pending: list[MessageExt] = field(default_factory=list)
+    inflight: dict[int, Inflight] = field(default_factory=dict)
+
+    def watermark(self) -> int:
+        """Everything below is acknowledged or dead-lettered."""
+        low = self.next_offset
+        if self.pending:
+            low = min(low, self.pending[0].queue_offset)
+        if self.inflight:
+            low = min(low, min(self.inflight))
+        return low
+
+    def add(self, messages: list[MessageExt], next_offset: int) -> None:
+        """Messages read from the queue at ``next_offset``'s predecessor range."""
+        self.pending.extend(m for m in messages if m.queue_offset >= self.next_offset)
+        self.next_offset = max(self.next_offset, next_offset)
+
+    def expired(self, now: float, max_attempts: int) -> list[Inflight]:
+        """Remove and return in-flight messages whose invisibility ended after their last
+        attempt: they go to the dead-letter queue."""
+        done = [f for f in self.inflight.values() if f.visible_at <= now and f.attempt >= max_attempts]
+        for f in done:
+            del self.inflight[f.message.queue_offset]
+        return done
+
+    def take(self, wanted: int, now: float, invisible_s: float) -> list[Inflight]:
+        """Up to ``wanted`` messages to hand out now: those whose invisibility ended first (the
+        oldest first), then new ones; none that an earlier one of its message group holds up."""
+        busy = {_group(f.message) for f in self.inflight.values() if f.visible_at > now}
+        busy.discard(None)
+        taken: list[Inflight] = []
+        for f in sorted(self.inflight.values(), key=lambda f: f.message.queue_offset):
+            if len(taken) >= wanted:
+                return taken
+            group = _group(f.message)
+            if f.visible_at > now or group in busy:
+                continue
+            f.attempt += 1
+            taken.append(self._deliver(f, now, invisible_s))
+            if group is not None:
+                busy.add(group)
+        kept: list[MessageExt] = []
+        for message in self.pending:
+            group = _group(message)
+            if len(taken) >= wanted or group in busy:
+                kept.append(message)
+                continue
+            fresh = Inflight(message, 1, 0.0, "")
+            self.inflight[message.queue_offset] = fresh
+            taken.append(self._deliver(fresh, now, invisible_s))
+            if group is not None:
+                busy.add(group)
+        self.pending = kept
+        return taken
+
+    def _deliver(self, f: Inflight, now: float, invisible_s: float) -> Inflight:
+        f.visible_at = now + invisible_s
+        f.handle = Receipt(self.queue_id, f.message.queue_offset, secrets.token_hex(6)).encode()
+        return f
+
+    def find(self, receipt: Receipt) -> Inflight | None:
+        """The in-flight message a receipt handle names, if that delivery is its latest."""
+        f = self.inflight.get(receipt.offset)
+        return f if f is not None and f.handle == receipt.encode() else None
+
+    def ack(self, receipt: Receipt) -> bool:
+        if self.find(receipt) is None:
+            return False
+        del self.inflight[receipt.offset]
+        return True
+
+    def change_invisible(self, receipt: Receipt, now: float, invisible_s: float) -> Inflight | None:
+        """Make a delivery invisible for ``invisible_s`` from now, under a new receipt handle."""
+        f = self.find(receipt)
+        return None if f is None else self._deliver(f, now, invisible_s)
+
+
+def _group(message: MessageExt) -> str | None:
+    return message.properties.get(SHARDING_KEY) or None

@@ -1,0 +1,302 @@
+"""Pop consumption for the official clients: the endpoint reads a group's queues, hands
+messages out, takes acknowledgements and keeps the group's watermark on the broker.
+
+The state of each (group, topic) is a :class:`~rocketspark.grpcv2.popstate.PopQueue` per
+logical queue, changed only on the endpoint's event loop; reads and commits go to the cluster
+through our own ``Consumer`` from worker threads. The watermark is committed as the group's
+offset (so ``rocketspark admin progress`` shows a pop group's lag as any group's) once a
+second when it moved, and when the endpoint stops. A message that had its last attempt goes to
+``%DLQ%<group>``; only once the dead-letter queue has it does it leave the in-flight set.
+
+One endpoint keeps a group's state: a group's consumers should be given the same endpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from rocketspark.client.admin import Admin
+from rocketspark.client.consumer import Consumer
+from rocketspark.client.producer import Producer
+from rocketspark.errors import NoRouteInfoError, RocketSparkError, TopicNotExistError
+from rocketspark.grpcv2.mapping import UNIQ_KEY, Refused
+from rocketspark.grpcv2.popstate import Inflight, PopQueue, Receipt
+from rocketspark.grpcv2.stubs import definition_pb2 as pb
+from rocketspark.protocol.group_topics import ORIGIN_MESSAGE_ID, RECONSUME_TIME, RETRY_TOPIC, dlq_topic
+from rocketspark.protocol.types import Message, MessageExt, PullStatus
+
+log = logging.getLogger(__name__)
+
+READ_AHEAD = 64  # messages read per queue beyond what was asked: the next receive finds them
+POLL_S = 0.1  # how often a waiting receive looks again
+COMMIT_INTERVAL_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class PopLimits:
+    min_invisible_ms: int = 10_000  # RocketMQ's proxy: 10 s .. 12 h
+    max_invisible_ms: int = 12 * 3_600_000
+    default_invisible_ms: int = 60_000  # a PushConsumer asks for none (auto renew)
+    max_reconsume_times: int = 16  # RocketMQ's: 17 deliveries, then the dead-letter queue
+
+    @property
+    def max_attempts(self) -> int:
+        return self.max_reconsume_times + 1
+
+
+@dataclass(slots=True)
+class GroupTopic:
+    group: str
+    topic: str
+    queues: dict[int, PopQueue]
+    filling: asyncio.Lock = field(default_factory=asyncio.Lock)
+    changed: asyncio.Event = field(default_factory=asyncio.Event)  # an ack may free a message group
+
+
+class Clients(Protocol):
+    """What pop consumption needs of the cluster (the endpoint's ``Cluster`` is one)."""
+
+    @property
+    def consumer(self) -> Consumer: ...
+    @property
+    def producer(self) -> Producer: ...
+    @property
+    def admin(self) -> Admin: ...
+
+
+class Pop:
+    def __init__(self, clients: Clients, limits: PopLimits) -> None:
+        self.clients = clients
+        self.limits = limits
+        self.states: dict[tuple[str, str], GroupTopic] = {}
+        self._opening: dict[tuple[str, str], asyncio.Future[GroupTopic]] = {}
+
+    # -- the requests ------------------------------------------------------------------------
+
+    def invisible_s(self, requested_ms: int | None, *, receive: bool = True) -> float:
+        """The invisible duration a receive or a change asks for, checked against the limits.
+        A change (a consumer's nack with its backoff, or more time) may be shorter than a
+        receive's minimum, as RocketMQ's proxy allows."""
+        if requested_ms is None:
+            return self.limits.default_invisible_ms / 1000
+        low, high = (self.limits.min_invisible_ms if receive else 1), self.limits.max_invisible_ms
+        if not low <= requested_ms <= high:
+            raise Refused(
+                pb.Code.ILLEGAL_INVISIBLE_TIME,
+                f"invisible duration {requested_ms} ms is out of range: give {low} ms to {high} ms",
+            )
+        return requested_ms / 1000
+
+    async def receive(
+        self, group: str, topic: str, first_queue: int, wanted: int, invisible_s: float, wait_s: float, tags: str | None
+    ) -> list[tuple[Inflight, str]]:
+        """Up to ``wanted`` messages, waiting up to ``wait_s`` for one: each with its topic."""
+        state = await self._state(group, topic)
+        deadline = time.monotonic() + wait_s
+        while True:
+            await self._dead_letter(state)
+            taken = self._take(state, first_queue, wanted, invisible_s)
+            if taken:
+                return [(f, topic) for f in taken]
+            if await self._fill(state, tags):
+                continue
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return []
+            state.changed.clear()
+            try:
+                await asyncio.wait_for(state.changed.wait(), min(POLL_S, remaining))
+            except TimeoutError:
+                pass
+
+    def ack(self, group: str, topic: str, handle: str) -> None:
+        state, receipt = self._named(group, topic, handle)
+        if not state.queues[receipt.queue_id].ack(receipt):
+            raise _stale(handle)
+        state.changed.set()
+
+    def change_invisible(self, group: str, topic: str, handle: str, invisible_s: float) -> Inflight:
+        state, receipt = self._named(group, topic, handle)
+        changed = state.queues[receipt.queue_id].change_invisible(receipt, time.monotonic(), invisible_s)
+        if changed is None:
+            raise _stale(handle)
+        state.changed.set()
+        return changed
+
+    async def forward_to_dlq(self, group: str, topic: str, handle: str) -> None:
+        """The client gives up on a message (a FIFO consumer out of attempts): dead-letter it."""
+        state, receipt = self._named(group, topic, handle)
+        inflight = state.queues[receipt.queue_id].find(receipt)
+        if inflight is None:
+            raise _stale(handle)
+        await asyncio.to_thread(self._send_to_dlq, state, inflight)
+        state.queues[receipt.queue_id].ack(receipt)
+        state.changed.set()
+
+    def assignment(self, group: str, topic: str) -> None:
+        """QueryAssignment: nothing to prepare, the state is made on the first receive."""
+
+    # -- state -------------------------------------------------------------------------------
+
+    def _named(self, group: str, topic: str, handle: str) -> tuple[GroupTopic, Receipt]:
+        receipt = Receipt.decode(handle)
+        if receipt is None:
+            raise Refused(pb.Code.INVALID_RECEIPT_HANDLE, f"receipt handle {handle!r} is not one this endpoint gave")
+        state = self.states.get((group, topic))
+        if state is None or receipt.queue_id not in state.queues:
+            raise _stale(handle)
+        return state, receipt
+
+    async def _state(self, group: str, topic: str) -> GroupTopic:
+        key = (group, topic)
+        if key in self.states:
+            return self.states[key]
+        opening = self._opening.get(key)
+        if opening is None:  # one opening per group and topic, however many receives ask at once
+            opening = asyncio.ensure_future(asyncio.to_thread(self._open, group, topic))
+            self._opening[key] = opening
+        try:
+            state = await asyncio.shield(opening)
+        finally:
+            if opening.done():
+                self._opening.pop(key, None)
+        self.states.setdefault(key, state)
+        return self.states[key]
+
+    def _open(self, group: str, topic: str) -> GroupTopic:
+        """The group's queues of ``topic``, each from its committed watermark; a group that
+        never consumed starts at the first message still stored."""
+        consumer = self.clients.consumer
+        queues: dict[int, PopQueue] = {}
+        for queue in consumer.queues(topic):
+            committed = consumer.committed_offset(group, topic, queue.queue_id)
+            start = committed if committed is not None else consumer.min_offset(topic, queue.queue_id)
+            queues[queue.queue_id] = PopQueue(queue.queue_id, start, start if committed is not None else -1)
+        self._ensure_dlq(group)
+        log.info("grpc v2 endpoint: group %s consumes %s (%d queues) by pop", group, topic, len(queues))
+        return GroupTopic(group, topic, queues)
+
+    def _ensure_dlq(self, group: str) -> None:
+        """The group's dead-letter queue, made (one queue, as RocketMQ makes it) before it is
+        needed, so that the route to it is known by then."""
+        admin, target = self.clients.admin, dlq_topic(group)
+        try:
+            admin.topic_route(target)
+        except (TopicNotExistError, NoRouteInfoError):
+            admin.create_topic(target, queues=1, brokers=[sorted(admin.brokers())[0]])
+
+    def _take(self, state: GroupTopic, first_queue: int, wanted: int, invisible_s: float) -> list[Inflight]:
+        ids = sorted(state.queues)
+        start = ids.index(first_queue) if first_queue in state.queues else 0
+        taken: list[Inflight] = []
+        now = time.monotonic()
+        for queue_id in ids[start:] + ids[:start]:
+            taken += state.queues[queue_id].take(wanted - len(taken), now, invisible_s)
+            if len(taken) >= wanted:
+                break
+        return taken
+
+    async def _fill(self, state: GroupTopic, tags: str | None) -> bool:
+        """Read ahead on every queue with little pending; whether anything new came."""
+        async with state.filling:
+            short = [(q.queue_id, q.next_offset) for q in state.queues.values() if len(q.pending) < READ_AHEAD // 2]
+            if not short:
+                return False
+            read = await asyncio.to_thread(self._read, state.topic, short, tags)
+        grew = False
+        for queue_id, (messages, next_offset) in read.items():
+            queue = state.queues[queue_id]
+            before = len(queue.pending)
+            queue.add(messages, next_offset)
+            grew = grew or len(queue.pending) > before
+        return grew
+
+    def _read(
+        self, topic: str, queues: list[tuple[int, int]], tags: str | None
+    ) -> dict[int, tuple[list[MessageExt], int]]:
+        consumer = self.clients.consumer
+        read: dict[int, tuple[list[MessageExt], int]] = {}
+        for queue_id, offset in queues:
+            result = consumer.pull(topic, queue_id, offset, READ_AHEAD, tags=tags)
+            if result.status is PullStatus.OFFSET_ILLEGAL and result.next_offset > offset:
+                log.warning(
+                    "grpc v2 endpoint: %s queue %d offsets %d..%d are gone (retention); going on at %d",
+                    topic,
+                    queue_id,
+                    offset,
+                    result.next_offset,
+                    result.next_offset,
+                )
+            read[queue_id] = (list(result.messages), max(offset, result.next_offset))
+        return read
+
+    # -- the dead-letter queue and the watermark ---------------------------------------------
+
+    async def _dead_letter(self, state: GroupTopic) -> None:
+        now = time.monotonic()
+        for queue in state.queues.values():
+            for inflight in queue.expired(now, self.limits.max_attempts):
+                try:
+                    await asyncio.to_thread(self._send_to_dlq, state, inflight)
+                except RocketSparkError as exc:  # kept: handed out again, and dead-lettered later
+                    log.warning("grpc v2 endpoint: dead-lettering for group %s failed (%s)", state.group, exc)
+                    inflight.attempt -= 1
+                    queue.inflight[inflight.message.queue_offset] = inflight
+
+    def _send_to_dlq(self, state: GroupTopic, inflight: Inflight) -> None:
+        message = inflight.message
+        properties = dict(message.properties)
+        properties.setdefault(RETRY_TOPIC, state.topic)
+        properties.setdefault(ORIGIN_MESSAGE_ID, properties.get(UNIQ_KEY) or message.msg_id)
+        properties[RECONSUME_TIME] = str(inflight.attempt - 1)
+        target = dlq_topic(state.group)
+        copy = Message(target, message.body, tags=message.tags, keys=message.keys, properties=properties)
+        self.clients.producer.send(copy)
+        log.info(
+            "grpc v2 endpoint: message %s of %s went to %s after %d deliveries",
+            properties[ORIGIN_MESSAGE_ID],
+            state.topic,
+            target,
+            inflight.attempt,
+        )
+
+    async def commit_forever(self) -> None:
+        while True:
+            await asyncio.sleep(COMMIT_INTERVAL_S)
+            await self.commit()
+
+    async def commit(self) -> None:
+        """Store every queue's watermark that moved since it was last stored."""
+        moved = [
+            (state, queue, queue.watermark())
+            for state in list(self.states.values())
+            for queue in state.queues.values()
+            if queue.watermark() != queue.committed
+        ]
+        if not moved:
+            return
+        try:
+            await asyncio.to_thread(self._commit, [(s.group, s.topic, q.queue_id, w) for s, q, w in moved])
+        except RocketSparkError as exc:
+            log.warning("grpc v2 endpoint: committing pop watermarks failed (%s); trying again", exc)
+            return
+        for _, queue, mark in moved:
+            queue.committed = mark
+
+    def _commit(self, marks: list[tuple[str, str, int, int]]) -> None:
+        consumer = self.clients.consumer
+        for group, topic, queue_id, offset in marks:
+            consumer.commit_offset(group, topic, queue_id, offset)
+
+
+def _stale(handle: str) -> Refused:
+    return Refused(
+        pb.Code.INVALID_RECEIPT_HANDLE,
+        f"receipt handle {handle!r} names no delivery in flight: the message was acknowledged, its "
+        "invisibility ended and it was delivered again (use the newest receipt), or the endpoint restarted "
+        "(it will be delivered again)",
+    )

@@ -1,0 +1,79 @@
+"""The pop state machine: invisibility, attempts, receipts, the watermark and message-group order."""
+
+from __future__ import annotations
+
+from rocketspark.grpcv2.popstate import PopQueue, Receipt
+from rocketspark.protocol.types import MessageExt
+
+
+def message(offset: int, group: str | None = None) -> MessageExt:
+    properties = {"__SHARDINGKEY": group} if group else {}
+    return MessageExt("t", 0, offset, b"x", None, None, properties, 0, 0, offset * 100, "broker-a")
+
+
+def queue_with(*messages: MessageExt) -> PopQueue:
+    queue = PopQueue(0, next_offset=0, committed=0)
+    queue.add(list(messages), messages[-1].queue_offset + 1)
+    return queue
+
+
+def test_a_message_is_invisible_until_its_deadline_then_comes_back_with_its_attempt_raised() -> None:
+    queue = queue_with(message(0), message(1))
+    first = queue.take(1, now=0.0, invisible_s=10)
+    assert [(f.message.queue_offset, f.attempt) for f in first] == [(0, 1)]
+    assert [f.message.queue_offset for f in queue.take(5, now=5.0, invisible_s=10)] == [1]
+    assert queue.take(5, now=9.9, invisible_s=10) == []
+    again = queue.take(5, now=10.0, invisible_s=10)
+    assert [(f.message.queue_offset, f.attempt) for f in again] == [(0, 2)]
+
+
+def test_only_the_latest_receipt_acks_and_the_watermark_follows_the_oldest_unacked() -> None:
+    queue = queue_with(message(0), message(1), message(2))
+    taken = queue.take(3, now=0.0, invisible_s=1)
+    old = Receipt.decode(taken[0].handle)
+    assert old is not None
+    redelivered = queue.take(1, now=2.0, invisible_s=1)[0]
+    assert not queue.ack(old)  # stale: the message was delivered again since
+    assert queue.ack(Receipt.decode(taken[2].handle))  # type: ignore[arg-type]
+    assert queue.watermark() == 0
+    assert queue.ack(Receipt.decode(redelivered.handle))  # type: ignore[arg-type]
+    assert queue.watermark() == 1
+    assert queue.ack(Receipt.decode(taken[1].handle))  # type: ignore[arg-type]
+    assert queue.watermark() == 3
+
+
+def test_after_its_last_attempt_a_message_is_given_up_for_the_dead_letter_queue() -> None:
+    queue = queue_with(message(0))
+    for now in (0.0, 1.0, 2.0):
+        assert len(queue.take(1, now=now, invisible_s=1)) == 1
+    assert queue.expired(now=2.5, max_attempts=3) == []  # still invisible
+    [dead] = queue.expired(now=3.0, max_attempts=3)
+    assert (dead.message.queue_offset, dead.attempt) == (0, 3)
+    assert queue.take(1, now=4.0, invisible_s=1) == [] and queue.watermark() == 1
+
+
+def test_a_message_group_is_handed_out_one_at_a_time_in_order() -> None:
+    queue = queue_with(message(0, "a"), message(1, "a"), message(2, "b"), message(3))
+    assert [f.message.queue_offset for f in queue.take(10, now=0.0, invisible_s=5)] == [0, 2, 3]
+    first = queue.inflight[0]
+    assert queue.take(10, now=1.0, invisible_s=5) == []  # 1 waits for 0
+    assert queue.ack(Receipt.decode(first.handle))  # type: ignore[arg-type]
+    assert [f.message.queue_offset for f in queue.take(10, now=1.0, invisible_s=5)] == [1]
+
+
+def test_a_redelivered_group_message_still_comes_before_its_successor() -> None:
+    queue = queue_with(message(0, "a"), message(1, "a"))
+    queue.take(10, now=0.0, invisible_s=1)
+    again = queue.take(10, now=1.0, invisible_s=1)
+    assert [(f.message.queue_offset, f.attempt) for f in again] == [(0, 2)]
+
+
+def test_a_change_of_invisibility_gives_a_new_receipt_and_a_bad_handle_decodes_to_none() -> None:
+    queue = queue_with(message(0))
+    [taken] = queue.take(1, now=0.0, invisible_s=1)
+    receipt = Receipt.decode(taken.handle)
+    assert receipt is not None
+    changed = queue.change_invisible(receipt, now=0.5, invisible_s=30)
+    assert changed is not None and changed.visible_at == 30.5
+    assert queue.change_invisible(receipt, now=0.6, invisible_s=30) is None  # the old handle is stale now
+    assert Receipt.decode("x.y") is None and Receipt.decode("1.2.") is None
