@@ -20,7 +20,7 @@ from grpc import aio
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rocketspark.grpcv2 import settings
-from rocketspark.grpcv2.endpoint import method_handlers
+from rocketspark.grpcv2.server import method_handlers
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
 from rocketspark.grpcv2.stubs import service_pb2 as sv
 

@@ -69,6 +69,9 @@ class BrokerConfig(SecuritySettings):
     pop_min_invisible_ms: int = 10_000  # the shortest invisible duration a v2 receive may ask (RocketMQ's proxy)
     pop_max_invisible_ms: int = 12 * 3_600_000  # and the longest
     pop_max_reconsume_times: int = 16  # a v2 consumer's message is delivered this many times more, then DLQ
+    transaction_timeout_ms: int = 6000  # a v2 half message this old with no outcome is checked back
+    transaction_check_interval_ms: int = 30_000  # and again this often (RocketMQ's)
+    transaction_check_max: int = 15  # checks before a half message is discarded
     ha_chunk_bytes: int = 1 * MiB  # the most of the log the master pushes to a slave at once
     ha_metadata_interval_ms: int = 1000  # how often a slave copies topics, mappings and offsets
     controller_heartbeat_interval_ms: int = 1000  # heartbeats to every nameserver's controller
@@ -88,6 +91,10 @@ class BrokerConfig(SecuritySettings):
             raise ConfigError(
                 "pop_min_invisible_ms must be positive and at most pop_max_invisible_ms, and "
                 "pop_max_reconsume_times at least 0"
+            )
+        if min(self.transaction_timeout_ms, self.transaction_check_interval_ms, self.transaction_check_max) <= 0:
+            raise ConfigError(
+                "transaction_timeout_ms, transaction_check_interval_ms and transaction_check_max must be > 0"
             )
         if not -1 <= self.grpc_listen_port < 65536:
             raise ConfigError(f"grpc_listen_port {self.grpc_listen_port} is not a port number (0-65535), or -1 (off)")

@@ -36,11 +36,13 @@ from broker.store.recovery import RecoveryReport
 from broker.store.store import MessageStore
 from broker.topics import TopicTable
 from rocketspark.errors import ControllerInvalidRequestError, ControllerReplicaIdInvalidError, RocketSparkError
-from rocketspark.grpcv2.endpoint import Cluster as GrpcCluster
+from rocketspark.grpcv2.clients import Cluster as GrpcCluster
+from rocketspark.grpcv2.clients import InProcess
 from rocketspark.grpcv2.endpoint import Endpoint as GrpcEndpoint
-from rocketspark.grpcv2.endpoint import InProcess
-from rocketspark.grpcv2.endpoint import create_server as bind_grpc
+from rocketspark.grpcv2.endpoint import Host as GrpcHost
 from rocketspark.grpcv2.receiving import PopLimits
+from rocketspark.grpcv2.server import create_server as bind_grpc
+from rocketspark.grpcv2.transactions import CheckRules
 from rocketspark.protocol.types import Perm
 from rocketspark.remoting.server import Dispatcher, run_every, serve_until_signalled
 from rocketspark.remoting.server import create_server as bind_server
@@ -324,11 +326,18 @@ def create_server(config: BrokerConfig) -> tuple[aio.Server, int, Broker]:
             GrpcCluster(config.nameservers, broker.security, config.max_message_bytes),
             broker.dispatcher.guard,
             lambda: broker.grpc_address,
-            PopLimits(
-                config.pop_min_invisible_ms,
-                config.pop_max_invisible_ms,
-                max(config.pop_min_invisible_ms, min(60_000, config.pop_max_invisible_ms)),
-                config.pop_max_reconsume_times,
+            GrpcHost(
+                config.broker_name,
+                lambda: broker.role.is_master,
+                PopLimits(
+                    config.pop_min_invisible_ms,
+                    config.pop_max_invisible_ms,
+                    max(config.pop_min_invisible_ms, min(60_000, config.pop_max_invisible_ms)),
+                    config.pop_max_reconsume_times,
+                ),
+                CheckRules(
+                    config.transaction_timeout_ms, config.transaction_check_interval_ms, config.transaction_check_max
+                ),
             ),
         )
         broker.grpc_server, grpc_port = bind_grpc(

@@ -1,155 +1,112 @@
 """The ``apache.rocketmq.v2.MessagingService`` endpoint a broker serves on ``grpc_listen_port``.
 
 It works as RocketMQ 5's proxy does in cluster mode: the official clients talk to it, and it
-talks to the cluster through our own client, so it serves every topic of the cluster, static
-topics included, whichever broker it runs in. ``QueryRoute`` answers with the topic's
-logical queues, all reached through this endpoint; a send picks the logical queue itself (by
-``message_group`` for FIFO, else round robin), as the Java proxy does.
+talks to the cluster through our own clients (:mod:`rocketspark.grpcv2.clients`), so it serves
+every topic of the cluster, static topics included, whichever broker it runs in.
+``QueryRoute`` answers with the topic's logical queues, all reached through this endpoint.
 
 The endpoint is an edge: every error becomes the v2 ``Status`` a client understands, in one
 place (``mapping.status_for``), and with security on the official clients' signature (the same
 ``MQv2-HMAC-SHA1`` our clients send) is checked against the broker's users, request by request,
 with the permission rule of the equivalent remoting request.
 
-Served: routes, heartbeats, settings (``Telemetry``), client termination, normal and FIFO
-sends, and pop consumption (:mod:`rocketspark.grpcv2.consuming`). Delay and transactional
-messages answer NOT_IMPLEMENTED with a sentence saying so.
+Served here: routes, heartbeats, settings and transaction check-backs (``Telemetry``) and
+client termination; sending (normal, FIFO, delay, transactional) by
+:mod:`rocketspark.grpcv2.sending`, pop consumption by :mod:`rocketspark.grpcv2.consuming`.
+Offset-based pulls, recalls and lite topics answer NOT_IMPLEMENTED (``server``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import ipaddress
 import logging
-import threading
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
-import grpc
-from google.protobuf.message import DecodeError
 from grpc import aio
 
-from rocketspark.client.admin import Admin
-from rocketspark.client.consumer import Consumer
-from rocketspark.client.producer import Producer
-from rocketspark.client.send_retries import RETRIABLE
-from rocketspark.errors import InvalidParameterError, RequestTimeoutError, RocketSparkError
+from rocketspark.errors import RocketSparkError
 from rocketspark.grpcv2 import mapping, settings
+from rocketspark.grpcv2.clients import Cluster
 from rocketspark.grpcv2.consuming import Consuming
+from rocketspark.grpcv2.delay import TICK_S, DelayScheduler
+from rocketspark.grpcv2.held import run_every
 from rocketspark.grpcv2.receiving import Pop, PopLimits
+from rocketspark.grpcv2.sending import Sending
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
 from rocketspark.grpcv2.stubs import service_pb2 as sv
+from rocketspark.grpcv2.transactions import CheckRules, Transactions
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.protocol.types import SendResult
-from rocketspark.remoting.channel import DEADLINES
-from rocketspark.remoting.server import Dispatcher, RequestGuard
-from rocketspark.security.settings import PeerSecurity
-from rocketspark.security.signing import AUTH_HEADER, CLUSTER_ACCESS_KEY, DATE_HEADER
-from rocketspark.security.tls import ServerTls
+from rocketspark.protocol.types import MessageExt
+from rocketspark.remoting.server import RequestGuard
+from rocketspark.security.signing import AUTH_HEADER, DATE_HEADER
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-ACCEPTED: Final = (pb.MessageType.NORMAL, pb.MessageType.FIFO)  # what a queue takes
+ACCEPTED: Final = (pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY, pb.MessageType.TRANSACTION)
 
 
-class Cluster:
-    """The endpoint's own clients of the cluster, made on first use and signed with the
-    cluster credential (the v2 caller was authorized at this edge already)."""
+@dataclass(frozen=True, slots=True)
+class Host:
+    """What the endpoint knows of the broker it runs in."""
 
-    def __init__(self, nameservers: list[str], security: PeerSecurity, max_body_bytes: int) -> None:
-        self.nameservers = nameservers
-        self.max_body_bytes = max_body_bytes  # the broker's max_message_bytes
-        self.options: dict[str, Any] = {}
-        if security.credentials is not None:
-            self.options |= {"access_key": CLUSTER_ACCESS_KEY, "secret_key": security.credentials.secret_key}
-        tls = security.client_tls
-        if tls is not None:
-            self.options |= {"tls": True, "tls_ca_file": tls.ca_file or None}
-            if tls.cert_file:
-                self.options |= {"tls_cert_file": tls.cert_file, "tls_key_file": tls.key_file}
-        self._lock = threading.Lock()
-        self._producer: Producer | None = None
-        self._admin: Admin | None = None
-        self._consumer: Consumer | None = None
-        self.local: InProcess | None = None  # the broker this endpoint runs in: called without gRPC
-
-    @property
-    def producer(self) -> Producer:
-        with self._lock:
-            if self._producer is None:
-                # No auto-create: the caller was authorized for Pub, not Create (rules.send).
-                self._producer = Producer(
-                    self.nameservers, max_message_bytes=self.max_body_bytes, auto_create_topics=False, **self.options
-                )
-                self._producer.remoting.local = self.local
-            return self._producer
-
-    @property
-    def admin(self) -> Admin:
-        with self._lock:
-            if self._admin is None:
-                self._admin = Admin(self.nameservers, **self.options)
-                self._admin.remoting.local = self.local
-            return self._admin
-
-    @property
-    def consumer(self) -> Consumer:
-        with self._lock:
-            if self._consumer is None:
-                self._consumer = Consumer(self.nameservers, **self.options)
-                self._consumer.remoting.local = self.local
-            return self._consumer
-
-    def close(self) -> None:
-        with self._lock:
-            for client in (self._producer, self._admin, self._consumer):
-                if client is not None:
-                    client.close()
-            self._producer = self._admin = self._consumer = None
+    broker_name: str
+    is_master: Callable[[], bool]  # only a master's endpoint delivers delay messages and checks transactions
+    pop: PopLimits = field(default_factory=PopLimits)
+    checks: CheckRules = field(default_factory=CheckRules)
 
 
-class InProcess:
-    """The broker an endpoint runs in, as its clients' ``LocalPeer``: a request to it runs on
-    the broker's event loop through ``Dispatcher.serve_local``, with the usual deadline."""
+@dataclass(slots=True, eq=False)  # each stream is its own (hashed by identity)
+class Session:
+    """A client's Telemetry stream: what it publishes, and what to tell it."""
 
-    def __init__(self, dispatcher: Dispatcher, loop: asyncio.AbstractEventLoop, address: Callable[[], str]) -> None:
-        self.dispatcher = dispatcher
-        self.loop = loop
-        self.address = address
-
-    async def call(self, request: RemotingCommand) -> RemotingCommand:
-        """From the broker's own event loop: the request's answer, with no thread between."""
-        return await self.dispatcher.serve_local(request)
-
-    def submit(self, request: RemotingCommand, timeout_s: float) -> concurrent.futures.Future[RemotingCommand]:
-        future = asyncio.run_coroutine_threadsafe(self.dispatcher.serve_local(request), self.loop)
-        code = request.code
-
-        def expire() -> RocketSparkError:
-            return RequestTimeoutError(f"this broker did not answer request code {code} within {timeout_s:g} s")
-
-        DEADLINES.add(time.monotonic() + timeout_s, future, expire)
-        return future
+    topics: frozenset[str]
+    outbox: asyncio.Queue[sv.TelemetryCommand | None]
+    loop: asyncio.AbstractEventLoop
 
 
 class Endpoint:
-    """The service's methods, by their v2 names (``method_handlers`` binds them)."""
+    """The service's methods, by their v2 names (``method_handlers`` binds them, with those of
+    ``consuming`` and ``sending``)."""
 
-    def __init__(
-        self, cluster: Cluster, guard: RequestGuard | None, address: Callable[[], str], limits: PopLimits | None = None
-    ) -> None:
+    def __init__(self, cluster: Cluster, guard: RequestGuard | None, address: Callable[[], str], host: Host) -> None:
         self.cluster = cluster
         self.guard = guard
         self.address = address  # host:port this endpoint is reached at (known once it is bound)
-        self.consuming = Consuming(self, Pop(cluster, limits or PopLimits()))
+        self.host = host
+        self.consuming = Consuming(self, Pop(cluster, host.pop))
+        self.transactions = Transactions(cluster, host.broker_name, host.is_master, host.checks)
+        self.delay = DelayScheduler(cluster, host.broker_name, host.is_master)
+        self.sending = Sending(self, cluster, self.delay, self.transactions)
+        self.sessions: set[Session] = set()
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
-        """The endpoint's background work, on the running loop: storing pop watermarks."""
-        self._tasks.append(asyncio.create_task(self.consuming.pop.commit_forever()))
+        """The endpoint's background work, on the running loop: storing pop watermarks,
+        delivering delay messages, checking transactions back."""
+        check_every = min(1.0, self.host.checks.interval_ms / 2000)
+        for work in (
+            self.consuming.pop.commit_forever(),
+            run_every(TICK_S, self.delay.step, "delivering delay messages"),
+            run_every(check_every, lambda: self.transactions.step(self.ask), "checking transactions"),
+        ):
+            self._tasks.append(asyncio.create_task(work))
+
+    def ask(self, topic: str, message: MessageExt, transaction_id: str) -> bool:
+        """Ask a producer of ``topic`` how a transaction ended (from a worker thread)."""
+        for session in list(self.sessions):
+            if topic in session.topics:
+                command = sv.TelemetryCommand(
+                    recover_orphaned_transaction_command=sv.RecoverOrphanedTransactionCommand(
+                        message=mapping.to_v2(message, topic), transaction_id=transaction_id
+                    )
+                )
+                session.loop.call_soon_threadsafe(session.outbox.put_nowait, command)
+                return True
+        return False
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -236,73 +193,30 @@ class Endpoint:
         except RocketSparkError as exc:
             yield sv.TelemetryCommand(status=mapping.status_for(exc))
             return
-        async for command in requests:
-            if command.HasField("settings"):
-                yield sv.TelemetryCommand(
-                    status=mapping.status(mapping.OK),
-                    settings=settings.merged(
-                        command.settings, self.cluster.max_body_bytes, self.consuming.pop.limits.max_attempts
-                    ),
-                )
+        session = Session(frozenset(), asyncio.Queue(), asyncio.get_running_loop())
+        reader = asyncio.create_task(self._read_telemetry(requests, session))
+        try:
+            while (command := await session.outbox.get()) is not None:
+                yield command
+        finally:
+            reader.cancel()
+            self.sessions.discard(session)
 
-    # -- sending ---------------------------------------------------------------------------
-
-    async def SendMessage(  # noqa: N802
-        self, request: sv.SendMessageRequest, context: aio.ServicerContext[Any, Any]
-    ) -> sv.SendMessageResponse:
-        async def work() -> sv.SendMessageResponse:
-            if not request.messages:
-                raise InvalidParameterError("the request carries no message")
-            for topic in {m.topic.name for m in request.messages}:  # before any body is looked at
-                self.authorize(context, RequestCode.SEND_MESSAGE, {"topic": topic})
-            incoming = [mapping.to_message(m, self.cluster.max_body_bytes) for m in request.messages]
-            entries = []
-            for one in incoming:  # in order; at the first failure the rest are not sent
-                try:
-                    result = await self._send(one)
-                except RocketSparkError as exc:  # the entries before it say what was stored
-                    failed = mapping.status_for(exc)
-                    entries.append(sv.SendResultEntry(status=failed, message_id=one.message_id))
-                    return sv.SendMessageResponse(status=failed, entries=entries)
-                entries.append(
-                    sv.SendResultEntry(
-                        status=mapping.status(mapping.OK),
-                        message_id=one.message_id or result.msg_id,
-                        offset=result.queue_offset,
-                    )
-                )
-            return sv.SendMessageResponse(status=mapping.status(mapping.OK), entries=entries)
-
-        return await self.answer(work, lambda s: sv.SendMessageResponse(status=s))
-
-    async def _send(self, one: mapping.Incoming) -> SendResult:
-        """Our producer plans the first attempt; one bound for the broker this endpoint runs in
-        is handed to it on this event loop, any other goes out from a worker thread. Only a
-        failure a send retries (``send_retries.RETRIABLE``: nothing was stored) is sent again,
-        by our producer with its retries; any other (a flush or replica timeout: stored, maybe
-        not durable yet) is the answer, as it is to a send."""
-        producer, local = self.cluster.producer, self.cluster.local
-        attempt = producer.first_attempt(one.message, born_ms=one.born_ms)
-        if attempt is not None:
-            try:
-                if local is not None and attempt.address == local.address():
-                    response = await local.call(attempt.request)
-                else:
-                    response = await asyncio.to_thread(producer.remoting.invoke, attempt.address, attempt.request)
-                return producer.result_of(attempt, response)
-            except RETRIABLE as exc:
-                log.debug("grpc v2 endpoint: a first attempt failed (%s); sending with retries", exc)
-        return await asyncio.to_thread(producer.send, one.message, born_ms=one.born_ms)
-
-    # -- not served yet -----------------------------------------------------------------------
-
-    def _not_yet(self, what: str) -> pb.Status:
-        return mapping.status(
-            pb.Code.NOT_IMPLEMENTED, f"{what} is not served by rocketspark's v2 endpoint yet (sending is)"
-        )
-
-    async def EndTransaction(self, request: Any, context: Any) -> sv.EndTransactionResponse:  # noqa: N802
-        return sv.EndTransactionResponse(status=self._not_yet("transactions (EndTransaction)"))
+    async def _read_telemetry(self, requests: AsyncIterator[sv.TelemetryCommand], session: Session) -> None:
+        """The client's side of a Telemetry stream: its settings are answered, and a producer's
+        topics are noted (it may be asked how its transactions ended)."""
+        try:
+            async for command in requests:
+                if not command.HasField("settings"):
+                    continue
+                if command.settings.HasField("publishing"):
+                    self.sessions.discard(session)
+                    session.topics = frozenset(t.name for t in command.settings.publishing.topics)
+                    self.sessions.add(session)
+                answer = settings.merged(command.settings, self.cluster.max_body_bytes, self.host.pop.max_attempts)
+                session.outbox.put_nowait(sv.TelemetryCommand(status=mapping.status(mapping.OK), settings=answer))
+        finally:
+            session.outbox.put_nowait(None)
 
 
 def _endpoints(address: str) -> pb.Endpoints:
@@ -312,111 +226,3 @@ def _endpoints(address: str) -> pb.Endpoints:
     except ValueError:
         scheme = pb.AddressScheme.DOMAIN_NAME
     return pb.Endpoints(scheme=scheme, addresses=[pb.Address(host=host, port=int(port))])
-
-
-def method_handlers(*servicers: object) -> grpc.GenericRpcHandler:
-    """The service's methods, taking raw bytes and parsing them here: a request that is not
-    a valid protobuf is refused with INVALID_ARGUMENT naming its type, where gRPC would answer
-    UNKNOWN for a failed deserializer."""
-    service = sv.DESCRIPTOR.services_by_name["MessagingService"]
-    handlers: dict[str, grpc.RpcMethodHandler] = {}
-    for method in service.methods:
-        parse = _parser(getattr(sv, method.input_type.name))
-        served = [getattr(s, method.name) for s in servicers if hasattr(s, method.name)]
-        call = served[0] if served else _not_served(method.name, getattr(sv, method.output_type.name))
-        if method.client_streaming:
-            handlers[method.name] = grpc.stream_stream_rpc_method_handler(
-                _stream_stream(call, parse), response_serializer=_serialize
-            )
-        elif method.server_streaming:
-            handlers[method.name] = grpc.unary_stream_rpc_method_handler(
-                _unary_stream(call, parse), response_serializer=_serialize
-            )
-        else:
-            handlers[method.name] = grpc.unary_unary_rpc_method_handler(
-                _unary_unary(call, parse), response_serializer=_serialize
-            )
-    return grpc.method_handlers_generic_handler(service.full_name, handlers)
-
-
-def _not_served(name: str, response: Any) -> Any:
-    """A method of the service this endpoint does not serve (offset-based pulls, recalls, lite
-    topics): one response whose status says so."""
-    status = mapping.status(pb.Code.NOT_IMPLEMENTED, f"{name} is not served by rocketspark's v2 endpoint")
-
-    async def unary(request: Any, context: Any) -> Any:
-        return response(status=status)
-
-    async def streaming(request: Any, context: Any) -> AsyncIterator[Any]:
-        yield response(status=status)
-
-    method = sv.DESCRIPTOR.services_by_name["MessagingService"].methods_by_name[name]
-    return streaming if method.server_streaming else unary
-
-
-Parse = Callable[[bytes, aio.ServicerContext[Any, Any]], Awaitable[Any]]
-
-
-def _parser(cls: Any) -> Parse:
-    async def parse(raw: bytes, context: aio.ServicerContext[Any, Any]) -> Any:
-        try:
-            return cls.FromString(raw)
-        except DecodeError as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed {cls.__name__}: {exc}")
-
-    return parse
-
-
-def _serialize(message: Any) -> bytes:
-    data: bytes = message.SerializeToString()
-    return data
-
-
-def _unary_unary(call: Any, parse: Parse) -> Any:
-    async def handle(raw: bytes, context: aio.ServicerContext[Any, Any]) -> Any:
-        return await call(await parse(raw, context), context)
-
-    return handle
-
-
-def _unary_stream(call: Any, parse: Parse) -> Any:
-    async def handle(raw: bytes, context: aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
-        async for response in call(await parse(raw, context), context):
-            yield response
-
-    return handle
-
-
-def _stream_stream(call: Any, parse: Parse) -> Any:
-    async def handle(raws: AsyncIterator[bytes], context: aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
-        async def requests() -> AsyncIterator[Any]:
-            async for raw in raws:
-                yield await parse(raw, context)
-
-        async for response in call(requests(), context):
-            yield response
-
-    return handle
-
-
-def create_server(endpoint: Endpoint, host: str, port: int, server_tls: ServerTls | None) -> tuple[aio.Server, int]:
-    """Bind (not start) the v2 endpoint on ``host:port`` (0: a free port), over TLS if given."""
-    # Larger requests than a message may be are still read, so that one over the limit is
-    # answered MESSAGE_BODY_TOO_LARGE by the endpoint, not cut off by gRPC's 4 MiB default.
-    limit = (
-        4 * endpoint.cluster.max_body_bytes
-    )  # room for a few messages; what a client may not send is refused by gRPC
-    server = aio.server(options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)])
-    server.add_generic_rpc_handlers((method_handlers(endpoint, endpoint.consuming),))
-    address = f"{host}:{port}"
-    try:
-        bound = (
-            server.add_insecure_port(address)
-            if server_tls is None
-            else server.add_secure_port(address, server_tls.grpc_credentials())
-        )
-    except RuntimeError:
-        bound = 0
-    if bound == 0:
-        raise OSError(f"the grpc v2 endpoint cannot listen on {address}: address in use or not available")
-    return server, bound

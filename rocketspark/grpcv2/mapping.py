@@ -36,6 +36,10 @@ from rocketspark.protocol.types import Message, MessageExt
 UNIQ_KEY: Final = "UNIQ_KEY"  # the message id the client made (RocketMQ's property name)
 SHARDING_KEY: Final = "__SHARDINGKEY"  # a FIFO message's group (RocketMQ's property name)
 RESERVED: Final = frozenset({UNIQ_KEY, SHARDING_KEY})
+# What a held message carries (RocketMQ's names): its own topic, a delay message's time.
+REAL_TOPIC: Final = "REAL_TOPIC"
+DELIVER_MS: Final = "TIMER_DELIVER_MS"
+HELD: Final = frozenset({REAL_TOPIC, DELIVER_MS})
 # What a group consumer writes on a message it sends back: a producer may not forge them.
 SENT_BACK: Final = frozenset({RECONSUME_TIME, RETRY_TOPIC, ORIGIN_MESSAGE_ID, DUE_AT_MS})
 MAX_BORN_MS: Final = 1 << 63  # the record's born timestamp is a signed 64-bit field
@@ -46,6 +50,8 @@ class Incoming:
     message: Message
     message_id: str
     born_ms: int | None
+    deliver_at_ms: int | None = None  # a delay message's time
+    transactional: bool = False  # a half message, held until its transaction ends
 
 
 def to_message(v2: pb.Message, max_body_bytes: int) -> Incoming:
@@ -58,11 +64,11 @@ def to_message(v2: pb.Message, max_body_bytes: int) -> Incoming:
     body = _body(v2.body, system.body_encoding, max_body_bytes)
     if len(body) > max_body_bytes:
         raise MessageTooLargeError(f"message body of {len(body)} bytes is over the limit of {max_body_bytes} bytes")
-    if system.HasField("delivery_timestamp"):
-        raise RequestCodeNotSupported("delay messages (delivery_timestamp) are not served by this endpoint yet")
-    if system.message_type == pb.MessageType.TRANSACTION:
-        raise RequestCodeNotSupported("transactional messages are not served by this endpoint yet")
-    clash = sorted((RESERVED | SENT_BACK) & set(v2.user_properties))
+    deliver_at = system.delivery_timestamp.ToMilliseconds() if system.HasField("delivery_timestamp") else None
+    transactional = system.message_type == pb.MessageType.TRANSACTION
+    if transactional and (deliver_at is not None or system.HasField("message_group")):
+        raise InvalidParameterError("a transactional message may not have a delivery_timestamp or a message_group")
+    clash = sorted((RESERVED | SENT_BACK | HELD) & set(v2.user_properties))
     if clash:
         raise InvalidParameterError(f"user property {clash[0]!r} is reserved; choose another name")
     properties = dict(v2.user_properties)
@@ -82,7 +88,7 @@ def to_message(v2: pb.Message, max_body_bytes: int) -> Incoming:
     born = system.born_timestamp.ToMilliseconds() if system.HasField("born_timestamp") else None
     if born is not None and not 0 <= born < MAX_BORN_MS:
         raise InvalidParameterError(f"born_timestamp {born} ms is not a time this broker can store")
-    return Incoming(message, system.message_id, born or None)
+    return Incoming(message, system.message_id, born or None, deliver_at, transactional)
 
 
 def _body(data: bytes, encoding: int, max_body_bytes: int) -> bytes:
@@ -126,7 +132,7 @@ def to_v2(message: MessageExt, topic: str) -> pb.Message:
     system.queue_id = message.queue_id
     system.queue_offset = message.queue_offset
     for key, value in properties.items():
-        if key not in RESERVED:
+        if key not in RESERVED and key not in HELD:
             v2.user_properties[key] = value
     return v2
 

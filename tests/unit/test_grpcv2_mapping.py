@@ -11,7 +11,6 @@ from rocketspark.errors import (
     InvalidParameterError,
     MessageTooLargeError,
     NoPermissionError,
-    RequestCodeNotSupported,
     TopicNotExistError,
 )
 from rocketspark.grpcv2 import mapping, settings
@@ -61,9 +60,41 @@ def test_a_gzip_body_is_stored_as_it_was_written_and_bad_input_is_named() -> Non
     with pytest.raises(InvalidParameterError, match="user property 'UNIQ_KEY' is reserved"):
         mapping.to_message(reserved, 1024)
     delayed = v2()
-    delayed.system_properties.delivery_timestamp.FromMilliseconds(1)
-    with pytest.raises(RequestCodeNotSupported, match="delay messages"):
+    delayed.system_properties.delivery_timestamp.FromMilliseconds(1_700_000_000_000)
+    assert mapping.to_message(delayed, 1024).deliver_at_ms == 1_700_000_000_000
+    delayed.system_properties.message_type = pb.MessageType.TRANSACTION
+    with pytest.raises(InvalidParameterError, match="may not have a delivery_timestamp"):
         mapping.to_message(delayed, 1024)
+    forged = v2()
+    forged.user_properties["REAL_TOPIC"] = "elsewhere"  # would send a held message to another topic
+    with pytest.raises(InvalidParameterError, match="user property 'REAL_TOPIC' is reserved"):
+        mapping.to_message(forged, 1024)
+
+
+def test_a_stored_message_maps_back_with_the_digest_the_official_clients_check() -> None:
+    from rocketspark.protocol.types import MessageExt
+
+    stored = MessageExt(
+        "t",
+        2,
+        7,
+        b"body",
+        "TagA",
+        ["k1", "k2"],
+        {"UNIQ_KEY": "01AB", "__SHARDINGKEY": "g", "region": "eu"},
+        1_700_000_000_123,
+        1_700_000_000_456,
+        0,
+        "broker-a",
+    )
+    out = mapping.to_v2(stored, "t")
+    system = out.system_properties
+    assert (out.topic.name, out.body, system.tag, list(system.keys)) == ("t", b"body", "TagA", ["k1", "k2"])
+    assert (system.message_id, system.message_group, system.message_type) == ("01AB", "g", pb.MessageType.FIFO)
+    assert system.body_digest.type == pb.DigestType.CRC32 and system.body_digest.checksum == "DBA80BB2"
+    assert system.body_encoding == pb.Encoding.IDENTITY and dict(out.user_properties) == {"region": "eu"}
+    assert system.born_timestamp.ToMilliseconds() == 1_700_000_000_123
+    assert (system.queue_id, system.queue_offset) == (2, 7)
 
 
 def test_our_errors_become_the_v2_codes_the_clients_understand() -> None:

@@ -1,0 +1,106 @@
+"""The endpoint's own clients of the cluster, and the broker it runs in as one of their peers.
+
+The endpoint works as RocketMQ 5's proxy does in cluster mode: it serves every topic of the
+cluster through our own producer, consumer and admin, signed with the cluster credential (the
+v2 caller was authorized at the endpoint's edge already). A request for the broker the endpoint
+runs in skips the network (``InProcess``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from rocketspark.client.admin import Admin
+from rocketspark.client.consumer import Consumer
+from rocketspark.client.producer import Producer
+from rocketspark.errors import RequestTimeoutError, RocketSparkError
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.remoting.channel import DEADLINES
+from rocketspark.remoting.server import Dispatcher
+from rocketspark.security.settings import PeerSecurity
+from rocketspark.security.signing import CLUSTER_ACCESS_KEY
+
+
+class Cluster:
+    """The endpoint's own clients of the cluster, made on first use and signed with the
+    cluster credential (the v2 caller was authorized at this edge already)."""
+
+    def __init__(self, nameservers: list[str], security: PeerSecurity, max_body_bytes: int) -> None:
+        self.nameservers = nameservers
+        self.max_body_bytes = max_body_bytes  # the broker's max_message_bytes
+        self.options: dict[str, Any] = {}
+        if security.credentials is not None:
+            self.options |= {"access_key": CLUSTER_ACCESS_KEY, "secret_key": security.credentials.secret_key}
+        tls = security.client_tls
+        if tls is not None:
+            self.options |= {"tls": True, "tls_ca_file": tls.ca_file or None}
+            if tls.cert_file:
+                self.options |= {"tls_cert_file": tls.cert_file, "tls_key_file": tls.key_file}
+        self._lock = threading.Lock()
+        self._producer: Producer | None = None
+        self._admin: Admin | None = None
+        self._consumer: Consumer | None = None
+        self.local: InProcess | None = None  # the broker this endpoint runs in: called without gRPC
+
+    @property
+    def producer(self) -> Producer:
+        with self._lock:
+            if self._producer is None:
+                # No auto-create: the caller was authorized for Pub, not Create (rules.send).
+                self._producer = Producer(
+                    self.nameservers, max_message_bytes=self.max_body_bytes, auto_create_topics=False, **self.options
+                )
+                self._producer.remoting.local = self.local
+            return self._producer
+
+    @property
+    def admin(self) -> Admin:
+        with self._lock:
+            if self._admin is None:
+                self._admin = Admin(self.nameservers, **self.options)
+                self._admin.remoting.local = self.local
+            return self._admin
+
+    @property
+    def consumer(self) -> Consumer:
+        with self._lock:
+            if self._consumer is None:
+                self._consumer = Consumer(self.nameservers, **self.options)
+                self._consumer.remoting.local = self.local
+            return self._consumer
+
+    def close(self) -> None:
+        with self._lock:
+            for client in (self._producer, self._admin, self._consumer):
+                if client is not None:
+                    client.close()
+            self._producer = self._admin = self._consumer = None
+
+
+class InProcess:
+    """The broker an endpoint runs in, as its clients' ``LocalPeer``: a request to it runs on
+    the broker's event loop through ``Dispatcher.serve_local``, with the usual deadline."""
+
+    def __init__(self, dispatcher: Dispatcher, loop: asyncio.AbstractEventLoop, address: Callable[[], str]) -> None:
+        self.dispatcher = dispatcher
+        self.loop = loop
+        self.address = address
+
+    async def call(self, request: RemotingCommand) -> RemotingCommand:
+        """From the broker's own event loop: the request's answer, with no thread between."""
+        return await self.dispatcher.serve_local(request)
+
+    def submit(self, request: RemotingCommand, timeout_s: float) -> concurrent.futures.Future[RemotingCommand]:
+        future = asyncio.run_coroutine_threadsafe(self.dispatcher.serve_local(request), self.loop)
+        code = request.code
+
+        def expire() -> RocketSparkError:
+            return RequestTimeoutError(f"this broker did not answer request code {code} within {timeout_s:g} s")
+
+        DEADLINES.add(time.monotonic() + timeout_s, future, expire)
+        return future

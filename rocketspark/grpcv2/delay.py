@@ -1,0 +1,112 @@
+"""Delay messages (``delivery_timestamp``): held in the broker's timer topic, and sent to their
+own topic once their time comes, within a second of it.
+
+The timer topic (``rmq_sys_wheel_timer-<broker>``, RocketMQ's name with the broker's) is a
+held log (:mod:`rocketspark.grpcv2.held`): a delay message is stored there with its topic and
+time in properties, so it is durable as any message is and invisible in its own topic until it
+is delivered. The scheduler, which runs on the master, looks at the log ten times a second; a
+due message is sent to its topic with its id, tag, keys, properties and born time, then marked
+done. After a restart, what is still held is delivered at its time; one that came due while
+the broker was down is delivered at once.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import time
+from collections.abc import Callable
+from typing import Final
+
+from rocketspark.errors import NoRouteInfoError, TopicNotExistError
+from rocketspark.grpcv2.held import Clients, HeldLog
+from rocketspark.grpcv2.mapping import DELIVER_MS, HELD, REAL_TOPIC, Refused
+from rocketspark.grpcv2.stubs import definition_pb2 as pb
+from rocketspark.protocol.types import Message, MessageExt
+
+log = logging.getLogger(__name__)
+
+MAX_DELAY_MS: Final = 3 * 24 * 3_600_000  # RocketMQ's timerMaxDelaySec: three days
+TICK_S: Final = 0.1
+MARKS_EVERY_S: Final = 1.0
+
+
+def timer_topic(broker_name: str) -> str:
+    return f"rmq_sys_wheel_timer-{broker_name}"
+
+
+def timer_done_topic(broker_name: str) -> str:
+    return f"rmq_sys_wheel_timer_done-{broker_name}"
+
+
+def check_time(deliver_at_ms: int, now_ms: int | None = None) -> None:
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    if deliver_at_ms - now > MAX_DELAY_MS:
+        raise Refused(
+            pb.Code.ILLEGAL_DELIVERY_TIME,
+            f"delivery_timestamp is {(deliver_at_ms - now) / 3_600_000:.1f} h away; the most is 72 h (RocketMQ's)",
+        )
+
+
+class DelayScheduler:
+    def __init__(self, clients: Clients, broker_name: str, is_master: Callable[[], bool]) -> None:
+        self.clients = clients
+        self.broker_name = broker_name
+        self.is_master = is_master
+        self.log: HeldLog | None = None  # opened on the master, dropped when it is not one
+        self.due: list[tuple[int, int]] = []  # (deliver at ms, hold offset), a heap
+        self._marks_at = 0.0
+
+    def held_log(self) -> HeldLog:
+        if self.log is None:
+            held = HeldLog(
+                self.clients, timer_topic(self.broker_name), timer_done_topic(self.broker_name), self.broker_name
+            )
+            held.open()
+            self.due = [(_deliver_at(m), m.queue_offset) for m in held.held.values()]
+            heapq.heapify(self.due)
+            self.log = held
+            if held.held:
+                log.info("grpc v2 endpoint: %d delay messages held in %s", len(held.held), held.hold_topic)
+        return self.log
+
+    def store(self, message: Message, deliver_at_ms: int) -> int:
+        """Hold a delay message (a worker thread); its offset in the timer topic."""
+        properties = {**message.properties, REAL_TOPIC: message.topic, DELIVER_MS: str(deliver_at_ms)}
+        held = Message(message.topic, message.body, tags=message.tags, keys=message.keys, properties=properties)
+        return self.held_log().hold(held)
+
+    def step(self) -> None:
+        """One round (a worker thread): read new delay messages, deliver the due ones."""
+        if not self.is_master():
+            self.log = None  # a new master reads the log afresh
+            return
+        held = self.held_log()
+        for message in held.catch_up():
+            heapq.heappush(self.due, (_deliver_at(message), message.queue_offset))
+        now = int(time.time() * 1000)
+        while self.due and self.due[0][0] <= now:
+            _, offset = self.due[0]
+            waiting = held.held.get(offset)
+            if waiting is not None:
+                self._deliver(held, waiting)
+            heapq.heappop(self.due)
+        if time.monotonic() - self._marks_at >= MARKS_EVERY_S:
+            held.store_watermarks()
+            self._marks_at = time.monotonic()
+
+    def _deliver(self, held: HeldLog, message: MessageExt) -> None:
+        properties = {k: v for k, v in message.properties.items() if k not in HELD}
+        topic = message.properties[REAL_TOPIC]
+        out = Message(topic, message.body, tags=message.tags, keys=message.keys, properties=properties)
+        try:
+            self.clients.producer.send(out, born_ms=message.born_timestamp)
+        except (TopicNotExistError, NoRouteInfoError):  # deleted while it waited: it goes with its topic
+            log.warning("grpc v2 endpoint: delay message for %s dropped: the topic no longer exists", topic)
+            held.mark_done(message.queue_offset, "topic-gone")
+            return
+        held.mark_done(message.queue_offset, "delivered")
+
+
+def _deliver_at(message: MessageExt) -> int:
+    return int(message.properties.get(DELIVER_MS, "0"))

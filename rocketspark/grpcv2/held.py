@@ -1,0 +1,174 @@
+"""Messages the endpoint holds back: delay messages until their time, half (transactional)
+messages until their outcome. Stored durably in the cluster, never in their own topic early.
+
+A held log is two single-queue system topics on the endpoint's broker, as RocketMQ keeps them:
+
+- the *hold* topic has the messages themselves (a delay message's target time, a half
+  message's transaction, in their properties);
+- the *done* topic has one small record per held message that was dealt with (delivered,
+  committed, rolled back), naming its offset in the hold topic and the outcome.
+
+What is still held is "in hold, not in done"; both are read again at a start. Two watermarks,
+stored as the offsets of a system group, bound that reading: every hold offset below the first
+is done, and every done record below the second names an offset below the first. A message
+delivered but not yet marked done when the broker stops is delivered again after the start
+(never lost); all the others are not.
+
+Reads and sends go through the endpoint's own clients, from worker threads; ``lock`` guards
+the state (a request and the background round may change it at once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from rocketspark.client.admin import Admin
+from rocketspark.client.consumer import Consumer
+from rocketspark.client.producer import Producer
+from rocketspark.errors import NoRouteInfoError, TopicNotExistError
+from rocketspark.protocol.types import Message, MessageExt, PullStatus
+
+log = logging.getLogger(__name__)
+
+SYSTEM_GROUP = "rmq_sys_endpoint"  # whose offsets are the watermarks
+READ_BATCH = 256
+
+
+class Clients(Protocol):
+    @property
+    def consumer(self) -> Consumer: ...
+    @property
+    def producer(self) -> Producer: ...
+    @property
+    def admin(self) -> Admin: ...
+
+
+@dataclass(slots=True)
+class HeldLog:
+    clients: Clients
+    hold_topic: str
+    done_topic: str
+    broker_name: str  # where both topics live
+    held: dict[int, MessageExt] = field(default_factory=dict)  # hold offset -> message, not done
+    done: dict[int, tuple[int, str]] = field(default_factory=dict)  # hold offset -> (done offset, outcome)
+    hold_next: int = 0  # the next hold offset to read
+    done_next: int = 0
+    marks: tuple[int, int] = (-1, -1)  # the watermarks last stored
+    lock: threading.RLock = field(default_factory=threading.RLock)
+
+    # -- start -----------------------------------------------------------------------------
+
+    def open(self) -> None:
+        """Make the topics if new, and read what is still held (a worker thread)."""
+        admin = self.clients.admin
+        for topic in (self.hold_topic, self.done_topic):
+            try:
+                admin.topic_route(topic)
+            except (TopicNotExistError, NoRouteInfoError):
+                admin.create_topic(topic, queues=1, brokers=[self.broker_name])
+        consumer = self.clients.consumer
+        self.hold_next = self._start(consumer, self.hold_topic)
+        self.done_next = self._start(consumer, self.done_topic)
+        self.marks = (self.hold_next, self.done_next)
+        self.catch_up()
+
+    def _start(self, consumer: Consumer, topic: str) -> int:
+        committed = consumer.committed_offset(SYSTEM_GROUP, topic, 0)
+        return committed if committed is not None else consumer.min_offset(topic, 0)
+
+    def catch_up(self) -> list[MessageExt]:
+        """Read what was added to both topics since the last look (a worker thread); the
+        newly held messages, in order."""
+        with self.lock:
+            return self._catch_up()
+
+    def _catch_up(self) -> list[MessageExt]:
+        for record in self._read(self.done_topic, "done_next"):
+            offset, _, outcome = record.body.decode().partition(" ")
+            if offset.isdigit():
+                self.done[int(offset)] = (record.queue_offset, outcome)
+                self.held.pop(int(offset), None)
+        fresh = [m for m in self._read(self.hold_topic, "hold_next") if m.queue_offset not in self.done]
+        for message in fresh:
+            self.held[message.queue_offset] = message
+        return fresh
+
+    def _read(self, topic: str, position: str) -> list[MessageExt]:
+        consumer, read = self.clients.consumer, []
+        while True:
+            offset = getattr(self, position)
+            result = consumer.pull(topic, 0, offset, READ_BATCH)
+            if result.status is PullStatus.OFFSET_ILLEGAL and result.next_offset > offset:
+                log.warning("held log %s: offsets %d..%d are gone (retention)", topic, offset, result.next_offset)
+            read += [m for m in result.messages if m.queue_offset >= offset]
+            setattr(self, position, max(offset, result.next_offset))
+            if result.status is not PullStatus.FOUND:
+                return read
+
+    # -- changes ---------------------------------------------------------------------------
+
+    def hold(self, message: Message) -> int:
+        """Store a message to hold (a worker thread); its hold offset."""
+        copy = Message(
+            self.hold_topic, message.body, tags=message.tags, keys=message.keys, properties=message.properties
+        )
+        return self.clients.producer.send(copy).queue_offset
+
+    def read_held(self, offset: int) -> MessageExt | None:
+        """A held message by its hold offset, from memory or the topic (a worker thread)."""
+        if offset in self.held:
+            return self.held[offset]
+        for message in self.clients.consumer.pull(self.hold_topic, 0, offset, 1).messages:
+            if message.queue_offset == offset:
+                return message
+        return None
+
+    def mark_done(self, offset: int, outcome: str) -> None:
+        """Record that a held message was dealt with (a worker thread, holding ``lock``)."""
+        result = self.clients.producer.send(Message(self.done_topic, f"{offset} {outcome}".encode()))
+        with self.lock:
+            self.done[offset] = (result.queue_offset, outcome)
+            self.held.pop(offset, None)
+
+    def outcome(self, offset: int) -> str | None:
+        entry = self.done.get(offset)
+        return entry[1] if entry else None
+
+    # -- the watermarks ----------------------------------------------------------------------
+
+    def watermarks(self) -> tuple[int, int]:
+        with self.lock:
+            return self._watermarks()
+
+    def _watermarks(self) -> tuple[int, int]:
+        hold_mark = min(self.held, default=self.hold_next)
+        for offset in [o for o in self.done if o < hold_mark]:
+            del self.done[offset]
+        done_mark = min((d for d, _ in self.done.values()), default=self.done_next)
+        return hold_mark, done_mark
+
+    def store_watermarks(self) -> None:
+        """Store the watermarks if they moved (a worker thread)."""
+        marks = self.watermarks()
+        if marks == self.marks:
+            return
+        consumer = self.clients.consumer
+        consumer.commit_offset(SYSTEM_GROUP, self.hold_topic, 0, marks[0])
+        consumer.commit_offset(SYSTEM_GROUP, self.done_topic, 0, marks[1])
+        self.marks = marks
+
+
+async def run_every(interval_s: float, step: Callable[[], object], what: str) -> None:
+    """Call ``step`` in a worker thread every ``interval_s``; a failure is logged and the
+    next round tries again."""
+    while True:
+        try:
+            await asyncio.to_thread(step)
+        except Exception as exc:
+            log.warning("grpc v2 endpoint: %s failed (%s: %s); trying again", what, type(exc).__name__, exc)
+        await asyncio.sleep(interval_s)

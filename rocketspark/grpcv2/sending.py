@@ -1,0 +1,133 @@
+"""The v2 service's sending methods: ``SendMessage`` (normal, FIFO, delay and transactional
+messages) and ``EndTransaction``.
+
+A normal or FIFO message goes to its topic through our producer, which picks the logical queue
+(by ``message_group`` for FIFO, else round robin), as RocketMQ's proxy does. A delay message
+whose time has not come is held by the broker's timer (:mod:`rocketspark.grpcv2.delay`); a
+transactional one is a half message until its transaction ends
+(:mod:`rocketspark.grpcv2.transactions`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, TypeAlias, TypeVar
+
+from grpc import aio
+
+from rocketspark.client.producer import Producer
+from rocketspark.client.send_retries import RETRIABLE
+from rocketspark.errors import InvalidParameterError, RocketSparkError
+from rocketspark.grpcv2 import mapping
+from rocketspark.grpcv2.delay import DelayScheduler, check_time
+from rocketspark.grpcv2.stubs import definition_pb2 as pb
+from rocketspark.grpcv2.stubs import service_pb2 as sv
+from rocketspark.grpcv2.transactions import Transactions
+from rocketspark.protocol.codes import RequestCode
+from rocketspark.protocol.command import RemotingCommand
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+Context: TypeAlias = aio.ServicerContext[Any, Any]
+
+
+class Edge(Protocol):
+    def authorize(self, context: Context, code: int, ext: dict[str, Any]) -> None: ...
+
+    async def answer(self, work: Callable[[], Awaitable[T]], failed: Callable[[pb.Status], T]) -> T: ...
+
+
+class Local(Protocol):
+    """The broker the endpoint runs in, called on its own event loop."""
+
+    def address(self) -> str: ...
+
+    async def call(self, request: RemotingCommand) -> RemotingCommand: ...
+
+
+class Target(Protocol):
+    """The endpoint's clients of the cluster (``endpoint.Cluster``)."""
+
+    max_body_bytes: int
+
+    @property
+    def local(self) -> Local | None: ...
+
+    @property
+    def producer(self) -> Producer: ...
+
+
+class Sending:
+    def __init__(self, edge: Edge, cluster: Target, delay: DelayScheduler, transactions: Transactions) -> None:
+        self.edge = edge
+        self.cluster = cluster
+        self.delay = delay
+        self.transactions = transactions
+
+    async def SendMessage(self, request: sv.SendMessageRequest, context: Context) -> sv.SendMessageResponse:  # noqa: N802
+        async def work() -> sv.SendMessageResponse:
+            if not request.messages:
+                raise InvalidParameterError("the request carries no message")
+            for topic in {m.topic.name for m in request.messages}:  # before any body is looked at
+                self.edge.authorize(context, RequestCode.SEND_MESSAGE, {"topic": topic})
+            incoming = [mapping.to_message(m, self.cluster.max_body_bytes) for m in request.messages]
+            entries = []
+            for one in incoming:  # in order; at the first failure the rest are not sent
+                try:
+                    entries.append(await self._send(one))
+                except RocketSparkError as exc:  # the entries before it say what was stored
+                    failed = mapping.status_for(exc)
+                    entries.append(sv.SendResultEntry(status=failed, message_id=one.message_id))
+                    return sv.SendMessageResponse(status=failed, entries=entries)
+            return sv.SendMessageResponse(status=mapping.status(mapping.OK), entries=entries)
+
+        return await self.edge.answer(work, lambda s: sv.SendMessageResponse(status=s))
+
+    async def _send(self, one: mapping.Incoming) -> sv.SendResultEntry:
+        """A half message or a delay message not due yet is held; any other goes to its topic.
+        There our producer plans the first attempt; one bound for the broker this endpoint runs
+        in is handed to it on this event loop, any other goes out from a worker thread. Only a
+        failure a send retries (``send_retries.RETRIABLE``: nothing was stored) is sent again,
+        by our producer with its retries; any other (a flush or replica timeout: stored, maybe
+        not durable yet) is the answer, as it is to a send."""
+        entry = sv.SendResultEntry(status=mapping.status(mapping.OK), message_id=one.message_id)
+        if one.transactional:
+            entry.transaction_id = await asyncio.to_thread(self.transactions.half, one.message)
+            return entry
+        if one.deliver_at_ms is not None and one.deliver_at_ms > time.time() * 1000:
+            check_time(one.deliver_at_ms)
+            await asyncio.to_thread(self.delay.store, one.message, one.deliver_at_ms)
+            return entry
+        producer, local = self.cluster.producer, self.cluster.local
+        result = None
+        attempt = producer.first_attempt(one.message, born_ms=one.born_ms)
+        if attempt is not None:
+            try:
+                if local is not None and attempt.address == local.address():
+                    response = await local.call(attempt.request)
+                else:
+                    response = await asyncio.to_thread(producer.remoting.invoke, attempt.address, attempt.request)
+                result = producer.result_of(attempt, response)
+            except RETRIABLE as exc:
+                log.debug("grpc v2 endpoint: a first attempt failed (%s); sending with retries", exc)
+        if result is None:
+            result = await asyncio.to_thread(producer.send, one.message, born_ms=one.born_ms)
+        entry.message_id = one.message_id or result.msg_id
+        entry.offset = result.queue_offset
+        return entry
+
+    async def EndTransaction(  # noqa: N802
+        self, request: sv.EndTransactionRequest, context: Context
+    ) -> sv.EndTransactionResponse:
+        async def work() -> sv.EndTransactionResponse:
+            self.edge.authorize(context, RequestCode.SEND_MESSAGE, {"topic": request.topic.name})
+            if request.resolution not in (pb.TransactionResolution.COMMIT, pb.TransactionResolution.ROLLBACK):
+                raise InvalidParameterError("resolution must be COMMIT or ROLLBACK")
+            commit = request.resolution == pb.TransactionResolution.COMMIT
+            await asyncio.to_thread(self.transactions.end, request.transaction_id, request.message_id, commit)
+            return sv.EndTransactionResponse(status=mapping.status(mapping.OK))
+
+        return await self.edge.answer(work, lambda s: sv.EndTransactionResponse(status=s))

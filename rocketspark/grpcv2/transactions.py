@@ -1,0 +1,146 @@
+"""Transactional messages: a half message is held until ``EndTransaction`` commits it (it is
+then sent to its topic) or rolls it back; one whose outcome never comes is checked back with a
+producer of its topic.
+
+Half messages live in the broker's half topic, ``RMQ_SYS_TRANS_HALF_TOPIC-<broker>``, and their
+outcomes in ``RMQ_SYS_TRANS_OP_HALF_TOPIC-<broker>`` (RocketMQ's names with the broker's): a
+held log (:mod:`rocketspark.grpcv2.held`). A half message is never in its own topic, so no
+consumer, Spark included, can see it before it is committed.
+
+The transaction id is ``<broker>:<half offset>``, and ``EndTransaction`` is sent to the endpoint
+that took the half message (the official clients send it to the send's endpoint). Check-back is
+RocketMQ's: a half message older than ``transaction_timeout_ms`` with no outcome is asked about
+(``RecoverOrphanedTransactionCommand`` on a ``Telemetry`` stream of a producer that publishes its
+topic) every ``transaction_check_interval_ms``; after ``transaction_check_max`` checks it is
+discarded, with a warning naming it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from rocketspark.grpcv2.held import Clients, HeldLog
+from rocketspark.grpcv2.mapping import HELD, REAL_TOPIC, UNIQ_KEY, Refused
+from rocketspark.grpcv2.stubs import definition_pb2 as pb
+from rocketspark.protocol.types import Message, MessageExt
+
+log = logging.getLogger(__name__)
+
+COMMIT, ROLLBACK, DISCARD = "commit", "rollback", "discard"
+# Ask a producer of ``topic`` about a half message: whether one was there to ask.
+Ask = Callable[[str, MessageExt, str], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckRules:
+    timeout_ms: int = 6_000  # RocketMQ's transactionTimeOut
+    interval_ms: int = 30_000  # transactionCheckInterval
+    max_checks: int = 15  # transactionCheckMax
+
+
+def half_topic(broker_name: str) -> str:
+    return f"RMQ_SYS_TRANS_HALF_TOPIC-{broker_name}"
+
+
+def op_topic(broker_name: str) -> str:
+    return f"RMQ_SYS_TRANS_OP_HALF_TOPIC-{broker_name}"
+
+
+class Transactions:
+    def __init__(self, clients: Clients, broker_name: str, is_master: Callable[[], bool], rules: CheckRules) -> None:
+        self.clients = clients
+        self.broker_name = broker_name
+        self.is_master = is_master
+        self.rules = rules
+        self.log: HeldLog | None = None
+        self.checks: dict[int, tuple[int, float]] = {}  # half offset -> (checks made, next check at, s)
+
+    def held_log(self) -> HeldLog:
+        if self.log is None:
+            held = HeldLog(self.clients, half_topic(self.broker_name), op_topic(self.broker_name), self.broker_name)
+            held.open()
+            self.log, self.checks = held, {}
+            if held.held:
+                log.info("grpc v2 endpoint: %d half messages await their transaction's end", len(held.held))
+        return self.log
+
+    def half(self, message: Message) -> str:
+        """Hold a half message (a worker thread); its transaction id."""
+        properties = {**message.properties, REAL_TOPIC: message.topic}
+        half = Message(message.topic, message.body, tags=message.tags, keys=message.keys, properties=properties)
+        return f"{self.broker_name}:{self.held_log().hold(half)}"
+
+    def end(self, transaction_id: str, message_id: str, commit: bool) -> None:
+        """Commit or roll back (a worker thread). Ending it again the same way is fine."""
+        held = self.held_log()
+        offset = self._offset(transaction_id)
+        wanted = COMMIT if commit else ROLLBACK
+        with held.lock:
+            outcome = held.outcome(offset)
+            if outcome is not None:
+                if outcome != wanted:
+                    raise Refused(pb.Code.INVALID_TRANSACTION_ID, f"transaction {transaction_id} was {_past(outcome)}")
+                return
+            message = held.read_held(offset)
+            if message is None or (message_id and message.properties.get(UNIQ_KEY, message_id) != message_id):
+                raise Refused(
+                    pb.Code.INVALID_TRANSACTION_ID, f"no half message {message_id} has transaction {transaction_id}"
+                )
+            if commit:
+                self.clients.producer.send(_released(message), born_ms=message.born_timestamp)
+            held.mark_done(offset, wanted)
+            self.checks.pop(offset, None)
+
+    def _offset(self, transaction_id: str) -> int:
+        broker, _, offset = transaction_id.rpartition(":")
+        if broker != self.broker_name or not offset.isdigit():
+            raise Refused(
+                pb.Code.INVALID_TRANSACTION_ID,
+                f"transaction id {transaction_id!r} is not one this endpoint ({self.broker_name}) gave; end a "
+                "transaction at the endpoint its half message was sent to",
+            )
+        return int(offset)
+
+    def step(self, ask: Ask) -> None:
+        """One round (a worker thread): read new half messages, check back the old ones."""
+        if not self.is_master():
+            self.log = None
+            return
+        held = self.held_log()
+        held.catch_up()
+        now_ms, now = int(time.time() * 1000), time.monotonic()
+        with held.lock:
+            waiting = [m for m in held.held.values() if now_ms - m.store_timestamp >= self.rules.timeout_ms]
+        for message in waiting:
+            made, next_at = self.checks.get(message.queue_offset, (0, 0.0))
+            if now < next_at:
+                continue
+            if made >= self.rules.max_checks:
+                log.warning(
+                    "grpc v2 endpoint: half message %s of %s discarded after %d checks without an outcome",
+                    message.properties.get(UNIQ_KEY),
+                    message.properties.get(REAL_TOPIC),
+                    made,
+                )
+                held.mark_done(message.queue_offset, DISCARD)
+                self.checks.pop(message.queue_offset, None)
+                continue
+            transaction_id = f"{self.broker_name}:{message.queue_offset}"
+            if ask(message.properties[REAL_TOPIC], message, transaction_id):
+                self.checks[message.queue_offset] = (made + 1, now + self.rules.interval_ms / 1000)
+        held.store_watermarks()
+
+
+def _released(message: MessageExt) -> Message:
+    """A committed half message as its topic gets it."""
+    properties = {k: v for k, v in message.properties.items() if k not in HELD}
+    return Message(
+        message.properties[REAL_TOPIC], message.body, tags=message.tags, keys=message.keys, properties=properties
+    )
+
+
+def _past(outcome: str) -> str:
+    return {COMMIT: "committed", ROLLBACK: "rolled back", DISCARD: "discarded after its checks"}.get(outcome, outcome)
