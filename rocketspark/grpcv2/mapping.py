@@ -31,15 +31,13 @@ from rocketspark.errors import (
 )
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
 from rocketspark.protocol.group_topics import DUE_AT_MS, ORIGIN_MESSAGE_ID, RECONSUME_TIME, RETRY_TOPIC
+from rocketspark.protocol.properties import DELIVER_MS, REAL_TOPIC, SHARDING_KEY, UNIQ_KEY
 from rocketspark.protocol.types import Message, MessageExt
 
-UNIQ_KEY: Final = "UNIQ_KEY"  # the message id the client made (RocketMQ's property name)
-SHARDING_KEY: Final = "__SHARDINGKEY"  # a FIFO message's group (RocketMQ's property name)
+__all__ = ["DELIVER_MS", "REAL_TOPIC", "SHARDING_KEY", "UNIQ_KEY"]  # re-exported for the endpoint's modules
+
 RESERVED: Final = frozenset({UNIQ_KEY, SHARDING_KEY})
-# What a held message carries (RocketMQ's names): its own topic, a delay message's time.
-REAL_TOPIC: Final = "REAL_TOPIC"
-DELIVER_MS: Final = "TIMER_DELIVER_MS"
-HELD: Final = frozenset({REAL_TOPIC, DELIVER_MS})
+HELD: Final = frozenset({REAL_TOPIC, DELIVER_MS})  # what a held message carries
 # What a group consumer writes on a message it sends back: a producer may not forge them.
 SENT_BACK: Final = frozenset({RECONSUME_TIME, RETRY_TOPIC, ORIGIN_MESSAGE_ID, DUE_AT_MS})
 MAX_BORN_MS: Final = 1 << 63  # the record's born timestamp is a signed 64-bit field

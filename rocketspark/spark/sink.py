@@ -3,8 +3,9 @@
 Columns (names case-insensitive): ``body`` or ``value`` (binary or string; required),
 ``topic`` (string; or the ``topic`` option, which wins, as in Kafka's sink), ``tag``,
 ``keys`` (string or array of strings), ``properties`` (map of strings), ``queueId`` (int:
-the logical queue) and ``shardingKey`` (string: same key, same queue). Anything else is an
-error, so a typo does not silently drop data.
+the logical queue) and ``shardingKey`` (string: same key, same queue; stored as the
+``__SHARDINGKEY`` property, the message group the official RocketMQ 5 consumers see). Anything
+else is an error, so a typo does not silently drop data.
 
 Guarantee. Each task waits until the broker acknowledged every message before it reports
 success. In a streaming query the writes are idempotent per micro-batch: a task numbers its
@@ -33,7 +34,7 @@ import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -47,6 +48,7 @@ from rocketspark.codec.build import pack_ext
 from rocketspark.codec.from_arrow import MessageArrays, records
 from rocketspark.codec.layout import MAX_TAG_BYTES
 from rocketspark.errors import OptionError
+from rocketspark.protocol.properties import SHARDING_KEY
 from rocketspark.protocol.types import SendResult
 from rocketspark.spark.access import check_sink
 from rocketspark.spark.options import WriterOptions
@@ -216,8 +218,9 @@ class Batcher:
         """The packed keys and properties of every row (empty where a row has none), or None
         when no row has any."""
         keys, props = self._column(batch, "keys"), self._column(batch, "properties")
+        sharding = self._column(batch, "shardingkey")
         n = batch.num_rows
-        has = np.zeros(n, dtype=bool)
+        has = np.zeros(n, dtype=bool) if sharding is None else sharding.is_valid().to_numpy(zero_copy_only=False)
         if keys is not None:
             if pa.types.is_string(keys.type) or pa.types.is_large_string(keys.type):
                 has |= keys.is_valid().to_numpy(zero_copy_only=False)
@@ -232,9 +235,10 @@ class Batcher:
         picked = pa.array(rows)
         key_rows = keys.take(picked).to_pylist() if keys is not None else [None] * len(rows)
         prop_rows = props.take(picked).to_pylist() if props is not None else [None] * len(rows)
+        group_rows = sharding.take(picked).to_pylist() if sharding is not None else [None] * len(rows)
         exts = [
-            pack_ext([key] if isinstance(key, str) else list(key or ()), dict(prop or ()))
-            for key, prop in zip(key_rows, prop_rows, strict=True)
+            pack_ext([key] if isinstance(key, str) else list(key or ()), _with_group(prop, group))
+            for key, prop, group in zip(key_rows, prop_rows, group_rows, strict=True)
         ]
         empty = pa.repeat(pa.scalar(b"", pa.binary()), n)
         return pc.replace_with_mask(empty, pa.array(has), pa.array(exts, pa.binary()))
@@ -364,3 +368,12 @@ class RocketMQBatchWriter(_WriterBase, DataSourceArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
         return self._write(iterator)
+
+
+def _with_group(properties: Any, group: str | None) -> dict[str, str]:
+    """A row's properties, with its shardingKey as RocketMQ's message group property (what the
+    official consumers read as ``message_group``)."""
+    out = dict(properties or ())
+    if group is not None:
+        out[SHARDING_KEY] = group
+    return out

@@ -93,7 +93,10 @@ def test_every_row_shape_is_encoded_as_the_producer_does_and_lands_on_its_queue(
     expected: dict[tuple[str, int], list[Row]] = {}
     for i, queue in enumerate([(1 + 0) % 4, 3, keyed, keyed, (1 + 4) % 4, 1]):
         tag = rows["tag"][i] if rows["tag"][i] is not None else "default"
-        ext = pack_ext(list(rows["keys"][i] or ()), dict(rows["properties"][i] or {}))
+        properties = dict(rows["properties"][i] or {})
+        if rows["shardingKey"][i] is not None:  # the message group the official consumers see
+            properties["__SHARDINGKEY"] = rows["shardingKey"][i]
+        ext = pack_ext(list(rows["keys"][i] or ()), properties)
         expected.setdefault((rows["topic"][i], queue), []).append(((rows["value"][i] or "").encode(), tag, ext))
     assert rows_of(one) == expected
 
