@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Final
 
 from rocketspark.errors import NoRouteInfoError, TopicNotExistError
-from rocketspark.grpcv2.held import Clients, HeldLog
+from rocketspark.grpcv2.held import Clients, HeldLog, Holder
 from rocketspark.grpcv2.mapping import DELIVER_MS, HELD, REAL_TOPIC, Refused
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
 from rocketspark.protocol.types import Message, MessageExt
@@ -51,37 +51,28 @@ def check_time(deliver_at_ms: int, now_ms: int | None = None) -> None:
 class DelayScheduler:
     def __init__(self, clients: Clients, broker_name: str, is_master: Callable[[], bool]) -> None:
         self.clients = clients
-        self.broker_name = broker_name
-        self.is_master = is_master
-        self.log: HeldLog | None = None  # opened on the master, dropped when it is not one
+        self.holder = Holder(clients, timer_topic(broker_name), timer_done_topic(broker_name), broker_name, is_master)
+        self.opened: HeldLog | None = None
         self.due: list[tuple[int, int]] = []  # (deliver at ms, hold offset), a heap
         self._marks_at = 0.0
-
-    def held_log(self) -> HeldLog:
-        if self.log is None:
-            held = HeldLog(
-                self.clients, timer_topic(self.broker_name), timer_done_topic(self.broker_name), self.broker_name
-            )
-            held.open()
-            self.due = [(_deliver_at(m), m.queue_offset) for m in held.held.values()]
-            heapq.heapify(self.due)
-            self.log = held
-            if held.held:
-                log.info("grpc v2 endpoint: %d delay messages held in %s", len(held.held), held.hold_topic)
-        return self.log
 
     def store(self, message: Message, deliver_at_ms: int) -> int:
         """Hold a delay message (a worker thread); its offset in the timer topic."""
         properties = {**message.properties, REAL_TOPIC: message.topic, DELIVER_MS: str(deliver_at_ms)}
         held = Message(message.topic, message.body, tags=message.tags, keys=message.keys, properties=properties)
-        return self.held_log().hold(held)
+        return self.holder.hold(held)
 
     def step(self) -> None:
         """One round (a worker thread): read new delay messages, deliver the due ones."""
-        if not self.is_master():
-            self.log = None  # a new master reads the log afresh
+        held = self.holder.current()
+        if held is None:
             return
-        held = self.held_log()
+        if held is not self.opened:  # (re)opened: everything it holds is waiting
+            self.opened = held
+            self.due = [(_deliver_at(m), m.queue_offset) for m in held.held.values()]
+            heapq.heapify(self.due)
+            if held.held:
+                log.info("grpc v2 endpoint: %d delay messages held in %s", len(held.held), held.hold_topic)
         for message in held.catch_up():
             heapq.heappush(self.due, (_deliver_at(message), message.queue_offset))
         now = int(time.time() * 1000)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -64,13 +65,8 @@ class HeldLog:
     # -- start -----------------------------------------------------------------------------
 
     def open(self) -> None:
-        """Make the topics if new, and read what is still held (a worker thread)."""
-        admin = self.clients.admin
-        for topic in (self.hold_topic, self.done_topic):
-            try:
-                admin.topic_route(topic)
-            except (TopicNotExistError, NoRouteInfoError):
-                admin.create_topic(topic, queues=1, brokers=[self.broker_name])
+        """Read what is still held (a worker thread); TopicNotExistError or NoRouteInfoError
+        while nothing was ever held."""
         consumer = self.clients.consumer
         self.hold_next = self._start(consumer, self.hold_topic)
         self.done_next = self._start(consumer, self.done_topic)
@@ -111,13 +107,6 @@ class HeldLog:
                 return read
 
     # -- changes ---------------------------------------------------------------------------
-
-    def hold(self, message: Message) -> int:
-        """Store a message to hold (a worker thread); its hold offset."""
-        copy = Message(
-            self.hold_topic, message.body, tags=message.tags, keys=message.keys, properties=message.properties
-        )
-        return self.clients.producer.send(copy).queue_offset
 
     def read_held(self, offset: int) -> MessageExt | None:
         """A held message by its hold offset, from memory or the topic (a worker thread)."""
@@ -163,12 +152,74 @@ class HeldLog:
         self.marks = marks
 
 
+class Holder:
+    """A broker's held log as the endpoint uses it: messages are held through it from any
+    replica (the topics are made with the first), and it is read and worked on the master
+    only, once its topics exist (a broker where nothing was ever held makes no topics)."""
+
+    LOOK_AGAIN_S = 5.0  # how often a master with no held log looks for one
+
+    def __init__(
+        self, clients: Clients, hold_topic: str, done_topic: str, broker_name: str, is_master: Callable[[], bool]
+    ) -> None:
+        self.clients = clients
+        self.topics = (hold_topic, done_topic)
+        self.broker_name = broker_name
+        self.is_master = is_master
+        self.log: HeldLog | None = None
+        self._made = False
+        self._look_at = 0.0
+        self._lock = threading.Lock()
+
+    def hold(self, message: Message) -> int:
+        """Store a message to hold (a worker thread); its offset in the hold topic."""
+        if not self._made:
+            admin = self.clients.admin
+            for topic in self.topics:
+                try:
+                    admin.topic_route(topic)
+                except (TopicNotExistError, NoRouteInfoError):
+                    admin.create_topic(topic, queues=1, brokers=[self.broker_name])
+            self._made = True
+        properties = message.properties
+        copy = Message(self.topics[0], message.body, tags=message.tags, keys=message.keys, properties=properties)
+        offset = self.clients.producer.send(copy).queue_offset
+        self._look_at = 0.0  # the master's next round opens the log at once
+        return offset
+
+    def current(self, *, master_only: bool = True, now: bool = False) -> HeldLog | None:
+        """The held log, read up to now the first time (a worker thread); None on a slave
+        (unless ``master_only`` is off) or while nothing was ever held. ``now``: look for it
+        whatever the last look found."""
+        if master_only and not self.is_master():
+            self.log = None  # a replica that becomes master reads the log afresh
+            return None
+        with self._lock:
+            if self.log is None and (now or time.monotonic() >= self._look_at):
+                held = HeldLog(self.clients, *self.topics, self.broker_name)
+                try:
+                    held.open()
+                    self.log = held
+                except (TopicNotExistError, NoRouteInfoError):
+                    for topic in self.topics:  # made since the last look, perhaps: ask the nameserver again
+                        self.clients.consumer.routes.invalidate(topic)
+                    self._look_at = time.monotonic() + self.LOOK_AGAIN_S
+            return self.log
+
+
 async def run_every(interval_s: float, step: Callable[[], object], what: str) -> None:
-    """Call ``step`` in a worker thread every ``interval_s``; a failure is logged and the
-    next round tries again."""
+    """Call ``step`` in a worker thread every ``interval_s``. A failure is logged once (and
+    again only when it changes) and the next round tries again."""
+    failing = ""
     while True:
         try:
             await asyncio.to_thread(step)
-        except Exception as exc:
-            log.warning("grpc v2 endpoint: %s failed (%s: %s); trying again", what, type(exc).__name__, exc)
+            if failing:
+                log.info("grpc v2 endpoint: %s works again", what)
+            failing = ""
+        except Exception as exc:  # a background loop outlives a bad round
+            text = f"{type(exc).__name__}: {exc}"
+            if text != failing:
+                log.warning("grpc v2 endpoint: %s failed (%s); trying again", what, text)
+            failing = text
         await asyncio.sleep(interval_s)

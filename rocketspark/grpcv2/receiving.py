@@ -32,7 +32,7 @@ from rocketspark.protocol.types import Message, MessageExt, PullStatus
 log = logging.getLogger(__name__)
 
 READ_AHEAD = 64  # messages read per queue beyond what was asked: the next receive finds them
-POLL_S = 0.1  # how often a waiting receive looks again
+POLL_S = 0.2  # how often the queues of a group's topic are read while nothing comes
 COMMIT_INTERVAL_S = 1.0
 
 
@@ -55,6 +55,7 @@ class GroupTopic:
     queues: dict[int, PopQueue]
     filling: asyncio.Lock = field(default_factory=asyncio.Lock)
     changed: asyncio.Event = field(default_factory=asyncio.Event)  # an ack may free a message group
+    idle_until: float = 0.0  # the last read found nothing new: the next not before this (monotonic)
 
 
 class Clients(Protocol):
@@ -102,14 +103,16 @@ class Pop:
             taken = self._take(state, first_queue, wanted, invisible_s)
             if taken:
                 return [(f, topic) for f in taken]
-            if await self._fill(state, tags):
-                continue
+            if time.monotonic() >= state.idle_until:  # read again at most every POLL_S when nothing came
+                if await self._fill(state, tags):
+                    continue
+                state.idle_until = time.monotonic() + POLL_S
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return []
             state.changed.clear()
             try:
-                await asyncio.wait_for(state.changed.wait(), min(POLL_S, remaining))
+                await asyncio.wait_for(state.changed.wait(), min(POLL_S / 2, remaining))
             except TimeoutError:
                 pass
 

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rocketspark.grpcv2.held import Clients, HeldLog
+from rocketspark.grpcv2.held import Clients, Holder
 from rocketspark.grpcv2.mapping import HELD, REAL_TOPIC, UNIQ_KEY, Refused
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
 from rocketspark.protocol.types import Message, MessageExt
@@ -53,30 +53,22 @@ class Transactions:
     def __init__(self, clients: Clients, broker_name: str, is_master: Callable[[], bool], rules: CheckRules) -> None:
         self.clients = clients
         self.broker_name = broker_name
-        self.is_master = is_master
         self.rules = rules
-        self.log: HeldLog | None = None
+        self.holder = Holder(clients, half_topic(broker_name), op_topic(broker_name), broker_name, is_master)
         self.checks: dict[int, tuple[int, float]] = {}  # half offset -> (checks made, next check at, s)
-
-    def held_log(self) -> HeldLog:
-        if self.log is None:
-            held = HeldLog(self.clients, half_topic(self.broker_name), op_topic(self.broker_name), self.broker_name)
-            held.open()
-            self.log, self.checks = held, {}
-            if held.held:
-                log.info("grpc v2 endpoint: %d half messages await their transaction's end", len(held.held))
-        return self.log
 
     def half(self, message: Message) -> str:
         """Hold a half message (a worker thread); its transaction id."""
         properties = {**message.properties, REAL_TOPIC: message.topic}
         half = Message(message.topic, message.body, tags=message.tags, keys=message.keys, properties=properties)
-        return f"{self.broker_name}:{self.held_log().hold(half)}"
+        return f"{self.broker_name}:{self.holder.hold(half)}"
 
     def end(self, transaction_id: str, message_id: str, commit: bool) -> None:
         """Commit or roll back (a worker thread). Ending it again the same way is fine."""
-        held = self.held_log()
         offset = self._offset(transaction_id)
+        held = self.holder.current(master_only=False, now=True)
+        if held is None:
+            raise Refused(pb.Code.INVALID_TRANSACTION_ID, f"no half message was ever sent to {self.broker_name}")
         wanted = COMMIT if commit else ROLLBACK
         with held.lock:
             outcome = held.outcome(offset)
@@ -106,10 +98,9 @@ class Transactions:
 
     def step(self, ask: Ask) -> None:
         """One round (a worker thread): read new half messages, check back the old ones."""
-        if not self.is_master():
-            self.log = None
+        held = self.holder.current()
+        if held is None:
             return
-        held = self.held_log()
         held.catch_up()
         now_ms, now = int(time.time() * 1000), time.monotonic()
         with held.lock:
@@ -129,8 +120,13 @@ class Transactions:
                 self.checks.pop(message.queue_offset, None)
                 continue
             transaction_id = f"{self.broker_name}:{message.queue_offset}"
-            if ask(message.properties[REAL_TOPIC], message, transaction_id):
-                self.checks[message.queue_offset] = (made + 1, now + self.rules.interval_ms / 1000)
+            if not ask(message.properties[REAL_TOPIC], message, transaction_id):  # counted all the same (RocketMQ)
+                log.debug(
+                    "grpc v2 endpoint: no producer of %s to check %s with",
+                    message.properties[REAL_TOPIC],
+                    transaction_id,
+                )
+            self.checks[message.queue_offset] = (made + 1, now + self.rules.interval_ms / 1000)
         held.store_watermarks()
 
 
