@@ -329,6 +329,7 @@ def create_server(config: BrokerConfig) -> tuple[aio.Server, int, Broker]:
             GrpcHost(
                 config.broker_name,
                 lambda: broker.role.is_master,
+                lambda topic: broker.topics.get(topic) is not None,
                 PopLimits(
                     config.pop_min_invisible_ms,
                     config.pop_max_invisible_ms,

@@ -15,11 +15,10 @@ from __future__ import annotations
 import heapq
 import logging
 import time
-from collections.abc import Callable
 from typing import Final
 
 from rocketspark.errors import NoRouteInfoError, TopicNotExistError
-from rocketspark.grpcv2.held import Clients, HeldLog, Holder
+from rocketspark.grpcv2.held import Broker, Clients, HeldLog, Holder
 from rocketspark.grpcv2.mapping import DELIVER_MS, HELD, REAL_TOPIC, Refused
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
 from rocketspark.protocol.types import Message, MessageExt
@@ -49,9 +48,10 @@ def check_time(deliver_at_ms: int, now_ms: int | None = None) -> None:
 
 
 class DelayScheduler:
-    def __init__(self, clients: Clients, broker_name: str, is_master: Callable[[], bool]) -> None:
+    def __init__(self, clients: Clients, broker: Broker) -> None:
         self.clients = clients
-        self.holder = Holder(clients, timer_topic(broker_name), timer_done_topic(broker_name), broker_name, is_master)
+        name = broker.broker_name
+        self.holder = Holder(clients, timer_topic(name), timer_done_topic(name), broker)
         self.opened: HeldLog | None = None
         self.due: list[tuple[int, int]] = []  # (deliver at ms, hold offset), a heap
         self._marks_at = 0.0

@@ -54,9 +54,16 @@ class Host:
     """What the endpoint knows of the broker it runs in."""
 
     broker_name: str
-    is_master: Callable[[], bool]  # only a master's endpoint delivers delay messages and checks transactions
+    master: Callable[[], bool]  # only a master's endpoint delivers delay messages and checks transactions
+    topic_known: Callable[[str], bool]  # whether the broker's own topic table has a topic
     pop: PopLimits = field(default_factory=PopLimits)
     checks: CheckRules = field(default_factory=CheckRules)
+
+    def is_master(self) -> bool:
+        return self.master()
+
+    def has_topic(self, topic: str) -> bool:
+        return self.topic_known(topic)
 
 
 @dataclass(slots=True, eq=False)  # each stream is its own (hashed by identity)
@@ -78,8 +85,8 @@ class Endpoint:
         self.address = address  # host:port this endpoint is reached at (known once it is bound)
         self.host = host
         self.consuming = Consuming(self, Pop(cluster, host.pop))
-        self.transactions = Transactions(cluster, host.broker_name, host.is_master, host.checks)
-        self.delay = DelayScheduler(cluster, host.broker_name, host.is_master)
+        self.transactions = Transactions(cluster, host, host.checks)
+        self.delay = DelayScheduler(cluster, host)
         self.sending = Sending(self, cluster, self.delay, self.transactions)
         self.sessions: set[Session] = set()
         self._tasks: list[asyncio.Task[None]] = []

@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -38,6 +37,17 @@ log = logging.getLogger(__name__)
 
 SYSTEM_GROUP = "rmq_sys_endpoint"  # whose offsets are the watermarks
 READ_BATCH = 256
+
+
+class Broker(Protocol):
+    """What a held log needs of the broker the endpoint runs in (``endpoint.Host``)."""
+
+    @property
+    def broker_name(self) -> str: ...
+
+    def is_master(self) -> bool: ...
+
+    def has_topic(self, topic: str) -> bool: ...
 
 
 class Clients(Protocol):
@@ -157,18 +167,13 @@ class Holder:
     replica (the topics are made with the first), and it is read and worked on the master
     only, once its topics exist (a broker where nothing was ever held makes no topics)."""
 
-    LOOK_AGAIN_S = 5.0  # how often a master with no held log looks for one
-
-    def __init__(
-        self, clients: Clients, hold_topic: str, done_topic: str, broker_name: str, is_master: Callable[[], bool]
-    ) -> None:
+    def __init__(self, clients: Clients, hold_topic: str, done_topic: str, broker: Broker) -> None:
         self.clients = clients
         self.topics = (hold_topic, done_topic)
-        self.broker_name = broker_name
-        self.is_master = is_master
+        self.broker = broker
+        self.broker_name = broker.broker_name
         self.log: HeldLog | None = None
         self._made = False
-        self._look_at = 0.0
         self._lock = threading.Lock()
 
     def hold(self, message: Message) -> int:
@@ -183,27 +188,20 @@ class Holder:
             self._made = True
         properties = message.properties
         copy = Message(self.topics[0], message.body, tags=message.tags, keys=message.keys, properties=properties)
-        offset = self.clients.producer.send(copy).queue_offset
-        self._look_at = 0.0  # the master's next round opens the log at once
-        return offset
+        return self.clients.producer.send(copy).queue_offset
 
-    def current(self, *, master_only: bool = True, now: bool = False) -> HeldLog | None:
+    def current(self, *, master_only: bool = True) -> HeldLog | None:
         """The held log, read up to now the first time (a worker thread); None on a slave
-        (unless ``master_only`` is off) or while nothing was ever held. ``now``: look for it
-        whatever the last look found."""
-        if master_only and not self.is_master():
+        (unless ``master_only`` is off) or while its topics are not in the broker's table
+        (nothing was ever held: the cluster is not asked at all)."""
+        if master_only and not self.broker.is_master():
             self.log = None  # a replica that becomes master reads the log afresh
             return None
         with self._lock:
-            if self.log is None and (now or time.monotonic() >= self._look_at):
+            if self.log is None and all(map(self.broker.has_topic, self.topics)):
                 held = HeldLog(self.clients, *self.topics, self.broker_name)
-                try:
-                    held.open()
-                    self.log = held
-                except (TopicNotExistError, NoRouteInfoError):
-                    for topic in self.topics:  # made since the last look, perhaps: ask the nameserver again
-                        self.clients.consumer.routes.invalidate(topic)
-                    self._look_at = time.monotonic() + self.LOOK_AGAIN_S
+                held.open()
+                self.log = held
             return self.log
 
 

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rocketspark.grpcv2.held import Clients, Holder
+from rocketspark.grpcv2.held import Broker, Clients, Holder
 from rocketspark.grpcv2.mapping import HELD, REAL_TOPIC, UNIQ_KEY, Refused
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
 from rocketspark.protocol.types import Message, MessageExt
@@ -50,11 +50,11 @@ def op_topic(broker_name: str) -> str:
 
 
 class Transactions:
-    def __init__(self, clients: Clients, broker_name: str, is_master: Callable[[], bool], rules: CheckRules) -> None:
+    def __init__(self, clients: Clients, broker: Broker, rules: CheckRules) -> None:
         self.clients = clients
-        self.broker_name = broker_name
+        self.broker_name = broker.broker_name
         self.rules = rules
-        self.holder = Holder(clients, half_topic(broker_name), op_topic(broker_name), broker_name, is_master)
+        self.holder = Holder(clients, half_topic(self.broker_name), op_topic(self.broker_name), broker)
         self.checks: dict[int, tuple[int, float]] = {}  # half offset -> (checks made, next check at, s)
 
     def half(self, message: Message) -> str:
@@ -66,7 +66,7 @@ class Transactions:
     def end(self, transaction_id: str, message_id: str, commit: bool) -> None:
         """Commit or roll back (a worker thread). Ending it again the same way is fine."""
         offset = self._offset(transaction_id)
-        held = self.holder.current(master_only=False, now=True)
+        held = self.holder.current(master_only=False)
         if held is None:
             raise Refused(pb.Code.INVALID_TRANSACTION_ID, f"no half message was ever sent to {self.broker_name}")
         wanted = COMMIT if commit else ROLLBACK

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
-from rocketmq import ClientConfiguration, Credentials, Producer
+from rocketmq import ClientConfiguration, Credentials, FilterExpression, Producer, SimpleConsumer
 from rocketmq import Message as V2Message
 
 from rocketspark import Admin, Consumer, LocalCluster
@@ -123,6 +123,20 @@ def test_with_security_on_the_official_client_signs_as_a_user_of_the_cluster() -
         assert "the request is not signed" in anonymous.status.message
         with Consumer(secured.nameserver, **secured.client_options) as consumer:
             assert [m.body for m in consumer.pull("orders", 0, 0, 10).messages] == [b"signed"]
+        reader = SimpleConsumer(config, "etl-readers", {"orders": FilterExpression()}, await_duration=1)
+        reader.startup()
+        try:
+            with pytest.raises(Exception, match="etl") as refused:  # Pub only: no Sub on the topic or the group
+                reader.receive(1, 20)
+            assert "Sub" in str(refused.value)
+            with Admin(secured.nameserver, **secured.client_options) as admin:
+                admin.set_acl("etl", "Topic:orders", ["Pub", "Sub"])
+                admin.set_acl("etl", "Group:etl-readers", ["Sub"])
+            [message] = reader.receive(1, 20)
+            assert message.body == b"signed"
+            reader.ack(message)
+        finally:
+            reader.shutdown()
 
 
 def test_a_method_not_served_says_so(stub: sv_grpc.MessagingServiceStub) -> None:
