@@ -24,7 +24,7 @@ from broker.static_topics import StaticTopics
 from broker.store.store import MessageStore
 from broker.topics import TopicTable
 from rocketspark.codec.build import drop_front, tag_summary_of
-from rocketspark.codec.ingest import BatchRefused, BodyTooLarge, SentBatch, check_sent
+from rocketspark.codec.ingest import BatchRefused, BodyTooLarge, SentBatch, built_here, check_sent
 from rocketspark.codec.layout import msg_id
 from rocketspark.errors import InvalidParameterError, MessageTooLargeError, TopicNotExistError
 from rocketspark.protocol.codec import MalformedBody
@@ -138,7 +138,7 @@ async def handle_send(ctx: SendContext, cmd: RemotingCommand) -> RemotingCommand
     topic = get_str(cmd, "topic")
     validate_topic_name(topic)
     body = cmd.body
-    batch = check_batch(ctx, body, topic)  # a malformed body is reported first
+    batch = built_here(body) if cmd.local else check_batch(ctx, body, topic)  # a malformed body is reported first
     ctx.role.check_writable()  # a slave, or a master whose lease ran out, never takes a write
     ctx.replication.check_can_acknowledge()
     config = await resolve_topic(ctx, cmd, topic)

@@ -30,7 +30,7 @@ class MalformedCommand(ValueError):
 class RemotingCommand:
     """A request or a response. Plain slots class: it is built once per RPC on hot paths."""
 
-    __slots__ = ("body", "code", "ext", "flag", "opaque", "remark", "user")
+    __slots__ = ("body", "code", "ext", "flag", "local", "opaque", "remark", "user")
 
     def __init__(
         self,
@@ -49,6 +49,7 @@ class RemotingCommand:
         self.ext: dict[str, Any] = ext if ext is not None else {}
         self.body = body
         self.user: str | None = None  # who signed it, set by a server's guard (never read from the wire)
+        self.local = False  # made inside the server that serves it (Dispatcher.serve_local; never from the wire)
 
     @classmethod
     def request(cls, code: int, ext: dict[str, Any] | None = None, body: bytes = b"") -> RemotingCommand:

@@ -185,6 +185,7 @@ class Dispatcher:
         """A request from inside this server (its own v2 endpoint, already authorized at that
         edge): no signature to check; its shape is checked and its handler answers as for any."""
         self.counters[request.code] += 1
+        request.local = True
         handler = self.handlers.get(request.code)
         if handler is None:
             return request.response(

@@ -30,7 +30,7 @@ from rocketspark.codec.build import (
 )
 from rocketspark.codec.columns import Columns, check_record, decode
 from rocketspark.codec.from_arrow import MessageArrays, records
-from rocketspark.codec.ingest import BatchRefused, BodyTooLarge, SentBatch, check_sent
+from rocketspark.codec.ingest import BatchRefused, BodyTooLarge, SentBatch, built_here, check_sent
 from rocketspark.codec.layout import (
     BLOOM_BITS,
     BODY_AT,
@@ -638,6 +638,14 @@ def test_check_sent_reports_a_well_formed_batch() -> None:
         17,
         TOPIC.encode(),
     )
+
+
+def test_a_record_built_here_reads_as_the_full_check_reads_it() -> None:
+    for record in (
+        encode_messages(TOPIC, tagged("A", "A"), idempotence=Idempotence(42, 3, 17)),
+        encode_messages(TOPIC, sample_messages(), compression_kind=ZSTD),
+    ):
+        assert built_here(record) == check(record)
 
 
 def test_check_sent_accepts_compressed_batches_and_unicode_tags() -> None:
