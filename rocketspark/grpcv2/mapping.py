@@ -149,6 +149,7 @@ def status(code: int, message: str = "") -> pb.Status:
 
 
 OK: Final = pb.Code.OK
+OK_STATUS: Final = status(OK)  # shared, read only: a message built with it copies it
 
 _CODES: Final[tuple[tuple[type[RocketSparkError], int], ...]] = (  # the most specific class first
     (AuthenticationError, pb.Code.UNAUTHORIZED),

@@ -82,7 +82,7 @@ class Sending:
                     failed = mapping.status_for(exc)
                     entries.append(sv.SendResultEntry(status=failed, message_id=one.message_id))
                     return sv.SendMessageResponse(status=failed, entries=entries)
-            return sv.SendMessageResponse(status=mapping.status(mapping.OK), entries=entries)
+            return sv.SendMessageResponse(status=mapping.OK_STATUS, entries=entries)
 
         return await self.edge.answer(work, lambda s: sv.SendMessageResponse(status=s))
 
@@ -93,7 +93,7 @@ class Sending:
         failure a send retries (``send_retries.RETRIABLE``: nothing was stored) is sent again,
         by our producer with its retries; any other (a flush or replica timeout: stored, maybe
         not durable yet) is the answer, as it is to a send."""
-        entry = sv.SendResultEntry(status=mapping.status(mapping.OK), message_id=one.message_id)
+        entry = sv.SendResultEntry(status=mapping.OK_STATUS, message_id=one.message_id)
         if one.transactional:
             entry.transaction_id = await asyncio.to_thread(self.transactions.half, one.message)
             return entry
@@ -128,6 +128,6 @@ class Sending:
                 raise InvalidParameterError("resolution must be COMMIT or ROLLBACK")
             commit = request.resolution == pb.TransactionResolution.COMMIT
             await asyncio.to_thread(self.transactions.end, request.transaction_id, request.message_id, commit)
-            return sv.EndTransactionResponse(status=mapping.status(mapping.OK))
+            return sv.EndTransactionResponse(status=mapping.OK_STATUS)
 
         return await self.edge.answer(work, lambda s: sv.EndTransactionResponse(status=s))
