@@ -84,7 +84,7 @@ class Endpoint:
         self.guard = guard
         self.address = address  # host:port this endpoint is reached at (known once it is bound)
         self.host = host
-        self.consuming = Consuming(self, Pop(cluster, host.pop))
+        self.consuming = Consuming(self, Pop(cluster, host.pop, lambda: f"grpc-v2-endpoint@{address()}"))
         self.transactions = Transactions(cluster, host, host.checks)
         self.delay = DelayScheduler(cluster, host)
         self.sending = Sending(self, cluster, self.delay, self.transactions)
@@ -97,6 +97,7 @@ class Endpoint:
         check_every = min(1.0, self.host.checks.interval_ms / 2000)
         for work in (
             self.consuming.pop.commit_forever(),
+            self.consuming.pop.keep_forever(),
             run_every(TICK_S, self.delay.step, "delivering delay messages"),
             run_every(check_every, lambda: self.transactions.step(self.ask), "checking transactions"),
         ):
@@ -119,7 +120,7 @@ class Endpoint:
         for task in self._tasks:
             task.cancel()
         self._tasks.clear()
-        await self.consuming.pop.commit()
+        await self.consuming.pop.release_all()
         self.cluster.close()
 
     # -- the edge ---------------------------------------------------------------------------

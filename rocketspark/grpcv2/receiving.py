@@ -8,7 +8,9 @@ offset (so ``rocketspark admin progress`` shows a pop group's lag as any group's
 second when it moved, and when the endpoint stops. A message that had its last attempt goes to
 ``%DLQ%<group>``; only once the dead-letter queue has it does it leave the in-flight set.
 
-One endpoint keeps a group's state: a group's consumers should be given the same endpoint.
+An endpoint serves only the queues of a group whose lock it holds
+(:mod:`rocketspark.grpcv2.ownership`), so two endpoints never hand out one message at once; it
+lets a group go when its consumers have been quiet for ``IDLE_RELEASE_S``.
 """
 
 from __future__ import annotations
@@ -16,14 +18,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from rocketspark.client.admin import Admin
 from rocketspark.client.consumer import Consumer
 from rocketspark.client.producer import Producer
-from rocketspark.errors import NoRouteInfoError, RocketSparkError, TopicNotExistError
+from rocketspark.errors import RocketSparkError
 from rocketspark.grpcv2.mapping import UNIQ_KEY, Refused
+from rocketspark.grpcv2.ownership import Ownership
 from rocketspark.grpcv2.popstate import Inflight, PopQueue, Receipt
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
 from rocketspark.protocol.group_topics import ORIGIN_MESSAGE_ID, RECONSUME_TIME, RETRY_TOPIC, dlq_topic
@@ -34,6 +38,8 @@ log = logging.getLogger(__name__)
 READ_AHEAD = 64  # messages read per queue beyond what was asked: the next receive finds them
 POLL_S = 0.2  # how often the queues of a group's topic are read while nothing comes
 COMMIT_INTERVAL_S = 1.0
+KEEP_S = 5.0  # how often an endpoint renews its membership and locks
+IDLE_RELEASE_S = 60.0  # a group nobody received from this long (and nothing in flight) is let go
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +62,8 @@ class GroupTopic:
     filling: asyncio.Lock = field(default_factory=asyncio.Lock)
     changed: asyncio.Event = field(default_factory=asyncio.Event)  # an ack may free a message group
     idle_until: float = 0.0  # the last read found nothing new: the next not before this (monotonic)
+    owned: set[int] = field(default_factory=set)  # the queues whose lock this endpoint holds
+    used_at: float = field(default_factory=time.monotonic)  # the last receive
 
 
 class Clients(Protocol):
@@ -70,9 +78,10 @@ class Clients(Protocol):
 
 
 class Pop:
-    def __init__(self, clients: Clients, limits: PopLimits) -> None:
+    def __init__(self, clients: Clients, limits: PopLimits, client_id: Callable[[], str]) -> None:
         self.clients = clients
         self.limits = limits
+        self.ownership = Ownership(clients, client_id)
         self.states: dict[tuple[str, str], GroupTopic] = {}
         self._opening: dict[tuple[str, str], asyncio.Future[GroupTopic]] = {}
 
@@ -97,6 +106,7 @@ class Pop:
     ) -> list[tuple[Inflight, str]]:
         """Up to ``wanted`` messages, waiting up to ``wait_s`` for one: each with its topic."""
         state = await self._state(group, topic)
+        state.used_at = time.monotonic()
         deadline = time.monotonic() + wait_s
         while True:
             await self._dead_letter(state)
@@ -176,25 +186,26 @@ class Pop:
         consumer = self.clients.consumer
         queues: dict[int, PopQueue] = {}
         for queue in consumer.queues(topic):
-            committed = consumer.committed_offset(group, topic, queue.queue_id)
-            start = committed if committed is not None else consumer.min_offset(topic, queue.queue_id)
-            queues[queue.queue_id] = PopQueue(queue.queue_id, start, start if committed is not None else -1)
-        self._ensure_dlq(group)
-        log.info("grpc v2 endpoint: group %s consumes %s (%d queues) by pop", group, topic, len(queues))
-        return GroupTopic(group, topic, queues)
+            queues[queue.queue_id] = self._queue_at_committed(group, topic, queue.queue_id)
+        owned = self.ownership.claim(group, topic, sorted(queues))  # the brokers make its DLQ as it joins
+        log.info(
+            "grpc v2 endpoint: group %s consumes %s by pop; this endpoint serves %d of its %d queues",
+            group,
+            topic,
+            len(owned),
+            len(queues),
+        )
+        return GroupTopic(group, topic, queues, owned=owned)
 
-    def _ensure_dlq(self, group: str) -> None:
-        """The group's dead-letter queue, made (one queue, as RocketMQ makes it) before it is
-        needed, so that the route to it is known by then."""
-        admin, target = self.clients.admin, dlq_topic(group)
-        try:
-            admin.topic_route(target)
-        except (TopicNotExistError, NoRouteInfoError):
-            admin.create_topic(target, queues=1, brokers=[sorted(admin.brokers())[0]])
+    def _queue_at_committed(self, group: str, topic: str, queue_id: int) -> PopQueue:
+        consumer = self.clients.consumer
+        committed = consumer.committed_offset(group, topic, queue_id)
+        start = committed if committed is not None else consumer.min_offset(topic, queue_id)
+        return PopQueue(queue_id, start, start if committed is not None else -1)
 
     def _take(self, state: GroupTopic, first_queue: int, wanted: int, invisible_s: float) -> list[Inflight]:
-        ids = sorted(state.queues)
-        start = ids.index(first_queue) if first_queue in state.queues else 0
+        ids = sorted(state.owned)
+        start = ids.index(first_queue) if first_queue in state.owned else 0
         taken: list[Inflight] = []
         now = time.monotonic()
         for queue_id in ids[start:] + ids[:start]:
@@ -206,7 +217,11 @@ class Pop:
     async def _fill(self, state: GroupTopic, tags: str | None) -> bool:
         """Read ahead on every queue with little pending; whether anything new came."""
         async with state.filling:
-            short = [(q.queue_id, q.next_offset) for q in state.queues.values() if len(q.pending) < READ_AHEAD // 2]
+            short = [
+                (q.queue_id, q.next_offset)
+                for q in state.queues.values()
+                if q.queue_id in state.owned and len(q.pending) < READ_AHEAD // 2
+            ]
             if not short:
                 return False
             read = await asyncio.to_thread(self._read, state.topic, short, tags)
@@ -278,7 +293,7 @@ class Pop:
             (state, queue, queue.watermark())
             for state in list(self.states.values())
             for queue in state.queues.values()
-            if queue.watermark() != queue.committed
+            if queue.queue_id in state.owned and queue.watermark() != queue.committed
         ]
         if not moved:
             return
@@ -289,6 +304,52 @@ class Pop:
             return
         for _, queue, mark in moved:
             queue.committed = mark
+
+    async def keep_forever(self) -> None:
+        while True:
+            await asyncio.sleep(KEEP_S)
+            for state in list(self.states.values()):
+                try:
+                    await self.keep(state)
+                except RocketSparkError as exc:
+                    log.warning("grpc v2 endpoint: renewing group %s's locks failed (%s)", state.group, exc)
+
+    async def keep(self, state: GroupTopic) -> None:
+        """Renew the group's membership and locks; let a quiet group go."""
+        idle = time.monotonic() - state.used_at > IDLE_RELEASE_S
+        if idle and not any(q.inflight for q in state.queues.values()):
+            await self.commit()
+            self.states.pop((state.group, state.topic), None)
+            await asyncio.to_thread(self.ownership.release, state.group, state.topic, sorted(state.owned))
+            log.info(
+                "grpc v2 endpoint: group %s let go of %s (no receive for %.0f s)",
+                state.group,
+                state.topic,
+                IDLE_RELEASE_S,
+            )
+            return
+        owned = await asyncio.to_thread(self.ownership.claim, state.group, state.topic, sorted(state.queues))
+        for queue_id in state.owned - owned:  # another endpoint has it now: what was in flight here is its
+            log.warning(
+                "grpc v2 endpoint: group %s lost %s queue %d to another endpoint", state.group, state.topic, queue_id
+            )
+            state.queues[queue_id] = PopQueue(queue_id, 0, 0)
+        for queue_id in owned - state.owned:  # taken (back): from where the group got to
+            state.queues[queue_id] = await asyncio.to_thread(
+                self._queue_at_committed, state.group, state.topic, queue_id
+            )
+        state.owned = owned
+        state.changed.set()
+
+    async def release_all(self) -> None:
+        """At the endpoint's stop: store the watermarks, let every group go."""
+        await self.commit()
+        for state in list(self.states.values()):
+            try:
+                await asyncio.to_thread(self.ownership.release, state.group, state.topic, sorted(state.owned))
+            except RocketSparkError as exc:
+                log.debug("grpc v2 endpoint: releasing group %s failed: %s", state.group, exc)
+        self.states.clear()
 
     def _commit(self, marks: list[tuple[str, str, int, int]]) -> None:
         consumer = self.clients.consumer
