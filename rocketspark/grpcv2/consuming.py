@@ -24,6 +24,7 @@ from rocketspark.protocol.codes import RequestCode
 T = TypeVar("T")
 Context: TypeAlias = aio.ServicerContext[Any, Any]
 MAX_WAIT_S = 30.0  # the longest a receive long-polls, whatever it asks
+CLIENT_ID_HEADER = "x-mq-client-id"
 
 
 class Edge(Protocol):
@@ -66,6 +67,7 @@ class Consuming:
     async def _receive(self, request: sv.ReceiveMessageRequest, context: Context) -> list[sv.ReceiveMessageResponse]:
         topic = request.message_queue.topic.name
         self._reader(context, request.group, request.message_queue.topic)
+        self.pop.heard_from(client_id(context))
         if request.batch_size <= 0:
             raise InvalidParameterError(f"batch_size {request.batch_size} must be at least 1")
         invisible = self.pop.invisible_s(
@@ -83,6 +85,7 @@ class Consuming:
             invisible,
             min(wait_s, MAX_WAIT_S),
             _tags(request.filter_expression),
+            renew_for=client_id(context) if request.auto_renew else "",
         )
         if not received:
             return [sv.ReceiveMessageResponse(status=mapping.status(pb.Code.MESSAGE_NOT_FOUND, "no new message"))]
@@ -157,6 +160,11 @@ class Consuming:
             )
 
         return await self.edge.answer(work, lambda s: sv.QueryAssignmentResponse(status=s))
+
+
+def client_id(context: Context) -> str:
+    """The id the official clients send with every call (``x-mq-client-id``)."""
+    return str(dict(context.invocation_metadata() or ()).get(CLIENT_ID_HEADER, ""))
 
 
 def _tags(expression: pb.FilterExpression) -> str | None:

@@ -30,7 +30,7 @@ from grpc import aio
 from rocketspark.errors import RocketSparkError
 from rocketspark.grpcv2 import mapping, settings
 from rocketspark.grpcv2.clients import Cluster
-from rocketspark.grpcv2.consuming import Consuming
+from rocketspark.grpcv2.consuming import Consuming, client_id
 from rocketspark.grpcv2.delay import TICK_S, DelayScheduler
 from rocketspark.grpcv2.held import run_every
 from rocketspark.grpcv2.receiving import Pop, PopLimits
@@ -178,6 +178,7 @@ class Endpoint:
     ) -> sv.HeartbeatResponse:
         async def work() -> sv.HeartbeatResponse:
             self.authorize(context, RequestCode.GET_BROKER_CLUSTER_INFO, {})
+            self.consuming.pop.heard_from(client_id(context))  # its auto-renewed messages stay invisible
             return sv.HeartbeatResponse(status=mapping.status(mapping.OK))
 
         return await self.answer(work, lambda s: sv.HeartbeatResponse(status=s))

@@ -35,6 +35,8 @@ class Inflight:
     attempt: int  # 1 for the first delivery
     visible_at: float  # monotonic seconds
     handle: str  # the receipt handle of its latest delivery
+    renew_for: str = ""  # a PushConsumer's client id: kept invisible while that client lives
+    renew_until: float = 0.0  # but not past this (monotonic)
 
 
 @dataclass(frozen=True, slots=True)

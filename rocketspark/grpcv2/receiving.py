@@ -38,7 +38,10 @@ log = logging.getLogger(__name__)
 READ_AHEAD = 64  # messages read per queue beyond what was asked: the next receive finds them
 POLL_S = 0.2  # how often the queues of a group's topic are read while nothing comes
 COMMIT_INTERVAL_S = 1.0
-KEEP_S = 5.0  # how often an endpoint renews its membership and locks
+KEEP_S = 5.0  # how often an endpoint renews its membership and locks, and auto-renewed deliveries
+RENEW_AHEAD_S = 15.0  # an auto-renewed delivery this close to visible is made invisible again
+MAX_RENEW_S = 3 * 3600.0  # and not for longer than this (RocketMQ's proxy: renewMaxTimeMillis)
+CLIENT_ALIVE_S = 30.0  # a client heard from within this lives (they heartbeat every 10 s)
 IDLE_RELEASE_S = 60.0  # a group nobody received from this long (and nothing in flight) is let go
 
 
@@ -82,6 +85,7 @@ class Pop:
         self.clients = clients
         self.limits = limits
         self.ownership = Ownership(clients, client_id)
+        self.heard: dict[str, float] = {}  # client id -> when it was last heard from (monotonic)
         self.states: dict[tuple[str, str], GroupTopic] = {}
         self._opening: dict[tuple[str, str], asyncio.Future[GroupTopic]] = {}
 
@@ -101,10 +105,25 @@ class Pop:
             )
         return requested_ms / 1000
 
+    def heard_from(self, client_id: str) -> None:
+        if client_id:
+            self.heard[client_id] = time.monotonic()
+
     async def receive(
-        self, group: str, topic: str, first_queue: int, wanted: int, invisible_s: float, wait_s: float, tags: str | None
+        self,
+        group: str,
+        topic: str,
+        first_queue: int,
+        wanted: int,
+        invisible_s: float,
+        wait_s: float,
+        tags: str | None,
+        *,
+        renew_for: str = "",
     ) -> list[tuple[Inflight, str]]:
-        """Up to ``wanted`` messages, waiting up to ``wait_s`` for one: each with its topic."""
+        """Up to ``wanted`` messages, waiting up to ``wait_s`` for one: each with its topic.
+        ``renew_for``: the client id of a consumer that asked for auto renewal (a PushConsumer):
+        its messages stay invisible while it is alive, up to ``MAX_RENEW_S``."""
         state = await self._state(group, topic)
         state.used_at = time.monotonic()
         deadline = time.monotonic() + wait_s
@@ -112,6 +131,8 @@ class Pop:
             await self._dead_letter(state)
             taken = self._take(state, first_queue, wanted, invisible_s)
             if taken:
+                for f in taken:
+                    f.renew_for, f.renew_until = renew_for, time.monotonic() + MAX_RENEW_S
                 return [(f, topic) for f in taken]
             if time.monotonic() >= state.idle_until:  # read again at most every POLL_S when nothing came
                 if await self._fill(state, tags):
@@ -328,6 +349,7 @@ class Pop:
                 IDLE_RELEASE_S,
             )
             return
+        self.renew_deliveries(state)
         owned = await asyncio.to_thread(self.ownership.claim, state.group, state.topic, sorted(state.queues))
         for queue_id in state.owned - owned:  # another endpoint has it now: what was in flight here is its
             log.warning(
@@ -340,6 +362,18 @@ class Pop:
             )
         state.owned = owned
         state.changed.set()
+
+    def renew_deliveries(self, state: GroupTopic) -> None:
+        """Keep auto-renewed deliveries invisible while their consumer lives."""
+        now = time.monotonic()
+        alive = {c for c, at in self.heard.items() if now - at < CLIENT_ALIVE_S}
+        for client in [c for c in self.heard if c not in alive]:
+            del self.heard[client]
+        extend = self.limits.default_invisible_ms / 1000
+        for queue in state.queues.values():
+            for f in queue.inflight.values():
+                if f.renew_for in alive and f.visible_at - now < RENEW_AHEAD_S and now < f.renew_until:
+                    f.visible_at = now + extend
 
     async def release_all(self) -> None:
         """At the endpoint's stop: store the watermarks, let every group go."""

@@ -36,7 +36,7 @@ def cluster() -> Iterator[LocalCluster]:
     config = {"auto_create_topic_enable": False, "pop_min_invisible_ms": 1000, "pop_max_reconsume_times": MAX_RECONSUME}
     with LocalCluster(brokers=2, processes=True, broker_config=config) as c:
         with Admin(c.nameserver) as admin:
-            for topic in ("tasks", "poison", "fifo-tasks"):
+            for topic in ("tasks", "poison", "fifo-tasks", "shared-tasks"):
                 admin.create_topic(topic, queues=2)
             admin.create_static_topic("static-tasks", 3)
         yield c
@@ -196,9 +196,11 @@ def test_bad_consumption_requests_get_a_clear_status(cluster: LocalCluster, stub
 
 def test_two_endpoints_never_hand_out_one_message_of_a_group_twice(cluster: LocalCluster) -> None:
     bodies = [f"shared-{i}".encode() for i in range(30)]
-    send(cluster, "tasks", bodies)
+    send(cluster, "shared-tasks", bodies)
     first, second = (
-        SimpleConsumer(ClientConfiguration(endpoint, Credentials()), "g-shared", {"tasks": FilterExpression()}, 1)
+        SimpleConsumer(
+            ClientConfiguration(endpoint, Credentials()), "g-shared", {"shared-tasks": FilterExpression()}, 1
+        )
         for endpoint in sorted(cluster.grpc_endpoints.values())[:2]
     )
     first.startup()

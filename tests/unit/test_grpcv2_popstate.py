@@ -77,3 +77,31 @@ def test_a_change_of_invisibility_gives_a_new_receipt_and_a_bad_handle_decodes_t
     assert changed is not None and changed.visible_at == 30.5
     assert queue.change_invisible(receipt, now=0.6, invisible_s=30) is None  # the old handle is stale now
     assert Receipt.decode("x.y") is None and Receipt.decode("1.2.") is None
+
+
+class NoClients:
+    """Pop's cluster clients, never used by the renewal rule."""
+
+    consumer = producer = admin = None
+
+
+def test_a_push_consumers_deliveries_stay_invisible_while_it_is_heard_from() -> None:
+    import time
+
+    from rocketspark.grpcv2.receiving import GroupTopic, Pop, PopLimits
+
+    pop = Pop(NoClients(), PopLimits(default_invisible_ms=60_000), lambda: "endpoint")  # type: ignore[arg-type]
+    queue = queue_with(message(0), message(1))
+    state = GroupTopic("g", "t", {0: queue}, owned={0})
+    mine, theirs = queue.take(2, now=time.monotonic(), invisible_s=60)
+    mine.renew_for, mine.renew_until = "push-1", time.monotonic() + 3600
+    theirs.renew_for, theirs.renew_until = "gone-2", time.monotonic() + 3600
+    for f in (mine, theirs):
+        f.visible_at = time.monotonic() + 5  # about to come back
+    pop.heard_from("push-1")
+    pop.renew_deliveries(state)
+    assert mine.visible_at > time.monotonic() + 55  # its consumer lives: invisible again
+    assert theirs.visible_at < time.monotonic() + 6  # never heard from: it comes back as due
+    mine.visible_at, mine.renew_until = time.monotonic() + 5, time.monotonic() - 1
+    pop.renew_deliveries(state)
+    assert mine.visible_at < time.monotonic() + 6  # renewed long enough: no more
