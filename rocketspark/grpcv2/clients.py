@@ -13,7 +13,7 @@ import concurrent.futures
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from rocketspark.client.admin import Admin
 from rocketspark.client.consumer import Consumer
@@ -24,6 +24,17 @@ from rocketspark.remoting.channel import DEADLINES
 from rocketspark.remoting.server import Dispatcher
 from rocketspark.security.settings import PeerSecurity
 from rocketspark.security.signing import CLUSTER_ACCESS_KEY
+
+
+class Clients(Protocol):
+    """What the endpoint's parts use of the cluster: ``Cluster`` is one, a test may give another."""
+
+    @property
+    def consumer(self) -> Consumer: ...
+    @property
+    def producer(self) -> Producer: ...
+    @property
+    def admin(self) -> Admin: ...
 
 
 class Cluster:

@@ -18,7 +18,8 @@ import time
 from typing import Final
 
 from rocketspark.errors import NoRouteInfoError, TopicNotExistError
-from rocketspark.grpcv2.held import Broker, Clients, HeldLog, Holder
+from rocketspark.grpcv2.clients import Clients
+from rocketspark.grpcv2.held import Broker, HeldLog, Holder
 from rocketspark.grpcv2.mapping import DELIVER_MS, HELD, REAL_TOPIC, Refused
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
 from rocketspark.protocol.types import Message, MessageExt

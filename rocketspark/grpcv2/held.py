@@ -27,10 +27,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from rocketspark.client.admin import Admin
 from rocketspark.client.consumer import Consumer
-from rocketspark.client.producer import Producer
 from rocketspark.errors import NoRouteInfoError, TopicNotExistError
+from rocketspark.grpcv2.clients import Clients
 from rocketspark.protocol.types import Message, MessageExt, PullStatus
 
 log = logging.getLogger(__name__)
@@ -48,15 +47,6 @@ class Broker(Protocol):
     def is_master(self) -> bool: ...
 
     def has_topic(self, topic: str) -> bool: ...
-
-
-class Clients(Protocol):
-    @property
-    def consumer(self) -> Consumer: ...
-    @property
-    def producer(self) -> Producer: ...
-    @property
-    def admin(self) -> Admin: ...
 
 
 @dataclass(slots=True)

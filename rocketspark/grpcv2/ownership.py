@@ -15,23 +15,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Protocol
 
-from rocketspark.client.admin import Admin
-from rocketspark.client.consumer import Consumer
 from rocketspark.errors import RocketSparkError
+from rocketspark.grpcv2.clients import Clients
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 
 log = logging.getLogger(__name__)
 CALL_TIMEOUT_MS = 2000
-
-
-class Clients(Protocol):
-    @property
-    def consumer(self) -> Consumer: ...
-    @property
-    def admin(self) -> Admin: ...
 
 
 class Ownership:

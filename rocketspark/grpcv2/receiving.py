@@ -20,12 +20,9 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
 
-from rocketspark.client.admin import Admin
-from rocketspark.client.consumer import Consumer
-from rocketspark.client.producer import Producer
 from rocketspark.errors import RocketSparkError
+from rocketspark.grpcv2.clients import Clients
 from rocketspark.grpcv2.mapping import UNIQ_KEY, Refused
 from rocketspark.grpcv2.ownership import Ownership
 from rocketspark.grpcv2.popstate import Inflight, PopQueue, Receipt
@@ -67,17 +64,6 @@ class GroupTopic:
     idle_until: float = 0.0  # the last read found nothing new: the next not before this (monotonic)
     owned: set[int] = field(default_factory=set)  # the queues whose lock this endpoint holds
     used_at: float = field(default_factory=time.monotonic)  # the last receive
-
-
-class Clients(Protocol):
-    """What pop consumption needs of the cluster (the endpoint's ``Cluster`` is one)."""
-
-    @property
-    def consumer(self) -> Consumer: ...
-    @property
-    def producer(self) -> Producer: ...
-    @property
-    def admin(self) -> Admin: ...
 
 
 class Pop:

@@ -22,7 +22,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rocketspark.grpcv2.held import Broker, Clients, Holder
+from rocketspark.grpcv2.clients import Clients
+from rocketspark.grpcv2.held import Broker, Holder
 from rocketspark.grpcv2.mapping import HELD, REAL_TOPIC, UNIQ_KEY, Refused
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
 from rocketspark.protocol.types import Message, MessageExt
