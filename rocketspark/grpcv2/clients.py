@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Final, Protocol, TypeVar
 
 from rocketspark.client.admin import Admin
 from rocketspark.client.consumer import Consumer
@@ -24,6 +25,16 @@ from rocketspark.remoting.channel import DEADLINES
 from rocketspark.remoting.server import Dispatcher
 from rocketspark.security.settings import PeerSecurity
 from rocketspark.security.signing import CLUSTER_ACCESS_KEY
+
+T = TypeVar("T")
+# The endpoint's own threads for its blocking calls to the cluster: a burst of v2 requests
+# cannot take the threads the broker's own work (offset flushes, registration) runs on.
+EXECUTOR: Final = concurrent.futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="grpc-v2")
+
+
+async def in_thread(call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``call`` on the endpoint's threads, awaited."""
+    return await asyncio.get_running_loop().run_in_executor(EXECUTOR, functools.partial(call, *args, **kwargs))
 
 
 class Clients(Protocol):

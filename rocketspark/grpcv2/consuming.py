@@ -8,6 +8,7 @@ Each request is authorized as a read of the topic by the group (Sub on both, the
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol, TypeAlias, TypeVar
@@ -21,6 +22,7 @@ from rocketspark.grpcv2.stubs import definition_pb2 as pb
 from rocketspark.grpcv2.stubs import service_pb2 as sv
 from rocketspark.protocol.codes import RequestCode
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 Context: TypeAlias = aio.ServicerContext[Any, Any]
 MAX_WAIT_S = 30.0  # the longest a receive long-polls, whatever it asks
@@ -58,6 +60,10 @@ class Consuming:
             frames = await self._receive(request, context)
         except RocketSparkError as exc:
             frames = [sv.ReceiveMessageResponse(status=mapping.status_for(exc))]
+        except Exception as exc:  # still a status and the closing frame the clients need
+            log.exception("grpc v2 endpoint: unexpected error in ReceiveMessage")
+            failed = mapping.status(pb.Code.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}")
+            frames = [sv.ReceiveMessageResponse(status=failed)]
         for frame in frames:
             yield frame
         stamp = sv.ReceiveMessageResponse()
@@ -110,6 +116,9 @@ class Consuming:
                     status = mapping.status(mapping.OK)
                 except RocketSparkError as exc:
                     status = mapping.status_for(exc)
+                except Exception as exc:  # the other entries still get their answer
+                    log.exception("grpc v2 endpoint: unexpected error acknowledging a message")
+                    status = mapping.status(pb.Code.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}")
                 entries.append(
                     sv.AckMessageResultEntry(
                         message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=status

@@ -17,7 +17,7 @@ import logging
 import time
 from typing import Final
 
-from rocketspark.errors import NoRouteInfoError, TopicNotExistError
+from rocketspark.errors import NoRouteInfoError, RocketSparkError, TopicNotExistError
 from rocketspark.grpcv2.clients import Clients
 from rocketspark.grpcv2.held import Broker, HeldLog, Holder
 from rocketspark.grpcv2.mapping import DELIVER_MS, HELD, REAL_TOPIC, Refused
@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 
 MAX_DELAY_MS: Final = 3 * 24 * 3_600_000  # RocketMQ's timerMaxDelaySec: three days
 TICK_S: Final = 0.1
+RETRY_MS: Final = 1000  # a delivery that failed is tried again this much later
+RETRY_GONE_MS: Final = 10_000  # and one whose topic cannot be found
 MARKS_EVERY_S: Final = 1.0
 
 
@@ -78,26 +80,38 @@ class DelayScheduler:
             heapq.heappush(self.due, (_deliver_at(message), message.queue_offset))
         now = int(time.time() * 1000)
         while self.due and self.due[0][0] <= now:
-            _, offset = self.due[0]
+            _, offset = heapq.heappop(self.due)
             waiting = held.held.get(offset)
             if waiting is not None:
-                self._deliver(held, waiting)
-            heapq.heappop(self.due)
+                retry_ms = self._deliver(held, waiting)
+                if retry_ms:  # the others due are not held up behind it
+                    heapq.heappush(self.due, (now + retry_ms, offset))
         if time.monotonic() - self._marks_at >= MARKS_EVERY_S:
             held.store_watermarks()
             self._marks_at = time.monotonic()
 
-    def _deliver(self, held: HeldLog, message: MessageExt) -> None:
+    def _deliver(self, held: HeldLog, message: MessageExt) -> int:
+        """Send a due message to its topic and mark it done; 0, or how many ms until the next
+        try (it stays held: a topic that cannot be reached now, deleted or not, may be again)."""
+        topic = message.properties.get(REAL_TOPIC)
+        if not topic:  # not written by an endpoint (sent to the system topic by hand): not ours to send
+            log.warning(
+                "grpc v2 endpoint: %s offset %d is no delay message; skipped", held.hold_topic, message.queue_offset
+            )
+            held.mark_done(message.queue_offset, "malformed")
+            return 0
         properties = {k: v for k, v in message.properties.items() if k not in HELD}
-        topic = message.properties[REAL_TOPIC]
         out = Message(topic, message.body, tags=message.tags, keys=message.keys, properties=properties)
         try:
             self.clients.producer.send(out, born_ms=message.born_timestamp)
-        except (TopicNotExistError, NoRouteInfoError):  # deleted while it waited: it goes with its topic
-            log.warning("grpc v2 endpoint: delay message for %s dropped: the topic no longer exists", topic)
-            held.mark_done(message.queue_offset, "topic-gone")
-            return
+        except (TopicNotExistError, NoRouteInfoError) as exc:
+            log.warning("grpc v2 endpoint: a delay message for %s waits: %s", topic, exc)
+            return RETRY_GONE_MS
+        except RocketSparkError as exc:
+            log.warning("grpc v2 endpoint: a delay message for %s waits: %s", topic, exc)
+            return RETRY_MS
         held.mark_done(message.queue_offset, "delivered")
+        return 0
 
 
 def _deliver_at(message: MessageExt) -> int:

@@ -29,7 +29,7 @@ from grpc import aio
 
 from rocketspark.errors import RocketSparkError
 from rocketspark.grpcv2 import mapping, settings
-from rocketspark.grpcv2.clients import Cluster
+from rocketspark.grpcv2.clients import Cluster, in_thread
 from rocketspark.grpcv2.consuming import Consuming, client_id
 from rocketspark.grpcv2.delay import TICK_S, DelayScheduler
 from rocketspark.grpcv2.held import run_every
@@ -160,7 +160,7 @@ class Endpoint:
 
     async def route_queues(self, topic: pb.Resource) -> list[pb.MessageQueue]:
         """The topic's logical queues, each reached through this endpoint."""
-        queues = await asyncio.to_thread(self.cluster.admin.queues, topic.name)
+        queues = await in_thread(self.cluster.admin.queues, topic.name)
         endpoints = _endpoints(self.address())
         return [
             pb.MessageQueue(

@@ -23,19 +23,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from rocketspark.client.consumer import Consumer
 from rocketspark.errors import NoRouteInfoError, TopicNotExistError
-from rocketspark.grpcv2.clients import Clients
+from rocketspark.grpcv2.clients import Clients, in_thread
 from rocketspark.protocol.types import Message, MessageExt, PullStatus
 
 log = logging.getLogger(__name__)
 
 SYSTEM_GROUP = "rmq_sys_endpoint"  # whose offsets are the watermarks
 READ_BATCH = 256
+ENDED_KEPT = 100_000  # outcomes remembered below the watermark (a late repeated EndTransaction)
 
 
 class Broker(Protocol):
@@ -61,6 +63,7 @@ class HeldLog:
     done_next: int = 0
     marks: tuple[int, int] = (-1, -1)  # the watermarks last stored
     lock: threading.RLock = field(default_factory=threading.RLock)
+    ended: OrderedDict[int, str] = field(default_factory=OrderedDict)  # outcomes below the watermark, the newest
 
     # -- start -----------------------------------------------------------------------------
 
@@ -86,7 +89,7 @@ class HeldLog:
     def _catch_up(self) -> list[MessageExt]:
         for record in self._read(self.done_topic, "done_next"):
             offset, _, outcome = record.body.decode().partition(" ")
-            if offset.isdigit():
+            if offset.isascii() and offset.isdigit():
                 self.done[int(offset)] = (record.queue_offset, outcome)
                 self.held.pop(int(offset), None)
         fresh = [m for m in self._read(self.hold_topic, "hold_next") if m.queue_offset not in self.done]
@@ -126,7 +129,7 @@ class HeldLog:
 
     def outcome(self, offset: int) -> str | None:
         entry = self.done.get(offset)
-        return entry[1] if entry else None
+        return entry[1] if entry else self.ended.get(offset)
 
     # -- the watermarks ----------------------------------------------------------------------
 
@@ -137,7 +140,9 @@ class HeldLog:
     def _watermarks(self) -> tuple[int, int]:
         hold_mark = min(self.held, default=self.hold_next)
         for offset in [o for o in self.done if o < hold_mark]:
-            del self.done[offset]
+            self.ended[offset] = self.done.pop(offset)[1]  # a repeated end still gets its answer
+        while len(self.ended) > ENDED_KEPT:
+            self.ended.popitem(last=False)
         done_mark = min((d for d, _ in self.done.values()), default=self.done_next)
         return hold_mark, done_mark
 
@@ -201,7 +206,7 @@ async def run_every(interval_s: float, step: Callable[[], object], what: str) ->
     failing = ""
     while True:
         try:
-            await asyncio.to_thread(step)
+            await in_thread(step)
             if failing:
                 log.info("grpc v2 endpoint: %s works again", what)
             failing = ""

@@ -38,6 +38,7 @@ __all__ = ["DELIVER_MS", "REAL_TOPIC", "SHARDING_KEY", "UNIQ_KEY"]  # re-exporte
 
 RESERVED: Final = frozenset({UNIQ_KEY, SHARDING_KEY})
 HELD: Final = frozenset({REAL_TOPIC, DELIVER_MS})  # what a held message carries
+SYSTEM_TOPIC_PREFIXES: Final = ("rmq_sys_", "RMQ_SYS_")  # where the endpoint holds messages
 # What a group consumer writes on a message it sends back: a producer may not forge them.
 SENT_BACK: Final = frozenset({RECONSUME_TIME, RETRY_TOPIC, ORIGIN_MESSAGE_ID, DUE_AT_MS})
 MAX_BORN_MS: Final = 1 << 63  # the record's born timestamp is a signed 64-bit field
@@ -58,6 +59,10 @@ def to_message(v2: pb.Message, max_body_bytes: int) -> Incoming:
     topic = v2.topic.name
     if not topic:
         raise IllegalTopicNameError("the message names no topic (topic.name is empty)")
+    if topic.startswith(SYSTEM_TOPIC_PREFIXES):
+        raise IllegalTopicNameError(
+            f"topic {topic!r} is a system topic (held delay and half messages); send to your own"
+        )
     system = v2.system_properties
     body = _body(v2.body, system.body_encoding, max_body_bytes)
     if len(body) > max_body_bytes:

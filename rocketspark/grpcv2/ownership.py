@@ -34,20 +34,22 @@ class Ownership:
     def client_id(self) -> str:
         return self._client_id()
 
-    def claim(self, group: str, topic: str, queue_ids: list[int]) -> set[int]:
-        """Be a member of ``group`` and hold what locks can be had: the queues held."""
+    def claim(self, group: str, topic: str, queue_ids: list[int]) -> tuple[set[int], set[int]]:
+        """Be a member of ``group`` and hold what locks can be had: the queues held, and those
+        whose lock could not be asked for (their broker did not answer: held or not, unknown)."""
         self._each_broker(
             RequestCode.HEART_BEAT, {"consumerGroup": group, "clientId": self.client_id, "topics": [topic]}
         )
-        held = set()
+        held, unknown = set(), set()
         consumer = self.clients.consumer
         for queue_id in queue_ids:
             try:
                 if consumer.lock_queue(group, self.client_id, topic, queue_id) == self.client_id:
                     held.add(queue_id)
-            except RocketSparkError as exc:  # its broker is down: not served until it is back
-                log.debug("grpc v2 endpoint: no lock on %s queue %d for %s: %s", topic, queue_id, group, exc)
-        return held
+            except RocketSparkError as exc:
+                log.debug("grpc v2 endpoint: no answer on the lock of %s queue %d: %s", topic, queue_id, exc)
+                unknown.add(queue_id)
+        return held, unknown
 
     def release(self, group: str, topic: str, queue_ids: list[int]) -> None:
         """Let the queues go and leave the group, so another endpoint may take them at once."""

@@ -37,6 +37,7 @@ class Inflight:
     handle: str  # the receipt handle of its latest delivery
     renew_for: str = ""  # a PushConsumer's client id: kept invisible while that client lives
     renew_until: float = 0.0  # but not past this (monotonic)
+    dead: bool = False  # on its way to the dead-letter queue: not handed out, still in flight
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +54,7 @@ class Receipt:
     @staticmethod
     def decode(handle: str) -> Receipt | None:
         parts = handle.split(".")
-        if len(parts) != 3 or not parts[0].isdigit() or not parts[1].isdigit() or not parts[2]:
+        if len(parts) != 3 or not _decimal(parts[0]) or not _decimal(parts[1]) or not parts[2]:
             return None
         return Receipt(int(parts[0]), int(parts[1]), parts[2])
 
@@ -81,24 +82,34 @@ class PopQueue:
         self.next_offset = max(self.next_offset, next_offset)
 
     def expired(self, now: float, max_attempts: int) -> list[Inflight]:
-        """Remove and return in-flight messages whose invisibility ended after their last
-        attempt: they go to the dead-letter queue."""
-        done = [f for f in self.inflight.values() if f.visible_at <= now and f.attempt >= max_attempts]
+        """In-flight messages whose invisibility ended after their last attempt, marked dead:
+        they go to the dead-letter queue, and stay in flight (below nothing acknowledged) until
+        it has them (``dead_lettered``) or the send failed (``not_dead_lettered``)."""
+        done = [f for f in self.inflight.values() if not f.dead and f.visible_at <= now and f.attempt >= max_attempts]
         for f in done:
-            del self.inflight[f.message.queue_offset]
+            f.dead = True
         return done
 
-    def take(self, wanted: int, now: float, invisible_s: float) -> list[Inflight]:
+    def dead_lettered(self, f: Inflight) -> None:
+        if self.inflight.get(f.message.queue_offset) is f:
+            del self.inflight[f.message.queue_offset]
+
+    @staticmethod
+    def not_dead_lettered(f: Inflight, retry_at: float) -> None:
+        f.dead, f.visible_at = False, retry_at  # its last attempt stays the last: dead-lettered again then
+
+    def take(self, wanted: int, now: float, invisible_s: float, max_attempts: int, max_inflight: int) -> list[Inflight]:
         """Up to ``wanted`` messages to hand out now: those whose invisibility ended first (the
-        oldest first), then new ones; none that an earlier one of its message group holds up."""
-        busy = {_group(f.message) for f in self.inflight.values() if f.visible_at > now}
+        oldest first), then new ones while fewer than ``max_inflight`` are out; none that an
+        earlier one of its message group holds up, none that had its last attempt."""
+        busy = {_group(f.message) for f in self.inflight.values() if f.visible_at > now or f.dead}
         busy.discard(None)
         taken: list[Inflight] = []
         for f in sorted(self.inflight.values(), key=lambda f: f.message.queue_offset):
             if len(taken) >= wanted:
                 return taken
             group = _group(f.message)
-            if f.visible_at > now or group in busy:
+            if f.visible_at > now or f.dead or f.attempt >= max_attempts or group in busy:
                 continue
             f.attempt += 1
             taken.append(self._deliver(f, now, invisible_s))
@@ -107,7 +118,7 @@ class PopQueue:
         kept: list[MessageExt] = []
         for message in self.pending:
             group = _group(message)
-            if len(taken) >= wanted or group in busy:
+            if len(taken) >= wanted or group in busy or len(self.inflight) >= max_inflight:
                 kept.append(message)
                 continue
             fresh = Inflight(message, 1, 0.0, "")
@@ -129,15 +140,24 @@ class PopQueue:
         return f if f is not None and f.handle == receipt.encode() else None
 
     def ack(self, receipt: Receipt) -> bool:
-        if self.find(receipt) is None:
+        found = self.find(receipt)
+        if found is None or found.dead:
             return False
         del self.inflight[receipt.offset]
         return True
 
     def change_invisible(self, receipt: Receipt, now: float, invisible_s: float) -> Inflight | None:
-        """Make a delivery invisible for ``invisible_s`` from now, under a new receipt handle."""
+        """Make a delivery invisible for ``invisible_s`` from now, under a new receipt handle;
+        no longer renewed (a PushConsumer's nack: it comes back after its backoff)."""
         f = self.find(receipt)
-        return None if f is None else self._deliver(f, now, invisible_s)
+        if f is None or f.dead:
+            return None
+        f.renew_for = ""
+        return self._deliver(f, now, invisible_s)
+
+
+def _decimal(text: str) -> bool:
+    return text.isascii() and text.isdigit()
 
 
 def _group(message: MessageExt) -> str | None:

@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from rocketspark.errors import RocketSparkError
-from rocketspark.grpcv2.clients import Clients
+from rocketspark.errors import RocketSparkError, SystemBusyError
+from rocketspark.grpcv2.clients import Clients, in_thread
 from rocketspark.grpcv2.mapping import UNIQ_KEY, Refused
 from rocketspark.grpcv2.ownership import Ownership
 from rocketspark.grpcv2.popstate import Inflight, PopQueue, Receipt
@@ -39,6 +39,7 @@ KEEP_S = 5.0  # how often an endpoint renews its membership and locks, and auto-
 RENEW_AHEAD_S = 15.0  # an auto-renewed delivery this close to visible is made invisible again
 MAX_RENEW_S = 3 * 3600.0  # and not for longer than this (RocketMQ's proxy: renewMaxTimeMillis)
 CLIENT_ALIVE_S = 30.0  # a client heard from within this lives (they heartbeat every 10 s)
+MAX_INFLIGHT = 10_000  # messages of one queue handed out and not acknowledged, at most (memory)
 IDLE_RELEASE_S = 60.0  # a group nobody received from this long (and nothing in flight) is let go
 
 
@@ -150,12 +151,13 @@ class Pop:
     async def forward_to_dlq(self, group: str, topic: str, handle: str) -> None:
         """The client gives up on a message (a FIFO consumer out of attempts): dead-letter it."""
         state, receipt = self._named(group, topic, handle)
-        inflight = state.queues[receipt.queue_id].find(receipt)
-        if inflight is None:
+        queue = state.queues[receipt.queue_id]
+        inflight = queue.find(receipt)
+        if inflight is None or inflight.dead:
             raise _stale(handle)
-        await asyncio.to_thread(self._send_to_dlq, state, inflight)
-        state.queues[receipt.queue_id].ack(receipt)
-        state.changed.set()
+        inflight.dead = True
+        if not await asyncio.shield(asyncio.ensure_future(self._dead_letter_one(state, queue, inflight))):
+            raise SystemBusyError("the dead-letter queue did not take the message; it stays in flight, try again")
 
     def assignment(self, group: str, topic: str) -> None:
         """QueryAssignment: nothing to prepare, the state is made on the first receive."""
@@ -177,7 +179,7 @@ class Pop:
             return self.states[key]
         opening = self._opening.get(key)
         if opening is None:  # one opening per group and topic, however many receives ask at once
-            opening = asyncio.ensure_future(asyncio.to_thread(self._open, group, topic))
+            opening = asyncio.ensure_future(in_thread(self._open, group, topic))
             self._opening[key] = opening
         try:
             state = await asyncio.shield(opening)
@@ -194,7 +196,7 @@ class Pop:
         queues: dict[int, PopQueue] = {}
         for queue in consumer.queues(topic):
             queues[queue.queue_id] = self._queue_at_committed(group, topic, queue.queue_id)
-        owned = self.ownership.claim(group, topic, sorted(queues))  # the brokers make its DLQ as it joins
+        owned, _ = self.ownership.claim(group, topic, sorted(queues))  # the brokers make its DLQ as it joins
         log.info(
             "grpc v2 endpoint: group %s consumes %s by pop; this endpoint serves %d of its %d queues",
             group,
@@ -216,7 +218,8 @@ class Pop:
         taken: list[Inflight] = []
         now = time.monotonic()
         for queue_id in ids[start:] + ids[:start]:
-            taken += state.queues[queue_id].take(wanted - len(taken), now, invisible_s)
+            queue = state.queues[queue_id]
+            taken += queue.take(wanted - len(taken), now, invisible_s, self.limits.max_attempts, MAX_INFLIGHT)
             if len(taken) >= wanted:
                 break
         return taken
@@ -225,16 +228,20 @@ class Pop:
         """Read ahead on every queue with little pending; whether anything new came."""
         async with state.filling:
             short = [
-                (q.queue_id, q.next_offset)
+                q
                 for q in state.queues.values()
-                if q.queue_id in state.owned and len(q.pending) < READ_AHEAD // 2
+                if q.queue_id in state.owned
+                and len(q.pending) < READ_AHEAD // 2
+                and len(q.pending) + len(q.inflight) < MAX_INFLIGHT
             ]
             if not short:
                 return False
-            read = await asyncio.to_thread(self._read, state.topic, short, tags)
+            read = await in_thread(self._read, state.topic, [(q.queue_id, q.next_offset) for q in short], tags)
         grew = False
-        for queue_id, (messages, next_offset) in read.items():
-            queue = state.queues[queue_id]
+        for queue in short:
+            if state.queues.get(queue.queue_id) is not queue or queue.queue_id not in state.owned:
+                continue  # given up or taken back while it was read: that read is stale
+            messages, next_offset = read[queue.queue_id]
             before = len(queue.pending)
             queue.add(messages, next_offset)
             grew = grew or len(queue.pending) > before
@@ -262,15 +269,24 @@ class Pop:
     # -- the dead-letter queue and the watermark ---------------------------------------------
 
     async def _dead_letter(self, state: GroupTopic) -> None:
+        """Send what had its last attempt to the dead-letter queue. Each stays in flight (the
+        watermark below it) until the DLQ has it, and the send finishes even if the receive
+        that started it is cancelled."""
         now = time.monotonic()
         for queue in state.queues.values():
             for inflight in queue.expired(now, self.limits.max_attempts):
-                try:
-                    await asyncio.to_thread(self._send_to_dlq, state, inflight)
-                except RocketSparkError as exc:  # kept: handed out again, and dead-lettered later
-                    log.warning("grpc v2 endpoint: dead-lettering for group %s failed (%s)", state.group, exc)
-                    inflight.attempt -= 1
-                    queue.inflight[inflight.message.queue_offset] = inflight
+                await asyncio.shield(asyncio.ensure_future(self._dead_letter_one(state, queue, inflight)))
+
+    async def _dead_letter_one(self, state: GroupTopic, queue: PopQueue, inflight: Inflight) -> bool:
+        try:
+            await in_thread(self._send_to_dlq, state, inflight)
+        except Exception as exc:  # kept in flight: dead-lettered again a second later
+            log.warning("grpc v2 endpoint: dead-lettering for group %s failed (%s)", state.group, exc)
+            queue.not_dead_lettered(inflight, time.monotonic() + 1.0)
+            return False
+        queue.dead_lettered(inflight)
+        state.changed.set()
+        return True
 
     def _send_to_dlq(self, state: GroupTopic, inflight: Inflight) -> None:
         message = inflight.message
@@ -292,7 +308,10 @@ class Pop:
     async def commit_forever(self) -> None:
         while True:
             await asyncio.sleep(COMMIT_INTERVAL_S)
-            await self.commit()
+            try:
+                await self.commit()
+            except Exception:  # the loop outlives a bad round
+                log.exception("grpc v2 endpoint: committing pop watermarks failed")
 
     async def commit(self) -> None:
         """Store every queue's watermark that moved since it was last stored."""
@@ -305,7 +324,7 @@ class Pop:
         if not moved:
             return
         try:
-            await asyncio.to_thread(self._commit, [(s.group, s.topic, q.queue_id, w) for s, q, w in moved])
+            await in_thread(self._commit, [(s.group, s.topic, q.queue_id, w) for s, q, w in moved])
         except RocketSparkError as exc:
             log.warning("grpc v2 endpoint: committing pop watermarks failed (%s); trying again", exc)
             return
@@ -315,10 +334,11 @@ class Pop:
     async def keep_forever(self) -> None:
         while True:
             await asyncio.sleep(KEEP_S)
+            self._forget_quiet_clients()
             for state in list(self.states.values()):
                 try:
                     await self.keep(state)
-                except RocketSparkError as exc:
+                except Exception as exc:  # the loop outlives a bad round
                     log.warning("grpc v2 endpoint: renewing group %s's locks failed (%s)", state.group, exc)
 
     async def keep(self, state: GroupTopic) -> None:
@@ -327,7 +347,7 @@ class Pop:
         if idle and not any(q.inflight for q in state.queues.values()):
             await self.commit()
             self.states.pop((state.group, state.topic), None)
-            await asyncio.to_thread(self.ownership.release, state.group, state.topic, sorted(state.owned))
+            await in_thread(self.ownership.release, state.group, state.topic, sorted(state.owned))
             log.info(
                 "grpc v2 endpoint: group %s let go of %s (no receive for %.0f s)",
                 state.group,
@@ -336,29 +356,34 @@ class Pop:
             )
             return
         self.renew_deliveries(state)
-        owned = await asyncio.to_thread(self.ownership.claim, state.group, state.topic, sorted(state.queues))
-        for queue_id in state.owned - owned:  # another endpoint has it now: what was in flight here is its
+        held, unknown = await in_thread(self.ownership.claim, state.group, state.topic, sorted(state.queues))
+        lost = state.owned - held - unknown  # another endpoint has it now: what was in flight here is its
+        gained = {
+            queue_id: await in_thread(self._queue_at_committed, state.group, state.topic, queue_id)
+            for queue_id in held - state.owned  # taken (back): from where the group got to
+        }
+        for queue_id in lost:  # from here on no await: the swap is seen whole
             log.warning(
                 "grpc v2 endpoint: group %s lost %s queue %d to another endpoint", state.group, state.topic, queue_id
             )
             state.queues[queue_id] = PopQueue(queue_id, 0, 0)
-        for queue_id in owned - state.owned:  # taken (back): from where the group got to
-            state.queues[queue_id] = await asyncio.to_thread(
-                self._queue_at_committed, state.group, state.topic, queue_id
-            )
-        state.owned = owned
+        state.queues.update(gained)
+        state.owned = (state.owned - lost) | set(gained)
         state.changed.set()
+
+    def _forget_quiet_clients(self) -> None:
+        now = time.monotonic()
+        for client in [c for c, at in self.heard.items() if now - at >= CLIENT_ALIVE_S]:
+            del self.heard[client]
 
     def renew_deliveries(self, state: GroupTopic) -> None:
         """Keep auto-renewed deliveries invisible while their consumer lives."""
         now = time.monotonic()
         alive = {c for c, at in self.heard.items() if now - at < CLIENT_ALIVE_S}
-        for client in [c for c in self.heard if c not in alive]:
-            del self.heard[client]
         extend = self.limits.default_invisible_ms / 1000
         for queue in state.queues.values():
             for f in queue.inflight.values():
-                if f.renew_for in alive and f.visible_at - now < RENEW_AHEAD_S and now < f.renew_until:
+                if f.renew_for in alive and not f.dead and f.visible_at - now < RENEW_AHEAD_S and now < f.renew_until:
                     f.visible_at = now + extend
 
     async def release_all(self) -> None:
@@ -366,7 +391,7 @@ class Pop:
         await self.commit()
         for state in list(self.states.values()):
             try:
-                await asyncio.to_thread(self.ownership.release, state.group, state.topic, sorted(state.owned))
+                await in_thread(self.ownership.release, state.group, state.topic, sorted(state.owned))
             except RocketSparkError as exc:
                 log.debug("grpc v2 endpoint: releasing group %s failed: %s", state.group, exc)
         self.states.clear()

@@ -10,7 +10,6 @@ transactional one is a half message until its transaction ends
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -22,6 +21,7 @@ from rocketspark.client.producer import Producer
 from rocketspark.client.send_retries import RETRIABLE
 from rocketspark.errors import InvalidParameterError, RocketSparkError
 from rocketspark.grpcv2 import mapping
+from rocketspark.grpcv2.clients import in_thread
 from rocketspark.grpcv2.delay import DelayScheduler, check_time
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
 from rocketspark.grpcv2.stubs import service_pb2 as sv
@@ -94,12 +94,15 @@ class Sending:
         by our producer with its retries; any other (a flush or replica timeout: stored, maybe
         not durable yet) is the answer, as it is to a send."""
         entry = sv.SendResultEntry(status=mapping.OK_STATUS, message_id=one.message_id)
+        held = one.transactional or (one.deliver_at_ms is not None and one.deliver_at_ms > time.time() * 1000)
+        if held:  # its topic must exist now: a message held for a topic nobody has would be lost later
+            await in_thread(self.cluster.producer.publish_info, one.message.topic)
         if one.transactional:
-            entry.transaction_id = await asyncio.to_thread(self.transactions.half, one.message)
+            entry.transaction_id = await in_thread(self.transactions.half, one.message)
             return entry
         if one.deliver_at_ms is not None and one.deliver_at_ms > time.time() * 1000:
             check_time(one.deliver_at_ms)
-            await asyncio.to_thread(self.delay.store, one.message, one.deliver_at_ms)
+            await in_thread(self.delay.store, one.message, one.deliver_at_ms)
             return entry
         producer, local = self.cluster.producer, self.cluster.local
         result = None
@@ -109,12 +112,12 @@ class Sending:
                 if local is not None and attempt.address == local.address():
                     response = await local.call(attempt.request)
                 else:
-                    response = await asyncio.to_thread(producer.remoting.invoke, attempt.address, attempt.request)
+                    response = await in_thread(producer.remoting.invoke, attempt.address, attempt.request)
                 result = producer.result_of(attempt, response)
             except RETRIABLE as exc:
                 log.debug("grpc v2 endpoint: a first attempt failed (%s); sending with retries", exc)
         if result is None:
-            result = await asyncio.to_thread(producer.send, one.message, born_ms=one.born_ms)
+            result = await in_thread(producer.send, one.message, born_ms=one.born_ms)
         entry.message_id = one.message_id or result.msg_id
         entry.offset = result.queue_offset
         return entry
@@ -127,7 +130,9 @@ class Sending:
             if request.resolution not in (pb.TransactionResolution.COMMIT, pb.TransactionResolution.ROLLBACK):
                 raise InvalidParameterError("resolution must be COMMIT or ROLLBACK")
             commit = request.resolution == pb.TransactionResolution.COMMIT
-            await asyncio.to_thread(self.transactions.end, request.transaction_id, request.message_id, commit)
+            await in_thread(
+                self.transactions.end, request.transaction_id, request.topic.name, request.message_id, commit
+            )
             return sv.EndTransactionResponse(status=mapping.OK_STATUS)
 
         return await self.edge.answer(work, lambda s: sv.EndTransactionResponse(status=s))

@@ -57,6 +57,7 @@ class Transactions:
         self.rules = rules
         self.holder = Holder(clients, half_topic(self.broker_name), op_topic(self.broker_name), broker)
         self.checks: dict[int, tuple[int, float]] = {}  # half offset -> (checks made, next check at, s)
+        self.ending: set[int] = set()  # half offsets an EndTransaction is sending now
 
     def half(self, message: Message) -> str:
         """Hold a half message (a worker thread); its transaction id."""
@@ -64,32 +65,46 @@ class Transactions:
         half = Message(message.topic, message.body, tags=message.tags, keys=message.keys, properties=properties)
         return f"{self.broker_name}:{self.holder.hold(half)}"
 
-    def end(self, transaction_id: str, message_id: str, commit: bool) -> None:
+    def end(self, transaction_id: str, topic: str, message_id: str, commit: bool) -> None:
         """Commit or roll back (a worker thread). Ending it again the same way is fine."""
         offset = self._offset(transaction_id)
         held = self.holder.current(master_only=False)
         if held is None:
             raise Refused(pb.Code.INVALID_TRANSACTION_ID, f"no half message was ever sent to {self.broker_name}")
         wanted = COMMIT if commit else ROLLBACK
-        with held.lock:
+        with held.lock:  # who ends it is settled here; the send is made outside the lock
             outcome = held.outcome(offset)
             if outcome is not None:
                 if outcome != wanted:
                     raise Refused(pb.Code.INVALID_TRANSACTION_ID, f"transaction {transaction_id} was {_past(outcome)}")
                 return
+            if offset in self.ending:
+                raise Refused(pb.Code.INVALID_TRANSACTION_ID, f"transaction {transaction_id} is being ended now")
+            if offset < held.hold_next and offset not in held.held:
+                raise Refused(pb.Code.INVALID_TRANSACTION_ID, f"transaction {transaction_id} was ended long ago")
             message = held.read_held(offset)
-            if message is None or (message_id and message.properties.get(UNIQ_KEY, message_id) != message_id):
+            if (
+                message is None
+                or message.properties.get(REAL_TOPIC) != topic
+                or (message_id and message.properties.get(UNIQ_KEY, message_id) != message_id)
+            ):
                 raise Refused(
-                    pb.Code.INVALID_TRANSACTION_ID, f"no half message {message_id} has transaction {transaction_id}"
+                    pb.Code.INVALID_TRANSACTION_ID,
+                    f"no half message {message_id} of topic {topic!r} has transaction {transaction_id}",
                 )
+            self.ending.add(offset)
+        try:
             if commit:
                 self.clients.producer.send(_released(message), born_ms=message.born_timestamp)
             held.mark_done(offset, wanted)
-            self.checks.pop(offset, None)
+        finally:
+            with held.lock:
+                self.ending.discard(offset)
+                self.checks.pop(offset, None)
 
     def _offset(self, transaction_id: str) -> int:
         broker, _, offset = transaction_id.rpartition(":")
-        if broker != self.broker_name or not offset.isdigit():
+        if broker != self.broker_name or not (offset.isascii() and offset.isdigit()):
             raise Refused(
                 pb.Code.INVALID_TRANSACTION_ID,
                 f"transaction id {transaction_id!r} is not one this endpoint ({self.broker_name}) gave; end a "
@@ -105,8 +120,18 @@ class Transactions:
         held.catch_up()
         now_ms, now = int(time.time() * 1000), time.monotonic()
         with held.lock:
-            waiting = [m for m in held.held.values() if now_ms - m.store_timestamp >= self.rules.timeout_ms]
+            waiting = [
+                m
+                for m in held.held.values()
+                if now_ms - m.store_timestamp >= self.rules.timeout_ms and m.queue_offset not in self.ending
+            ]
         for message in waiting:
+            if not message.properties.get(REAL_TOPIC):  # not written by an endpoint: not ours to check
+                log.warning(
+                    "grpc v2 endpoint: %s offset %d is no half message; skipped", held.hold_topic, message.queue_offset
+                )
+                held.mark_done(message.queue_offset, "malformed")
+                continue
             made, next_at = self.checks.get(message.queue_offset, (0, 0.0))
             if now < next_at:
                 continue

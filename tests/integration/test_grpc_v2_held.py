@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Iterator
 
+import grpc
 import pytest
 from rocketmq import (
     ClientConfiguration,
@@ -20,6 +21,9 @@ from rocketmq import (
 from rocketmq import Message as V2Message
 
 from rocketspark import Admin, Consumer, LocalCluster
+from rocketspark.grpcv2.stubs import definition_pb2 as pb
+from rocketspark.grpcv2.stubs import service_pb2 as sv
+from rocketspark.grpcv2.stubs import service_pb2_grpc as sv_grpc
 from rocketspark.protocol.types import MessageExt
 
 pytestmark = pytest.mark.integration
@@ -80,6 +84,14 @@ def test_a_delay_message_is_invisible_before_its_time_and_visible_within_a_secon
     assert arrived.properties == {"origin": "billing", "UNIQ_KEY": sent_id}
 
 
+def end_as(cluster: LocalCluster, topic: str, transaction_id: str) -> int:
+    with grpc.insecure_channel(cluster.grpc_endpoint) as channel:
+        request = sv.EndTransactionRequest(
+            topic=pb.Resource(name=topic), transaction_id=transaction_id, resolution=pb.TransactionResolution.COMMIT
+        )
+        return int(sv_grpc.MessagingServiceStub(channel).EndTransaction(request).status.code)
+
+
 class Checker(TransactionChecker):
     def __init__(self) -> None:
         self.asked: list[str] = []
@@ -99,9 +111,12 @@ def test_transactions_commit_roll_back_and_an_unknown_outcome_is_checked_back(cl
         ids = {}
         for body, ending in ((b"committed", "commit"), (b"rolled back", "rollback"), (b"unknown", None)):
             transaction = producer.begin_transaction()
-            ids[body] = producer.send(message("payments", body), transaction).message_id
+            receipt = producer.send(message("payments", body), transaction)
+            ids[body] = receipt.message_id
             time.sleep(0.3)
             assert everything(cluster, "payments") == [] if body == b"committed" else True  # a half is invisible
+            if ending == "rollback":  # a caller may end only a transaction of the topic it names
+                assert end_as(cluster, "later", receipt.transaction_id) == pb.Code.INVALID_TRANSACTION_ID
             if ending == "commit":
                 transaction.commit()
             elif ending == "rollback":
@@ -166,3 +181,36 @@ def test_after_a_broker_restart_held_and_unacknowledged_messages_are_still_deliv
     received = {m.body for m in again}
     assert {b"delayed", *(m.body for m in got[4:])} <= received  # nothing unacknowledged is lost
     assert received <= {b"delayed", *bodies}
+
+
+def test_bad_delay_and_transaction_requests_get_a_clear_status(cluster: LocalCluster) -> None:
+    def v2(topic: str, **system: object) -> pb.Message:
+        message = pb.Message(topic=pb.Resource(name=topic), body=b"x")
+        message.system_properties.message_id = "01-bad"
+        for name, value in system.items():
+            setattr(message.system_properties, name, value)
+        return message
+
+    with grpc.insecure_channel(cluster.grpc_endpoint) as channel:
+        stub = sv_grpc.MessagingServiceStub(channel)
+        later = v2("no-such-topic")
+        later.system_properties.delivery_timestamp.FromMilliseconds(int(time.time() * 1000) + 60_000)
+        answer = stub.SendMessage(sv.SendMessageRequest(messages=[later]))
+        assert answer.status.code == pb.Code.TOPIC_NOT_FOUND  # refused now, not dropped at its time
+        too_late = v2("later")
+        too_late.system_properties.delivery_timestamp.FromMilliseconds(int(time.time() * 1000) + 100 * 86_400_000)
+        answer = stub.SendMessage(sv.SendMessageRequest(messages=[too_late]))
+        assert answer.status.code == pb.Code.ILLEGAL_DELIVERY_TIME and "72 h" in answer.status.message
+        system = stub.SendMessage(sv.SendMessageRequest(messages=[v2("rmq_sys_wheel_timer-broker-a")]))
+        assert system.status.code == pb.Code.ILLEGAL_TOPIC and "system topic" in system.status.message
+        for transaction_id in ("broker-a:999999", "nonsense", "broker-a:²"):
+            ended = stub.EndTransaction(
+                sv.EndTransactionRequest(
+                    topic=pb.Resource(name="payments"),
+                    message_id="01-bad",
+                    transaction_id=transaction_id,
+                    resolution=pb.TransactionResolution.COMMIT,
+                )
+            )
+            assert ended.status.code == pb.Code.INVALID_TRANSACTION_ID, transaction_id
+        assert stub.QueryRoute(sv.QueryRouteRequest(topic=pb.Resource(name="later"))).status.code == pb.Code.OK

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from rocketspark.grpcv2.popstate import PopQueue, Receipt
+from rocketspark.grpcv2.popstate import Inflight, PopQueue, Receipt
 from rocketspark.protocol.types import MessageExt
+
+MAX = 10  # attempts
 
 
 def message(offset: int, group: str | None = None) -> MessageExt:
     properties = {"__SHARDINGKEY": group} if group else {}
     return MessageExt("t", 0, offset, b"x", None, None, properties, 0, 0, offset * 100, "broker-a")
+
+
+def take(queue: PopQueue, wanted: int, *, now: float, invisible_s: float) -> list[Inflight]:
+    return queue.take(wanted, now, invisible_s, max_attempts=MAX, max_inflight=1000)
 
 
 def queue_with(*messages: MessageExt) -> PopQueue:
@@ -19,20 +25,20 @@ def queue_with(*messages: MessageExt) -> PopQueue:
 
 def test_a_message_is_invisible_until_its_deadline_then_comes_back_with_its_attempt_raised() -> None:
     queue = queue_with(message(0), message(1))
-    first = queue.take(1, now=0.0, invisible_s=10)
+    first = take(queue, 1, now=0.0, invisible_s=10)
     assert [(f.message.queue_offset, f.attempt) for f in first] == [(0, 1)]
-    assert [f.message.queue_offset for f in queue.take(5, now=5.0, invisible_s=10)] == [1]
-    assert queue.take(5, now=9.9, invisible_s=10) == []
-    again = queue.take(5, now=10.0, invisible_s=10)
+    assert [f.message.queue_offset for f in take(queue, 5, now=5.0, invisible_s=10)] == [1]
+    assert take(queue, 5, now=9.9, invisible_s=10) == []
+    again = take(queue, 5, now=10.0, invisible_s=10)
     assert [(f.message.queue_offset, f.attempt) for f in again] == [(0, 2)]
 
 
 def test_only_the_latest_receipt_acks_and_the_watermark_follows_the_oldest_unacked() -> None:
     queue = queue_with(message(0), message(1), message(2))
-    taken = queue.take(3, now=0.0, invisible_s=1)
+    taken = take(queue, 3, now=0.0, invisible_s=1)
     old = Receipt.decode(taken[0].handle)
     assert old is not None
-    redelivered = queue.take(1, now=2.0, invisible_s=1)[0]
+    redelivered = take(queue, 1, now=2.0, invisible_s=1)[0]
     assert not queue.ack(old)  # stale: the message was delivered again since
     assert queue.ack(Receipt.decode(taken[2].handle))  # type: ignore[arg-type]
     assert queue.watermark() == 0
@@ -42,35 +48,48 @@ def test_only_the_latest_receipt_acks_and_the_watermark_follows_the_oldest_unack
     assert queue.watermark() == 3
 
 
-def test_after_its_last_attempt_a_message_is_given_up_for_the_dead_letter_queue() -> None:
-    queue = queue_with(message(0))
+def test_after_its_last_attempt_a_message_stays_in_flight_until_the_dead_letter_queue_has_it() -> None:
+    queue = queue_with(message(0), message(1, "g"), message(2, "g"))
     for now in (0.0, 1.0, 2.0):
-        assert len(queue.take(1, now=now, invisible_s=1)) == 1
+        assert len(queue.take(1, now=now, invisible_s=1, max_attempts=3, max_inflight=1000)) == 1
     assert queue.expired(now=2.5, max_attempts=3) == []  # still invisible
     [dead] = queue.expired(now=3.0, max_attempts=3)
-    assert (dead.message.queue_offset, dead.attempt) == (0, 3)
-    assert queue.take(1, now=4.0, invisible_s=1) == [] and queue.watermark() == 1
+    assert (dead.message.queue_offset, dead.attempt, dead.dead) == (0, 3, True)
+    assert queue.expired(now=3.0, max_attempts=3) == []  # marked once
+    assert queue.watermark() == 0  # the DLQ does not have it yet
+    assert queue.take(5, now=4.0, invisible_s=1, max_attempts=3, max_inflight=1000)[0].message.queue_offset == 1
+    queue.not_dead_lettered(dead, retry_at=5.0)  # the send failed: tried again, never handed out again
+    assert 0 not in {f.message.queue_offset for f in queue.take(5, 6.0, 1, max_attempts=3, max_inflight=1000)}
+    [again] = queue.expired(now=6.0, max_attempts=3)
+    queue.dead_lettered(again)
+    assert queue.watermark() == 1
+
+
+def test_no_more_than_max_inflight_are_handed_out_unacknowledged() -> None:
+    queue = queue_with(*(message(i) for i in range(5)))
+    assert len(queue.take(10, now=0.0, invisible_s=60, max_attempts=MAX, max_inflight=3)) == 3
+    assert queue.take(10, now=1.0, invisible_s=60, max_attempts=MAX, max_inflight=3) == []
 
 
 def test_a_message_group_is_handed_out_one_at_a_time_in_order() -> None:
     queue = queue_with(message(0, "a"), message(1, "a"), message(2, "b"), message(3))
-    assert [f.message.queue_offset for f in queue.take(10, now=0.0, invisible_s=5)] == [0, 2, 3]
+    assert [f.message.queue_offset for f in take(queue, 10, now=0.0, invisible_s=5)] == [0, 2, 3]
     first = queue.inflight[0]
-    assert queue.take(10, now=1.0, invisible_s=5) == []  # 1 waits for 0
+    assert take(queue, 10, now=1.0, invisible_s=5) == []  # 1 waits for 0
     assert queue.ack(Receipt.decode(first.handle))  # type: ignore[arg-type]
-    assert [f.message.queue_offset for f in queue.take(10, now=1.0, invisible_s=5)] == [1]
+    assert [f.message.queue_offset for f in take(queue, 10, now=1.0, invisible_s=5)] == [1]
 
 
 def test_a_redelivered_group_message_still_comes_before_its_successor() -> None:
     queue = queue_with(message(0, "a"), message(1, "a"))
-    queue.take(10, now=0.0, invisible_s=1)
-    again = queue.take(10, now=1.0, invisible_s=1)
+    take(queue, 10, now=0.0, invisible_s=1)
+    again = take(queue, 10, now=1.0, invisible_s=1)
     assert [(f.message.queue_offset, f.attempt) for f in again] == [(0, 2)]
 
 
 def test_a_change_of_invisibility_gives_a_new_receipt_and_a_bad_handle_decodes_to_none() -> None:
     queue = queue_with(message(0))
-    [taken] = queue.take(1, now=0.0, invisible_s=1)
+    [taken] = take(queue, 1, now=0.0, invisible_s=1)
     receipt = Receipt.decode(taken.handle)
     assert receipt is not None
     changed = queue.change_invisible(receipt, now=0.5, invisible_s=30)
@@ -93,7 +112,7 @@ def test_a_push_consumers_deliveries_stay_invisible_while_it_is_heard_from() -> 
     pop = Pop(NoClients(), PopLimits(default_invisible_ms=60_000), lambda: "endpoint")  # type: ignore[arg-type]
     queue = queue_with(message(0), message(1))
     state = GroupTopic("g", "t", {0: queue}, owned={0})
-    mine, theirs = queue.take(2, now=time.monotonic(), invisible_s=60)
+    mine, theirs = take(queue, 2, now=time.monotonic(), invisible_s=60)
     mine.renew_for, mine.renew_until = "push-1", time.monotonic() + 3600
     theirs.renew_for, theirs.renew_until = "gone-2", time.monotonic() + 3600
     for f in (mine, theirs):
