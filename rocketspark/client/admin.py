@@ -13,7 +13,7 @@ from typing import Any
 
 from rocketspark.client import acl_admin, static_admin
 from rocketspark.client.acl_admin import AclChange, UserInfo
-from rocketspark.client.logical import LogicalQueue, logical_view
+from rocketspark.client.logical import LogicalQueue, count, logical_view
 from rocketspark.client.offsets import QueueClient
 from rocketspark.client.static_admin import RemapResult
 from rocketspark.client.topic_stats import TopicStats, fetch_topic_stats, queue_bounds, segment_state, segment_stats
@@ -70,10 +70,7 @@ class ConsumerProgress:
     broker_name: str
     broker_offset: int  # max offset of the queue
     consumer_offset: int  # the group's committed offset, -1 if none
-
-    @property
-    def lag(self) -> int:
-        return self.broker_offset - max(self.consumer_offset, 0)
+    lag: int  # messages after the committed offset (counted in segments: a remap's gap is no backlog)
 
 
 def _queue_status(queue: LogicalQueue, stats: TopicStats) -> QueueStatus:
@@ -169,9 +166,12 @@ class Admin(QueueClient):
         """Delete a topic from every broker that has it, then from every nameserver."""
         try:
             route = self.routes.fetch(topic)
-            names = [b.broker_name for b in route.brokers]
         except TopicNotExistError:
-            names = []
+            raise TopicNotExistError(
+                f'topic "{topic}" exists on no broker and no nameserver: nothing was deleted (check its name: '
+                "`rocketspark admin route <topic>` shows where a topic is)"
+            ) from None
+        names = [b.broker_name for b in route.brokers]
         brokers = self.brokers()
         for name in names:
             if name in brokers:
@@ -225,11 +225,14 @@ class Admin(QueueClient):
         """The group's committed offset and lag per (logical) queue: the max offsets come from
         one stats request per broker, the committed ones from each queue's broker."""
         out = []
+        queues = self.queues(topic)
         for status in self.topic_status(topic):
             committed = self.committed_offset(group, topic, status.queue_id)
+            start = 0 if committed is None else committed
+            lag = count(queues[status.queue_id], start, status.max_offset) if status.max_offset > start else 0
             out.append(
                 ConsumerProgress(
-                    status.queue_id, status.broker_name, status.max_offset, -1 if committed is None else committed
+                    status.queue_id, status.broker_name, status.max_offset, -1 if committed is None else committed, lag
                 )
             )
         return out

@@ -152,3 +152,61 @@ def _whole_queue(route: TopicRouteData, broker_name: str, queue_id: int) -> Segm
     """A normal topic's queue as the one open segment of a logical queue, from offset 0."""
     item = LogicQueueMappingItem(gen=0, queue_id=queue_id, bname=broker_name, logic_offset=0)
     return Segment(item, route.read_address_of(broker_name))
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentRange:
+    """A physical slice ``[start, end)`` of one segment of a logical queue.
+
+    It carries the queue and segment as planned (they travel to the executor inside the
+    partition), so a replay reads the same slice from the same segment whatever the route
+    says by then."""
+
+    queue: LogicalQueue
+    segment: Segment
+    start: int  # physical, inclusive
+    end: int  # physical, exclusive
+
+    @property
+    def count(self) -> int:
+        return self.end - self.start
+
+    @property
+    def offset_delta(self) -> int:
+        """Logical minus physical offset in this segment."""
+        return self.segment.offset_delta
+
+    @property
+    def logical_start(self) -> int:
+        return self.start + self.offset_delta
+
+    @property
+    def logical_end(self) -> int:
+        return self.end + self.offset_delta
+
+
+def plan_ranges(queue: LogicalQueue, start: int, end: int) -> list[SegmentRange]:
+    """The segment slices holding logical ``[start, end)``, gaps skipped."""
+    out = []
+    for segment in queue.segments:
+        low = max(start, segment.logic_offset)
+        high = end if segment.logical_end is None else min(end, segment.logical_end)
+        if low < high:
+            out.append(SegmentRange(queue, segment, segment.physical(low), segment.physical(high)))
+    return out
+
+
+def count(queue: LogicalQueue, start: int, end: int) -> int:
+    """Messages (offsets actually in segments) in logical ``[start, end)``."""
+    return sum(r.count for r in plan_ranges(queue, start, end))
+
+
+def advance(queue: LogicalQueue, start: int, end: int, n: int) -> int:
+    """The logical offset after taking ``n`` messages from ``start`` (at most up to ``end``)."""
+    if n <= 0:
+        return start
+    for r in plan_ranges(queue, start, end):
+        if n < r.count:
+            return r.logical_start + n
+        n -= r.count
+    return end

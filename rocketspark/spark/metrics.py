@@ -13,9 +13,9 @@ import json
 from typing import Any, Unpack
 
 from rocketspark.client.consumer import Consumer
+from rocketspark.client.logical import count
 from rocketspark.security.client_side import SecurityKwargs
 from rocketspark.spark.driver import Offsets, parse
-from rocketspark.spark.planning import count
 
 Lag = dict[str, dict[int, int]]
 

@@ -1,10 +1,11 @@
-"""Planning micro-batches: logical offset ranges onto physical segments, counts and limits.
+"""Planning micro-batches: a queue's planned ranges split among tasks, and limits.
 
-Pure functions over :class:`~rocketspark.client.logical.LogicalQueue`. Offsets are logical;
-a logical queue's offsets may jump at a segment switch (the gap a remap leaves), so counting
-messages means counting inside segments, never subtracting offsets across a gap. A range
-planned here reads the same records whenever it is read again: the records at a logical
-offset never change, a remap only seals a segment at an end no planned range passed.
+Pure functions. Logical ranges become physical segment slices, and messages are counted inside
+segments (never by subtracting offsets across the gap a remap leaves), in
+:mod:`rocketspark.client.logical` (``plan_ranges``, ``count``, ``advance``): the one rule every
+lag figure uses. A range planned here reads the same records whenever it is read again: the
+records at a logical offset never change, a remap only seals a segment at an end no planned
+range passed.
 """
 
 from __future__ import annotations
@@ -12,38 +13,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from rocketspark.client.logical import LogicalQueue, Segment
-
-
-@dataclass(frozen=True, slots=True)
-class SegmentRange:
-    """A physical slice ``[start, end)`` of one segment of a logical queue.
-
-    It carries the queue and segment as planned (they travel to the executor inside the
-    partition), so a replay reads the same slice from the same segment whatever the route
-    says by then."""
-
-    queue: LogicalQueue
-    segment: Segment
-    start: int  # physical, inclusive
-    end: int  # physical, exclusive
-
-    @property
-    def count(self) -> int:
-        return self.end - self.start
-
-    @property
-    def offset_delta(self) -> int:
-        """Logical minus physical offset in this segment."""
-        return self.segment.offset_delta
-
-    @property
-    def logical_start(self) -> int:
-        return self.start + self.offset_delta
-
-    @property
-    def logical_end(self) -> int:
-        return self.end + self.offset_delta
+from rocketspark.client.logical import SegmentRange
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,33 +22,6 @@ class Bounds:
 
     low: int
     high: int
-
-
-def plan_ranges(queue: LogicalQueue, start: int, end: int) -> list[SegmentRange]:
-    """The segment slices holding logical ``[start, end)``, gaps skipped."""
-    out = []
-    for segment in queue.segments:
-        low = max(start, segment.logic_offset)
-        high = end if segment.logical_end is None else min(end, segment.logical_end)
-        if low < high:
-            out.append(SegmentRange(queue, segment, segment.physical(low), segment.physical(high)))
-    return out
-
-
-def count(queue: LogicalQueue, start: int, end: int) -> int:
-    """Messages (offsets actually in segments) in logical ``[start, end)``."""
-    return sum(r.count for r in plan_ranges(queue, start, end))
-
-
-def advance(queue: LogicalQueue, start: int, end: int, n: int) -> int:
-    """The logical offset after taking ``n`` messages from ``start`` (at most up to ``end``)."""
-    if n <= 0:
-        return start
-    for r in plan_ranges(queue, start, end):
-        if n < r.count:
-            return r.logical_start + n
-        n -= r.count
-    return end
 
 
 def split(ranges: list[SegmentRange], parts: int) -> list[SegmentRange]:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from rocketspark.client.admin import Admin
+from rocketspark.client.logical import SegmentRange
 from rocketspark.client.pipeline import Pipeline
 from rocketspark.client.pulling import STATUS_CODES, PullPlan, next_logical, plan_pull, read_columns
 from rocketspark.codec.arrow import Source, to_record_batch
@@ -32,7 +33,6 @@ from rocketspark.remoting.transport import Transport
 from rocketspark.security.client_side import ClientSecurity
 from rocketspark.spark.arrow import arrow_schema
 from rocketspark.spark.options import Connection
-from rocketspark.spark.planning import SegmentRange
 
 log = logging.getLogger(__name__)
 

@@ -22,10 +22,11 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
+from rocketspark.client.logical import SegmentRange, advance, count, plan_ranges
 from rocketspark.errors import DataLossError, RocketSparkError
 from rocketspark.spark.driver import Catalog, Offsets, ordered, parse
 from rocketspark.spark.options import ReaderOptions
-from rocketspark.spark.planning import SegmentRange, advance, count, distribute, plan_ranges, split
+from rocketspark.spark.planning import distribute, split
 from rocketspark.spark.reading import ReadSpec, read_range
 
 log = logging.getLogger(__name__)

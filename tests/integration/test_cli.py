@@ -55,6 +55,9 @@ def test_admin_commands_print_readable_tables(shared_cluster: LocalCluster, topi
     assert "GET_ROUTEINFO_BY_TOPIC" in counters.stdout
     deleted = admin(ns, "delete-topic", topic_name)
     assert deleted.returncode == 0
+    again = admin(ns, "delete-topic", topic_name)  # it exists nowhere now: said so, exit 1
+    assert again.returncode == 1
+    assert f'topic "{topic_name}" exists on no broker and no nameserver: nothing was deleted' in again.stderr
 
 
 def test_admin_errors_are_one_line_and_exit_1(shared_cluster: LocalCluster) -> None:

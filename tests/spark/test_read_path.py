@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from rocketspark.client.logical import LogicalQueue, Segment
+from rocketspark.client.logical import LogicalQueue, Segment, plan_ranges
 from rocketspark.codec.build import stamped_head
 from rocketspark.codec.layout import BODY_AT
 from rocketspark.errors import DataCorruptedError, DataLossError, RequestTimeoutError
@@ -21,7 +21,7 @@ from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.mapping import LogicQueueMappingItem
 from rocketspark.remoting.server import Dispatcher, create_server
 from rocketspark.spark.options import Connection
-from rocketspark.spark.planning import plan_ranges, split
+from rocketspark.spark.planning import split
 from rocketspark.spark.reading import ReadSpec, read_range
 from tests.helpers import batch_record
 
