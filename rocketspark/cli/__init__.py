@@ -11,8 +11,8 @@
 
 Every admin command takes ``-n/--nameserver`` (or ``ROCKETSPARK_NAMESRV``), and for a cluster
 with security on ``--access-key`` (the secret from ``ROCKETSPARK_SECRET_KEY``) and ``--tls``/
-``--tls-ca-file`` (or their environment variables). Errors print one
-line, ``error: ...``, and exit with status 1.
+``--tls-ca-file`` (or their environment variables), and ``--json`` for one JSON document
+instead of tables. Errors print one line, ``error: ...``, and exit with status 1.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import sys
 from collections.abc import Callable
 
 from rocketspark.cli import acl, admin, cluster_up
-from rocketspark.cli.common import add_connection_arguments
+from rocketspark.cli.common import OUTPUT, add_connection_arguments
 from rocketspark.errors import RocketSparkError
 
 
@@ -33,6 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     admin_parser = sub.add_parser("admin", help="administer a cluster")
     add_connection_arguments(admin_parser)
+    admin_parser.add_argument(
+        "--json", action="store_true", help="print one JSON document instead of tables (anywhere on the line)"
+    )
     cmds = admin_parser.add_subparsers(dest="action", required=True)
 
     def add(name: str, func: Callable[[argparse.Namespace], None], help_text: str) -> argparse.ArgumentParser:
@@ -46,15 +49,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    if "--json" in words and "admin" in words:  # taken after the command too: `admin status orders --json`
+        words.remove("--json")
+        words.insert(words.index("admin") + 1, "--json")
+    args = build_parser().parse_args(words)
+    OUTPUT.json = bool(getattr(args, "json", False))
     try:
         result = args.func(args)
     except RocketSparkError as exc:  # a bad setting (ConfigError) and a failed cluster (ClusterError) too
-        print(f"error: {exc.message}", file=sys.stderr)
-        return 1
+        return _failed(exc.message)
     except OSError as exc:  # a port or directory unusable
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return _failed(str(exc))
     except KeyboardInterrupt:
         return 130
+    OUTPUT.flush()
     return int(result or 0)
+
+
+def _failed(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    OUTPUT.flush(error=message)
+    return 1

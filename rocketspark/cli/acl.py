@@ -8,14 +8,14 @@ import secrets
 import sys
 from typing import Any
 
-from rocketspark.cli.common import admin_client, console, table
+from rocketspark.cli.common import admin_client, say, table
 from rocketspark.errors import ConfigError
 
 
 def _report(what: str, change: Any) -> int:
-    console.print(f"{what} (user table version {change.version}, on {len(change.applied)} servers)")
+    say(f"{what} (user table version {change.version}, on {len(change.applied)} servers)")
     for address, why in change.missed.items():
-        console.print(f"[yellow]missed by {address}[/yellow]: {why} (it catches up when it next registers)")
+        say(f"[yellow]missed by {address}[/yellow]: {why} (it catches up when it next registers)")
     return 0
 
 
@@ -36,7 +36,7 @@ def user_create(args: argparse.Namespace) -> int:
     with admin_client(args) as admin:
         change = admin.create_user(args.name, secret, super_user=args.super)
     if not given:  # made here: shown once, as a cloud console shows a new key
-        console.print(f'secret key of "{args.name}" (shown once; store it now): {secret}', soft_wrap=True)
+        say(f'secret key of "{args.name}" (shown once; store it now): {secret}')
     return _report(f'user "{args.name}" created' + (" (super user)" if args.super else ""), change)
 
 
@@ -47,7 +47,7 @@ def user_update(args: argparse.Namespace) -> int:
     with admin_client(args) as admin:
         change = admin.update_user(args.name, secret, super_user=super_user)
     if secret and not given:
-        console.print(f'new secret key of "{args.name}" (shown once; store it now): {secret}', soft_wrap=True)
+        say(f'new secret key of "{args.name}" (shown once; store it now): {secret}')
     return _report(f'user "{args.name}" updated', change)
 
 

@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from rocketspark.cli.common import admin_client, console, ms, table
+from rocketspark.cli.common import admin_client, ms, say, table
 from rocketspark.errors import RocketSparkError
 from rocketspark.protocol.types import Perm
 
@@ -28,13 +28,13 @@ def admin_create_topic(args: argparse.Namespace) -> None:
     brokers = args.brokers.split(",") if args.brokers else None
     with admin_client(args) as admin:
         created = admin.create_topic(args.topic, queues=args.queues, brokers=brokers, cluster=args.cluster)
-    console.print(f'topic "{args.topic}" with {args.queues} queues on: {", ".join(created)}')
+    say(f'topic "{args.topic}" with {args.queues} queues on: {", ".join(created)}')
 
 
 def admin_delete_topic(args: argparse.Namespace) -> None:
     with admin_client(args) as admin:
         brokers = admin.delete_topic(args.topic)
-    console.print(f'topic "{args.topic}" deleted from {", ".join(brokers) or "no broker"} and every nameserver')
+    say(f'topic "{args.topic}" deleted from {", ".join(brokers) or "no broker"} and every nameserver')
 
 
 def admin_route(args: argparse.Namespace) -> None:
@@ -119,7 +119,7 @@ def admin_drain(args: argparse.Namespace) -> None:
         results = admin.drain_broker(args.broker, wipe_write_perm=not args.keep_write_perm)
     for result in results:
         _print_remap(result)
-    console.print(
+    say(
         f"broker {args.broker} leads no logical queue now"
         + ("" if args.keep_write_perm else "; its write permission is wiped (reads continue)")
     )
@@ -133,14 +133,14 @@ def admin_progress(args: argparse.Namespace) -> None:
         ["queue #", "broker", "broker offset", "consumer offset", "lag"],
         [(r.queue_id, r.broker_name, r.broker_offset, r.consumer_offset, r.lag) for r in rows],
     )
-    console.print(f"total lag: {sum(r.lag for r in rows)}")
+    say(f"total lag: {sum(r.lag for r in rows)}")
 
 
 def admin_perm(writable: bool) -> Callable[[argparse.Namespace], None]:
     def run(args: argparse.Namespace) -> None:
         with admin_client(args) as admin:
             (admin.add_write_perm if writable else admin.wipe_write_perm)(args.broker)
-        console.print(f"broker {args.broker}: write permission {'added' if writable else 'wiped'}")
+        say(f"broker {args.broker}: write permission {'added' if writable else 'wiped'}")
 
     return run
 
@@ -187,7 +187,7 @@ def admin_replicas(args: argparse.Namespace) -> None:
     )
     for name, group in groups.items():
         if group.master is None:
-            console.print(f"group {name} has no master: no live replica of its SyncStateSet (epoch {group.epoch})")
+            say(f"group {name} has no master: no live replica of its SyncStateSet (epoch {group.epoch})")
 
 
 def admin_controller(args: argparse.Namespace) -> None:
@@ -216,7 +216,7 @@ def admin_controller(args: argparse.Namespace) -> None:
 def admin_switchover(args: argparse.Namespace) -> None:
     with admin_client(args) as admin:
         group = admin.switchover(args.group, to=args.to)
-    console.print(f"group {args.group}: master is now {group.master} (epoch {group.epoch})")
+    say(f"group {args.group}: master is now {group.master} (epoch {group.epoch})")
 
 
 Add = Callable[[str, Callable[[argparse.Namespace], None], str], argparse.ArgumentParser]

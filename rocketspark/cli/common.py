@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import json
 import os
 import sys
 from collections.abc import Sequence
@@ -12,6 +13,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from rocketspark.errors import ConfigError
 from rocketspark.security.signing import ENV_SECRET_KEY
@@ -23,7 +25,39 @@ def ms(ts: int) -> str:
     return datetime.fromtimestamp(ts / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S") if ts else "-"
 
 
+class Output:
+    """Where a command's results go: rich tables and lines for a person, or (``--json``) one
+    JSON document for a script, printed when the command ends: ``{"tables": [{"title",
+    "columns", "rows": [{column: value}]}], "messages": [...]}`` (and ``"error"`` on failure)."""
+
+    def __init__(self) -> None:
+        self.json = False
+        self.document: dict[str, Any] = {"tables": [], "messages": []}
+
+    def flush(self, error: str | None = None) -> None:
+        if not self.json:
+            return
+        if error is not None:
+            self.document["error"] = error
+        print(json.dumps(self.document, default=str))
+
+
+OUTPUT = Output()
+
+
+def say(text: str) -> None:
+    """A line for the person running the command (a message in the JSON document)."""
+    if OUTPUT.json:
+        OUTPUT.document["messages"].append(Text.from_markup(text).plain)
+    else:
+        console.print(text, soft_wrap=True)
+
+
 def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    if OUTPUT.json:
+        records = [dict(zip(columns, row, strict=True)) for row in rows]
+        OUTPUT.document["tables"].append({"title": title, "columns": list(columns), "rows": records})
+        return
     shown = Table(title=title, title_justify="left")
     for column in columns:
         shown.add_column(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import signal
@@ -58,6 +59,20 @@ def test_admin_commands_print_readable_tables(shared_cluster: LocalCluster, topi
     again = admin(ns, "delete-topic", topic_name)  # it exists nowhere now: said so, exit 1
     assert again.returncode == 1
     assert f'topic "{topic_name}" exists on no broker and no nameserver: nothing was deleted' in again.stderr
+
+
+def test_admin_json_prints_one_document_a_script_can_read(shared_cluster: LocalCluster, topic_name: str) -> None:
+    ns = shared_cluster.nameserver
+    created = admin(ns, "--json", "create-topic", topic_name, "--queues", "2")
+    assert json.loads(created.stdout)["messages"] == [f'topic "{topic_name}" with 2 queues on: broker-a, broker-b']
+    status = admin(ns, "status", topic_name, "--json")  # the flag may follow the command
+    [queues] = json.loads(status.stdout)["tables"]
+    assert [row["queue #"] for row in queues["rows"]] == [0, 1, 2, 3] and queues["columns"][0] == "queue #"
+    progress = json.loads(admin(ns, "progress", "nobody", topic_name, "--json").stdout)
+    assert sum(row["lag"] for row in progress["tables"][0]["rows"]) == 0
+    failed = admin(ns, "--json", "status", "no-such-topic")
+    assert failed.returncode == 1 and 'topic "no-such-topic" does not exist' in json.loads(failed.stdout)["error"]
+    admin(ns, "delete-topic", topic_name)
 
 
 def test_admin_errors_are_one_line_and_exit_1(shared_cluster: LocalCluster) -> None:
@@ -165,6 +180,10 @@ def test_every_admin_command_of_the_readme_runs_as_written(make_cluster: Callabl
         form for line in readme for form in (["counters", "counters --broker broker-a"] if "[" in line else [line])
     ]
 
+    def status_json(out: str) -> None:
+        [shown] = json.loads(out)["tables"]
+        assert shown["title"] == "status of orders" and len(shown["rows"]) == 16  # 8 queues on each broker
+
     def clusters(out: str) -> None:
         assert "DefaultCluster" in out and cluster.brokers["broker-a"] in out and cluster.brokers["broker-b"] in out
 
@@ -246,6 +265,7 @@ def test_every_admin_command_of_the_readme_runs_as_written(make_cluster: Callabl
         "create-topic orders --queues 8": create_topic,
         "route orders": route,
         "status orders": status,
+        "status orders --json": status_json,
         "create-static-topic events --queues 8": create_static_topic,
         "remap events --queues 0,1 --to-broker broker-b": remap_queues,
         "remap events --total-queues 12": remap_total,
