@@ -24,6 +24,24 @@ def admin_clusters(args: argparse.Namespace) -> None:
     table("clusters", ["cluster", "broker", "address", "perm", "topics count", "last heartbeat"], rows)
 
 
+SYSTEM_PREFIXES = ("%RETRY%", "%DLQ%", "rmq_sys_", "RMQ_SYS_", "TBW102")  # kept by the cluster itself
+
+
+def admin_topics(args: argparse.Namespace) -> None:
+    """Every topic the nameservers know: its kind, logical queues and brokers (mqadmin topicList)."""
+    rows = []
+    with admin_client(args) as admin:
+        for name in sorted(admin.topics()):
+            try:
+                route = admin.topic_route(name)
+            except RocketSparkError:  # deleted between the list and its route
+                continue
+            kind = "static" if route.mapping else "system" if name.startswith(SYSTEM_PREFIXES) else "normal"
+            brokers = sorted({q.broker_name for q in route.queues})
+            rows.append((name, kind, len(admin.queues(name)), ", ".join(brokers)))
+    table("topics", ["topic", "kind", "queues", "brokers"], rows)
+
+
 def admin_create_topic(args: argparse.Namespace) -> None:
     brokers = args.brokers.split(",") if args.brokers else None
     with admin_client(args) as admin:
@@ -224,6 +242,7 @@ Add = Callable[[str, Callable[[argparse.Namespace], None], str], argparse.Argume
 
 def add_commands(add: Add) -> None:
     add("clusters", admin_clusters, "list clusters and brokers")
+    add("topics", admin_topics, "list topics: kind (normal, static, system), logical queues, brokers")
     p = add("create-topic", admin_create_topic, "create or update a topic on every broker (or the ones given)")
     p.add_argument("topic")
     p.add_argument("--queues", type=int, default=8, help="queues per broker")

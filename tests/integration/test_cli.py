@@ -180,6 +180,11 @@ def test_every_admin_command_of_the_readme_runs_as_written(make_cluster: Callabl
         form for line in readme for form in (["counters", "counters --broker broker-a"] if "[" in line else [line])
     ]
 
+    def topics(out: str) -> None:
+        rows = table_rows(out)
+        assert ["orders", "normal", "16", "broker-a, broker-b"] in rows
+        assert ["events", "static", "8", "broker-a, broker-b"] in rows
+
     def status_json(out: str) -> None:
         [shown] = json.loads(out)["tables"]
         assert shown["title"] == "status of orders" and len(shown["rows"]) == 16  # 8 queues on each broker
@@ -267,6 +272,7 @@ def test_every_admin_command_of_the_readme_runs_as_written(make_cluster: Callabl
         "status orders": status,
         "status orders --json": status_json,
         "create-static-topic events --queues 8": create_static_topic,
+        "topics": topics,
         "remap events --queues 0,1 --to-broker broker-b": remap_queues,
         "remap events --total-queues 12": remap_total,
         "drain-broker broker-b": drain,
