@@ -18,6 +18,8 @@ instead of tables. Errors print one line, ``error: ...``, and exit with status 1
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import sys
 from collections.abc import Callable
 
@@ -46,6 +48,16 @@ def build_parser() -> argparse.ArgumentParser:
     admin.add_commands(add)
     acl.add_commands(cmds)
     return parser
+
+
+def run() -> None:
+    """The console script: ``main``, then out at once. Every client was closed by then; a
+    background thread of gRPC's must not keep a finished command from exiting."""
+    code = main()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def main(argv: list[str] | None = None) -> int:

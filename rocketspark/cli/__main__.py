@@ -1,7 +1,5 @@
 """``python -m rocketspark.cli``."""
 
-import sys
+from rocketspark.cli import run
 
-from rocketspark.cli import main
-
-sys.exit(main())
+run()
