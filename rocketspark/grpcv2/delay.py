@@ -20,8 +20,9 @@ from typing import Final
 from rocketspark.errors import NoRouteInfoError, RocketSparkError, TopicNotExistError
 from rocketspark.grpcv2.clients import Clients
 from rocketspark.grpcv2.held import Broker, HeldLog, Holder
-from rocketspark.grpcv2.mapping import DELIVER_MS, HELD, REAL_TOPIC, Refused
+from rocketspark.grpcv2.mapping import HELD, Refused
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
+from rocketspark.protocol.properties import DELIVER_MS, REAL_TOPIC
 from rocketspark.protocol.types import Message, MessageExt
 
 log = logging.getLogger(__name__)

@@ -34,8 +34,6 @@ from rocketspark.protocol.group_topics import DUE_AT_MS, ORIGIN_MESSAGE_ID, RECO
 from rocketspark.protocol.properties import DELIVER_MS, REAL_TOPIC, SHARDING_KEY, UNIQ_KEY
 from rocketspark.protocol.types import Message, MessageExt
 
-__all__ = ["DELIVER_MS", "REAL_TOPIC", "SHARDING_KEY", "UNIQ_KEY"]  # re-exported for the endpoint's modules
-
 RESERVED: Final = frozenset({UNIQ_KEY, SHARDING_KEY})
 HELD: Final = frozenset({REAL_TOPIC, DELIVER_MS})  # what a held message carries
 SYSTEM_TOPIC_PREFIXES: Final = ("rmq_sys_", "RMQ_SYS_")  # where the endpoint holds messages

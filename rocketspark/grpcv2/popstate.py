@@ -25,7 +25,7 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass, field
 
-from rocketspark.grpcv2.mapping import SHARDING_KEY
+from rocketspark.protocol.properties import SHARDING_KEY
 from rocketspark.protocol.types import MessageExt
 
 

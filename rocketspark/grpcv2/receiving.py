@@ -23,11 +23,12 @@ from dataclasses import dataclass, field
 
 from rocketspark.errors import RocketSparkError, SystemBusyError
 from rocketspark.grpcv2.clients import Clients, in_thread
-from rocketspark.grpcv2.mapping import UNIQ_KEY, Refused
+from rocketspark.grpcv2.mapping import Refused
 from rocketspark.grpcv2.ownership import Ownership
 from rocketspark.grpcv2.popstate import Inflight, PopQueue, Receipt
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
 from rocketspark.protocol.group_topics import ORIGIN_MESSAGE_ID, RECONSUME_TIME, RETRY_TOPIC, dlq_topic
+from rocketspark.protocol.properties import UNIQ_KEY
 from rocketspark.protocol.types import Message, MessageExt, PullStatus
 
 log = logging.getLogger(__name__)
@@ -315,12 +316,13 @@ class Pop:
 
     async def commit(self) -> None:
         """Store every queue's watermark that moved since it was last stored."""
-        moved = [
+        marks = [
             (state, queue, queue.watermark())
             for state in list(self.states.values())
             for queue in state.queues.values()
-            if queue.queue_id in state.owned and queue.watermark() != queue.committed
+            if queue.queue_id in state.owned
         ]
+        moved = [(state, queue, mark) for state, queue, mark in marks if mark != queue.committed]
         if not moved:
             return
         try:

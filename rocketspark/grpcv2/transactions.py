@@ -24,8 +24,9 @@ from dataclasses import dataclass
 
 from rocketspark.grpcv2.clients import Clients
 from rocketspark.grpcv2.held import Broker, Holder
-from rocketspark.grpcv2.mapping import HELD, REAL_TOPIC, UNIQ_KEY, Refused
+from rocketspark.grpcv2.mapping import HELD, Refused
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
+from rocketspark.protocol.properties import REAL_TOPIC, UNIQ_KEY
 from rocketspark.protocol.types import Message, MessageExt
 
 log = logging.getLogger(__name__)
