@@ -42,6 +42,8 @@ class BrokerConfig(SecuritySettings):
     scrub_pause_ms: int = 60_000  # pause between two scrub passes
     retention_hours: float = 72.0
     retention_check_interval_ms: int = 10_000
+    disk_max_used_ratio: float = 0.75  # above it the oldest segments are deleted first (diskMaxUsedSpaceRatio)
+    disk_refuse_writes_ratio: float = 0.90  # above it sends are refused until space is freed
     max_message_bytes: int = 4 * MiB  # one message's body
     max_batch_bytes: int = 0  # one sent batch record, its section uncompressed (0: see batch_limit)
     max_pull_bytes: int = 8 * MiB  # cap on one pull response
@@ -56,6 +58,7 @@ class BrokerConfig(SecuritySettings):
     consumer_expired_ms: int = 120_000  # a consumer silent this long leaves its group
     offset_flush_interval_ms: int = 5000  # persist consumer offsets this often
     mapping_clean_interval_ms: int = 300_000  # drop expired static-topic segments this often
+    key_index_enable: bool = True  # index messages' keys on disk for admin query-msg --key (messageIndexEnable)
     dedupe_retention_hours: float = 24.0  # idempotent producers are remembered this long
 
     # replica groups (controller mode): brokers sharing broker_name, each its own replica_id
@@ -65,6 +68,7 @@ class BrokerConfig(SecuritySettings):
     ha_ack_timeout_ms: int = 3000  # longer than this without them: FLUSH_SLAVE_TIMEOUT
     ha_max_time_slave_not_catchup_ms: int = 15_000  # a slave behind this long leaves the SyncStateSet
     ha_listen_port: int = 0  # the HA port the log travels to slaves on (0: any free one; slaves ask)
+    metrics_port: int = 0  # Prometheus /metrics over HTTP (HTTPS with tls_enable); 0: any free one, -1: off
     grpc_listen_port: int = 0  # the RocketMQ 5 gRPC (v2) endpoint for the official clients; 0: any free one, -1: off
     pop_min_invisible_ms: int = 10_000  # the shortest invisible duration a v2 receive may ask (RocketMQ's proxy)
     pop_max_invisible_ms: int = 12 * 3_600_000  # and the longest
@@ -96,8 +100,15 @@ class BrokerConfig(SecuritySettings):
             raise ConfigError(
                 "transaction_timeout_ms, transaction_check_interval_ms and transaction_check_max must be > 0"
             )
+        if not -1 <= self.metrics_port < 65536:
+            raise ConfigError(f"metrics_port {self.metrics_port} is not a port number (0-65535), or -1 (off)")
         if not -1 <= self.grpc_listen_port < 65536:
             raise ConfigError(f"grpc_listen_port {self.grpc_listen_port} is not a port number (0-65535), or -1 (off)")
+        if not 0 < self.disk_max_used_ratio <= self.disk_refuse_writes_ratio <= 1:
+            raise ConfigError(
+                f"disk ratios must satisfy 0 < disk_max_used_ratio ({self.disk_max_used_ratio}) <= "
+                f"disk_refuse_writes_ratio ({self.disk_refuse_writes_ratio}) <= 1"
+            )
         if self.max_message_bytes <= 0 or self.max_inflight_request_bytes <= 0:
             raise ConfigError("max_message_bytes and max_inflight_request_bytes must be positive")
         if self.max_batch_bytes and self.max_batch_bytes < self.max_message_bytes + 4096:

@@ -22,6 +22,9 @@ class ConsumerGroups:
         self.expired_s = expired_ms / 1000
         self.groups: dict[str, dict[str, float]] = {}  # group -> client id -> last heartbeat (monotonic)
         self.locks: dict[tuple[str, str, int], str] = {}  # (group, topic, queue id) -> the holding client id
+        # group -> topic -> (reset id, logical queue -> offset): the latest offset reset, told to
+        # the group's members in heartbeat answers (kept in memory; the offsets are committed)
+        self.resets: dict[str, dict[str, tuple[int, dict[int, int]]]] = {}
 
     def heartbeat(self, group: str, client_id: str) -> None:
         self.groups.setdefault(group, {})[client_id] = time.monotonic()
@@ -51,3 +54,14 @@ class ConsumerGroups:
         for client_id in [c for c, seen in members.items() if seen < cutoff]:
             del members[client_id]
         return sorted(members)
+
+    def reset(self, group: str, topic: str, version: int, offsets: dict[int, int]) -> None:
+        """An admin reset the group's offsets of ``topic``: its members move there."""
+        self.resets.setdefault(group, {})[topic] = (version, offsets)
+
+    def resets_for(self, group: str) -> dict[str, list[object]]:
+        """The group's resets as a heartbeat answer carries them: topic -> [id, {queue: offset}]."""
+        return {
+            topic: [version, {str(q): o for q, o in offsets.items()}]
+            for topic, (version, offsets) in self.resets.get(group, {}).items()
+        }

@@ -19,18 +19,21 @@ from grpc import aio
 from broker.config import BrokerConfig
 from broker.consumers import ConsumerGroups
 from broker.dedupe import ProducerTable
+from broker.diskuse import DiskUse
 from broker.ha.controller_client import ControllerLink
 from broker.ha.epochs import EpochFile
 from broker.ha.metadata import BrokerMetadata
 from broker.ha.replication import Replication
 from broker.ha.role import Role
-from broker.handlers import admin, consumers, ha, offsets, pull, send, static
+from broker.handlers import admin, consumers, ha, lookup, offsets, pull, send, static
 from broker.longpoll import LongPollHub
 from broker.metadata import BrokerFile, check_identity
+from broker.metrics import broker_metrics
 from broker.offsets import ConsumerOffsets
 from broker.registry import Registry
 from broker.static_cleanup import SegmentOffsets, clean_expired_segments
 from broker.static_topics import StaticTopics
+from broker.store.keyindex import KeyIndex
 from broker.store.metafile import MetadataCorrupted, read_json, write_json_atomic
 from broker.store.recovery import RecoveryReport
 from broker.store.store import MessageStore
@@ -68,6 +71,8 @@ class Broker:
         self.static = StaticTopics(self.data_dir / "config" / "topicQueueMapping.json", self.name)
         self.producers = ProducerTable(self.data_dir / "config" / "producers.json", config.dedupe_retention_hours)
         self.store = MessageStore(config.store_config(), accepts=self.topics.accepts)
+        self.disk = DiskUse(self.name, self.store, config.disk_max_used_ratio, config.disk_refuse_writes_ratio)
+        self.keys = KeyIndex(self.data_dir / "index" / "keys.db", self.store) if config.key_index_enable else None
         self.longpoll = LongPollHub()
         self.consumers = ConsumerGroups(config.consumer_expired_ms)
         self.acl = config.acl_store(self.data_dir / "config" / "acl.json")
@@ -120,6 +125,7 @@ class Broker:
             if config.controller_mode
             else None
         )
+        self.metrics = broker_metrics(self) if config.metrics_port >= 0 else None
         self._register_handlers()
 
     def _register_handlers(self) -> None:
@@ -134,7 +140,17 @@ class Broker:
             self.longpoll,
         )
         self.send_context = send.SendContext(
-            self.name, self.config, topics, static_, store, self.producers, longpoll, role, self.replication, registry
+            self.name,
+            self.config,
+            topics,
+            static_,
+            store,
+            self.producers,
+            longpoll,
+            role,
+            self.replication,
+            registry,
+            self.disk,
         )
         self.pull_context = pull.PullContext(self.config, topics, static_, store, longpoll)
         self.static_context = static.StaticContext(
@@ -157,8 +173,9 @@ class Broker:
         d = self.dispatcher
         send.register(d, self.send_context)
         pull.register(d, self.pull_context)
-        offsets.register(d, offsets.OffsetsContext(topics, store, self.offsets, role))
-        consumers.register(d, consumers.ConsumersContext(self.consumers, topics, store, role, registry))
+        offsets.register(d, offsets.OffsetsContext(topics, store, self.offsets, role, static_))
+        consumers.register(d, consumers.ConsumersContext(self.consumers, topics, store, role, registry, self.offsets))
+        lookup.register(d, lookup.LookupContext(self.name, topics, static_, store, self.keys))
         admin.register(d, admin_context)
         static.register(d, self.static_context)
         ha.register(d, ha.HaContext(role, store, self.epochs, self.replication))
@@ -183,6 +200,9 @@ class Broker:
         saved = read_json(self.data_dir / "config" / "broker.json", default={}, shape=BrokerFile)
         self.topics.broker_perm = int(saved.get("brokerPermission", self.perm))
         report = self.store.open()
+        self.disk.refresh()
+        if self.keys is not None:
+            self.keys.open()
         replayed = self.producers.replay_log(self.store.records_after(self.producers.saved_upto))
         if replayed:
             log.info("broker %s: %d idempotent batches after the saved producer table replayed", self.name, replayed)
@@ -237,6 +257,8 @@ class Broker:
             self.controller.close()
         self.topics.close()
         self.offsets.persist()
+        if self.keys is not None:
+            self.keys.close()
         self.store.close()
         self.producers.persist(self.store.flushed_offset)  # after the store flushed everything
         self.registry.close()
@@ -297,11 +319,13 @@ class Broker:
             self._every(self.config.offset_flush_interval_ms, "offset persist", self.offsets.save),
             self._every(self.config.checkpoint_interval_ms, "producer table persist", self.save_producers),
             self._every(self.config.retention_check_interval_ms, "retention", self.apply_retention),
+            self._every(1000, "disk check", self.disk.refresh),
             self._every(self.config.mapping_clean_interval_ms, "static segment cleanup", self.clean_mappings),
         ]
 
     def apply_retention(self) -> None:
         self.store.delete_expired(blocking=False)  # skipped while the flusher holds the store
+        self.disk.make_room()
 
     async def save_producers(self) -> None:
         await self.producers.save(self.store.flushed_offset)
@@ -314,39 +338,62 @@ class Broker:
 
 
 def create_server(config: BrokerConfig) -> tuple[aio.Server, int, Broker]:
-    """Open the store and bind the gRPC server (not started); port 0 picks a free port."""
+    """Open the store and bind the gRPC server (not started); port 0 picks a free port. The
+    metrics port is bound first: if any port cannot be bound, nothing is left open."""
     broker = Broker(config)
-    report = broker.open()
-    for line in report.lines():
-        (log.warning if report.damage else log.info)("broker %s: %s", broker.name, line)
-    server, port = bind_server(broker.dispatcher, config.listen_host, config.listen_port, broker.security.server_tls)
-    broker.address = f"{config.advertised_address}:{port}"
-    if config.grpc_listen_port >= 0:
-        endpoint = GrpcEndpoint(
-            GrpcCluster(config.nameservers, broker.security, config.max_message_bytes),
-            broker.dispatcher.guard,
-            lambda: broker.grpc_address,
-            GrpcHost(
-                config.broker_name,
-                lambda: broker.role.is_master,
-                lambda topic: broker.topics.get(topic) is not None,
-                PopLimits(
-                    config.pop_min_invisible_ms,
-                    config.pop_max_invisible_ms,
-                    max(config.pop_min_invisible_ms, min(60_000, config.pop_max_invisible_ms)),
-                    config.pop_max_reconsume_times,
-                ),
-                CheckRules(
-                    config.transaction_timeout_ms, config.transaction_check_interval_ms, config.transaction_check_max
-                ),
-            ),
+    if broker.metrics is not None:
+        url = broker.metrics.serve(
+            config.listen_host, config.metrics_port, config.advertised_address, broker.security.server_tls
         )
-        broker.grpc_server, grpc_port = bind_grpc(
-            endpoint, config.listen_host, config.grpc_listen_port, broker.security.server_tls
+        log.info("broker %s: metrics on %s", broker.name, url)
+    opened = False
+    try:
+        report = broker.open()
+        opened = True
+        for line in report.lines():
+            (log.warning if report.damage else log.info)("broker %s: %s", broker.name, line)
+        server, port = bind_server(
+            broker.dispatcher, config.listen_host, config.listen_port, broker.security.server_tls
         )
-        broker.grpc_address = f"{config.advertised_address}:{grpc_port}"
-        broker.grpc_endpoint = endpoint
+        broker.address = f"{config.advertised_address}:{port}"
+        _bind_endpoint(broker, config)
+    except BaseException:
+        if broker.metrics is not None:
+            broker.metrics.close()
+        if opened:
+            broker.close()
+        raise
     return server, port, broker
+
+
+def _bind_endpoint(broker: Broker, config: BrokerConfig) -> None:
+    """The RocketMQ 5 gRPC endpoint (bound, not started), unless grpc_listen_port = -1."""
+    if config.grpc_listen_port < 0:
+        return
+    endpoint = GrpcEndpoint(
+        GrpcCluster(config.nameservers, broker.security, config.max_message_bytes),
+        broker.dispatcher.guard,
+        lambda: broker.grpc_address,
+        GrpcHost(
+            config.broker_name,
+            lambda: broker.role.is_master,
+            lambda topic: broker.topics.get(topic) is not None,
+            PopLimits(
+                config.pop_min_invisible_ms,
+                config.pop_max_invisible_ms,
+                max(config.pop_min_invisible_ms, min(60_000, config.pop_max_invisible_ms)),
+                config.pop_max_reconsume_times,
+            ),
+            CheckRules(
+                config.transaction_timeout_ms, config.transaction_check_interval_ms, config.transaction_check_max
+            ),
+        ),
+    )
+    broker.grpc_server, grpc_port = bind_grpc(
+        endpoint, config.listen_host, config.grpc_listen_port, broker.security.server_tls, broker.metrics
+    )
+    broker.grpc_address = f"{config.advertised_address}:{grpc_port}"
+    broker.grpc_endpoint = endpoint
 
 
 async def start(server: aio.Server, broker: Broker) -> list[asyncio.Task[None]]:
@@ -367,6 +414,8 @@ async def start(server: aio.Server, broker: Broker) -> list[asyncio.Task[None]]:
             await server.stop(grace=0)
             if broker.grpc_server is not None:
                 await broker.grpc_server.stop(grace=0)
+            if broker.metrics is not None:
+                broker.metrics.close()
             broker.close()
             raise  # another replica holds this id, or the group is another cluster's: a config error
         except RocketSparkError as exc:
@@ -398,6 +447,8 @@ async def stop(server: aio.Server, broker: Broker, tasks: list[asyncio.Task[None
         await broker.grpc_endpoint.stop()
     await server.stop(grace=2)
     await broker.registry.unregister_all()
+    if broker.metrics is not None:
+        broker.metrics.close()
     broker.close()
     log.info("broker %s stopped cleanly", broker.name)
 

@@ -22,6 +22,7 @@ _HOST_PORT = re.compile(r"[^\s:]+:[0-9]{1,5}")
 class NameServerConfig(SecuritySettings):
     listen_host: str = "127.0.0.1"
     listen_port: int = 9876  # 0 picks a free port
+    metrics_port: int = 0  # Prometheus /metrics over HTTP (HTTPS with tls_enable); 0: any free one, -1: off
     scan_interval_ms: int = 5000  # how often silent brokers are looked for (4.x: 10 s)
     broker_expired_ms: int = 120_000  # a broker silent this long is dropped from routes
     notify_scan_interval_ms: int = 1000  # push changed routes' names this often
@@ -38,6 +39,8 @@ class NameServerConfig(SecuritySettings):
         self.check_security(self.listen_host)
         if not 0 <= self.listen_port < 65536:
             raise ConfigError(f"listen_port {self.listen_port} is not a port number (0-65535)")
+        if not -1 <= self.metrics_port < 65536:
+            raise ConfigError(f"metrics_port {self.metrics_port} is not a port number (0-65535), or -1 (off)")
         if self.scan_interval_ms <= 0 or self.broker_expired_ms <= 0 or self.notify_scan_interval_ms <= 0:
             raise ConfigError("scan_interval_ms, broker_expired_ms and notify_scan_interval_ms must be positive")
         if self.notify_max_load_per_cpu < 0:

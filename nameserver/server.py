@@ -14,9 +14,11 @@ from grpc import aio
 
 from nameserver.config import NameServerConfig
 from nameserver.controller.service import SCAN_INTERVAL_MS, Controller, register_disabled
+from nameserver.metrics import nameserver_metrics
 from nameserver.notify import RouteNotifier
 from nameserver.routes import RouteTable
 from rocketspark.errors import BrokerNotExistError, TopicNotExistError
+from rocketspark.metrics.node import NodeMetrics
 from rocketspark.protocol.codec import pack, unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
@@ -46,6 +48,7 @@ class NameServer:
         self._masters: dict[str, tuple[str | None, int]] = {}  # group -> (master, epoch), last seen
         self.address = ""
         self.dropped_brokers = 0
+        self.metrics: NodeMetrics | None = None  # once bound, unless metrics_port = -1
         self._register_handlers()
 
     def _register_handlers(self) -> None:
@@ -211,6 +214,10 @@ def create_server(config: NameServerConfig) -> tuple[aio.Server, int, NameServer
     nameserver = NameServer(config)
     server, port = bind_server(nameserver.dispatcher, config.listen_host, config.listen_port, config.server_tls())
     nameserver.address = f"{config.listen_host}:{port}"
+    if config.metrics_port >= 0:
+        nameserver.metrics = nameserver_metrics(nameserver, nameserver.address)
+        url = nameserver.metrics.serve(config.listen_host, config.metrics_port, config.listen_host, config.server_tls())
+        log.info("nameserver %s: metrics on %s", nameserver.address, url)
     return server, port, nameserver
 
 
@@ -227,6 +234,8 @@ async def stop(server: aio.Server, nameserver: NameServer, tasks: list[asyncio.T
     await server.stop(grace=1)
     if nameserver.controller is not None:
         await nameserver.controller.stop()
+    if nameserver.metrics is not None:
+        nameserver.metrics.close()
     log.info("nameserver %s stopped cleanly", nameserver.address)
 
 

@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 import shutil
-import socket
 import sys
 import tempfile
 from collections.abc import Awaitable, Callable
@@ -28,6 +26,7 @@ from typing import Any, Self
 
 from rocketspark.configfile import from_mapping
 from rocketspark.errors import ClusterError
+from rocketspark.ports import free_port
 from rocketspark.security.local import LocalSecurity
 from rocketspark.servers import (
     READY_TIMEOUT_S,
@@ -115,6 +114,8 @@ class LocalCluster:
         self._by_address: dict[str, tuple[str, int]] = {}  # replica address -> (group, replica id)
         self._grpc_ports: dict[str, int] = {}  # a server's v2 endpoint port, kept across restarts
         self.grpc_endpoints: dict[str, str] = {}  # broker or replica name -> its v2 endpoint
+        self._metrics_ports: dict[str, int] = {}  # a server's metrics port, kept across restarts
+        self.metrics_urls: dict[str, str] = {}  # server name -> its /metrics URL (Prometheus scrapes it)
 
     @property
     def grpc_endpoint(self) -> str:
@@ -187,7 +188,7 @@ class LocalCluster:
     def _start_nameservers(self) -> None:
         """Every nameserver; with replica groups each runs a controller, and several
         controllers form one Raft group (each one's peers are the others)."""
-        raft = [f"127.0.0.1:{_free_port()}" for _ in range(self.nameserver_count)]
+        raft = [f"127.0.0.1:{free_port()}" for _ in range(self.nameserver_count)]
         for index in range(self.nameserver_count):
             values: dict[str, Any] = {
                 "listen_host": "127.0.0.1",
@@ -201,7 +202,7 @@ class LocalCluster:
                     "controller_peers": [a for a in raft if a != raft[index]],
                     "controller_data_dir": str(self.data_dir / f"{_nameserver_key(index)}-controller"),
                 }
-            self._nameserver_values.append(values | self.nameserver_config)
+            self._nameserver_values.append(self._with_metrics(_nameserver_key(index), values | self.nameserver_config))
             self.nameserver_addresses.append("")
         for index in range(self.nameserver_count):  # one by one: a controller with peers serves at once,
             self._start_nameserver(index)  # and requests wait for a Raft leader
@@ -263,9 +264,10 @@ class LocalCluster:
 
     def _start_broker_server(self, key: str, values: dict[str, Any]) -> str:
         if values.get("grpc_listen_port", 0) == 0:  # chosen here, so that grpc_endpoint can name it
-            values = values | {"grpc_listen_port": self._grpc_ports.setdefault(key, _free_port())}
+            values = values | {"grpc_listen_port": self._grpc_ports.setdefault(key, free_port())}
         if values["grpc_listen_port"] > 0:
             self.grpc_endpoints[key] = f"127.0.0.1:{values['grpc_listen_port']}"
+        values = self._with_metrics(key, values)
         if self.processes:
             return self._start_process(key, "broker", values)
         from broker import server
@@ -273,6 +275,16 @@ class LocalCluster:
 
         config = from_mapping(BrokerConfig, values, f"broker {key} config")
         return self._start_inproc(key, lambda: server.create_server(config), server.start, server.stop)
+
+    def _with_metrics(self, key: str, values: dict[str, Any]) -> dict[str, Any]:
+        """A server's config with its metrics port chosen here (kept across restarts, so that
+        ``metrics_urls`` names it before it starts and a scraper keeps finding it)."""
+        port = values.get("metrics_port", 0)
+        if port == 0:
+            port = self._metrics_ports.setdefault(key, free_port())
+        if port > 0:
+            self.metrics_urls[key] = f"{'https' if self.tls else 'http'}://127.0.0.1:{port}/metrics"
+        return values | {"metrics_port": port}
 
     # -- replica groups -----------------------------------------------------------------------
 
@@ -406,34 +418,3 @@ def _nameserver_key(index: int) -> str:
 def _key(group: str, replica_id: int) -> str:
     """A replica's name for its process, log and data directory."""
     return f"{group}-r{replica_id}"
-
-
-def _free_port() -> int:
-    """A port free now, for a server whose address must be known before it starts (the
-    controller's Raft, the v2 endpoint). Taken below the kernel's ephemeral range: a port
-    from there could be given to some outgoing connection before the server binds it."""
-    low = _ephemeral_low()
-    for _ in range(200):
-        port = random.randrange(PRIVATE_PORTS_FROM, low)
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    with socket.socket() as probe:  # the range below is crowded: any free port
-        probe.bind(("127.0.0.1", 0))
-        chosen: int = probe.getsockname()[1]
-        return chosen
-
-
-PRIVATE_PORTS_FROM = 20_000
-
-
-def _ephemeral_low() -> int:
-    """The first port of the kernel's ephemeral range (Linux; 32768 elsewhere)."""
-    try:
-        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 32768
-    return max(low, PRIVATE_PORTS_FROM + 1000)

@@ -189,6 +189,12 @@ class MessageTooLargeError(MessageIllegalError):
     pass
 
 
+class MessageNotFoundError(ServerError):
+    """No stored message matches a look-up by id (QUERY_NOT_FOUND)."""
+
+    code = int(ResponseCode.QUERY_NOT_FOUND)
+
+
 class ServiceNotAvailableError(ServerError):
     code = int(ResponseCode.SERVICE_NOT_AVAILABLE)
     retriable = True
@@ -197,6 +203,11 @@ class ServiceNotAvailableError(ServerError):
 class StoreWriteError(ServiceNotAvailableError):
     """The broker could not write its store (ENOSPC, EIO): nothing of the request was stored,
     and the broker keeps serving reads. Another broker may take the write."""
+
+
+class DiskFullError(StoreWriteError):
+    """The broker's disk is above ``disk_refuse_writes_ratio``: sends are refused (nothing is
+    stored) until space is freed; reads go on."""
 
 
 class NoPermissionError(ServerError):

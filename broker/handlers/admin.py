@@ -14,7 +14,6 @@ from typing import Any
 
 from broker.dedupe import ProducerTable
 from broker.ha.role import Role
-from broker.handlers.offsets import LOGICAL_PREFIX
 from broker.longpoll import LongPollHub
 from broker.offsets import ConsumerOffsets
 from broker.registry import Registry
@@ -25,6 +24,7 @@ from rocketspark.errors import InvalidParameterError, TopicNotExistError
 from rocketspark.protocol.codec import pack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.group_topics import LOGICAL_PREFIX
 from rocketspark.protocol.headers import get_int, get_str
 from rocketspark.protocol.types import Perm, TopicConfig
 from rocketspark.protocol.validation import validate_topic_name

@@ -12,10 +12,12 @@ from dataclasses import dataclass
 
 from broker.consumers import ConsumerGroups
 from broker.ha.role import Role
+from broker.offsets import ConsumerOffsets
 from broker.registry import Registry
 from broker.store.store import MessageStore
 from broker.topics import TopicTable
 from rocketspark.errors import IllegalTopicNameError
+from rocketspark.protocol.codec import pack, unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.group_topics import dlq_topic, retry_topic
@@ -32,6 +34,7 @@ class ConsumersContext:
     store: MessageStore
     role: Role
     registry: Registry
+    offsets: ConsumerOffsets
 
 
 async def ensure_group_topics(ctx: ConsumersContext, group: str) -> None:
@@ -58,7 +61,7 @@ def register(dispatcher: Dispatcher, ctx: ConsumersContext) -> None:
         group, client_id = get_str(cmd, "consumerGroup"), get_str(cmd, "clientId")
         await ensure_group_topics(ctx, group)
         groups.heartbeat(group, client_id)
-        return cmd.response(ext={"members": groups.members(group)})
+        return cmd.response(ext={"members": groups.members(group), "resets": groups.resets_for(group)})
 
     async def unregister(cmd: RemotingCommand) -> RemotingCommand:
         group, client_id = get_str(cmd, "consumerGroup"), get_str(cmd, "clientId")
@@ -81,6 +84,21 @@ def register(dispatcher: Dispatcher, ctx: ConsumersContext) -> None:
         groups.unlock(*lock_key(cmd))
         return cmd.response()
 
+    async def all_offsets(cmd: RemotingCommand) -> RemotingCommand:
+        """Every group this broker keeps progress of, or has members of (mqadmin's
+        consumerProgress with no group): offsets by "topic@group", and members by group."""
+        offsets = {key: {str(q): o for q, o in queues.items()} for key, queues in ctx.offsets.table.items()}
+        members = {group: groups.members(group) for group in list(groups.groups)}
+        return cmd.response(body=pack({"offsets": offsets, "members": members}))
+
+    async def reset(cmd: RemotingCommand) -> RemotingCommand:
+        body = unpack(cmd.body)  # its shape was checked at the edge: shapes.ResetOffsetBody
+        offsets = {int(q): int(o) for q, o in body["offsets"].items()}
+        groups.reset(get_str(cmd, "consumerGroup"), get_str(cmd, "topic"), int(body["version"]), offsets)
+        return cmd.response()
+
+    dispatcher.register(RequestCode.GET_ALL_CONSUMER_OFFSET, all_offsets)
+    dispatcher.register(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, reset)
     dispatcher.register(RequestCode.HEART_BEAT, heartbeat)
     dispatcher.register(RequestCode.UNREGISTER_CLIENT, unregister)
     dispatcher.register(RequestCode.GET_CONSUMER_LIST_BY_GROUP, member_list)

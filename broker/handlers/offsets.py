@@ -11,16 +11,16 @@ from dataclasses import dataclass
 
 from broker.ha.role import Role
 from broker.offsets import ConsumerOffsets
+from broker.static_topics import StaticTopics
 from broker.store.store import MessageStore
 from broker.topics import TopicTable
 from rocketspark.errors import InvalidParameterError
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.group_topics import LOGICAL_PREFIX
 from rocketspark.protocol.headers import get_bool, get_int, get_str
 from rocketspark.protocol.validation import validate_topic_name
 from rocketspark.remoting.server import Dispatcher
-
-LOGICAL_PREFIX = "%LOGICAL%"
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +31,7 @@ class OffsetsContext:
     store: MessageStore
     offsets: ConsumerOffsets
     role: Role
+    static: StaticTopics
 
 
 def register(dispatcher: Dispatcher, ctx: OffsetsContext) -> None:
@@ -60,8 +61,11 @@ def register(dispatcher: Dispatcher, ctx: OffsetsContext) -> None:
             raise InvalidParameterError(f"commit offset must be >= 0, got {offset}")
         if get_bool(cmd, "logical", False):
             validate_topic_name(topic)  # not checked against the topic table below
-            # A static topic's progress is kept by logical queue, on the broker that led the
-            # queue when it was committed; readers look back through the segments' brokers.
+            # A static topic's progress is kept by logical queue, on the broker leading the
+            # queue (a client with a stale route is told to refresh it: a commit left on an
+            # older leader would hide behind the new one's); readers look back through the
+            # segments' brokers for progress committed before a remap.
+            ctx.static.leader_for_send(topic, queue_id, get_int(cmd, "epoch", -1))
             offsets.commit(group, LOGICAL_PREFIX + topic, queue_id, offset)
             return cmd.response()
         ctx.topics.check_readable(topic, queue_id)

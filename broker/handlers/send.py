@@ -16,6 +16,7 @@ from functools import partial
 
 from broker.config import BrokerConfig
 from broker.dedupe import ProducerTable
+from broker.diskuse import DiskUse
 from broker.ha.replication import Replication
 from broker.ha.role import Role
 from broker.longpoll import LongPollHub
@@ -50,6 +51,7 @@ class SendContext:
     role: Role
     replication: Replication
     registry: Registry
+    disk: DiskUse
 
 
 def register(dispatcher: Dispatcher, ctx: SendContext) -> None:
@@ -141,6 +143,7 @@ async def handle_send(ctx: SendContext, cmd: RemotingCommand) -> RemotingCommand
     batch = built_here(body) if cmd.local else check_batch(ctx, body, topic)  # a malformed body is reported first
     ctx.role.check_writable()  # a slave, or a master whose lease ran out, never takes a write
     ctx.replication.check_can_acknowledge()
+    ctx.disk.check_writable()  # above disk_refuse_writes_ratio: nothing is stored
     config = await resolve_topic(ctx, cmd, topic)
     ctx.topics.check_writable(config)
     queue_id, delta, logical_id = target_queue(ctx, cmd, config)

@@ -188,13 +188,16 @@ class CommitLog:
                 segment.flush()
         return self.max_offset
 
-    def delete_expired(self, older_than: float, *, keep_last: int = 1) -> list[Path]:
-        """Delete sealed segments last written before ``older_than`` (epoch seconds), oldest first.
+    def delete_expired(self, older_than: float, *, keep_last: int = 1, limit: int | None = None) -> list[Path]:
+        """Delete sealed segments last written before ``older_than`` (epoch seconds), oldest
+        first, at most ``limit`` of them.
 
         Deletion stops at the first segment that is still young, so the log stays contiguous.
         """
         deleted: list[Path] = []
         while len(self.segments) > keep_last and self.segments[0].mtime() < older_than:
+            if limit is not None and len(deleted) >= limit:
+                break
             segment = self.segments.pop(0)
             deleted.append(segment.path)
             segment.delete()

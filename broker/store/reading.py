@@ -112,7 +112,7 @@ class QueueReader:
                     done = True
                     break
         body = self._gather(cq, bases, expected, counts, physes, sizes)
-        self.stats.messages_got += messages
+        self.stats.read(cq.topic, messages, len(body))
         status = GetStatus.FOUND if sizes else GetStatus.NO_MATCHED_MESSAGE
         return GetResult(status, body, messages, cursor, cq.min_offset, cq.max_offset)
 

@@ -1,8 +1,23 @@
-"""The store's counters, shared by the store and its readers (reported by GET_COUNTERS)."""
+"""The store's counters, shared by the store and its readers (reported by GET_COUNTERS and
+the metrics). Per topic, what went in and out: one dictionary update per batch stored or
+range read, dropped with the topic, so the metrics' series stay as many as the topics."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class Traffic:
+    messages_in: int = 0
+    bytes_in: int = 0
+    messages_out: int = 0
+    bytes_out: int = 0
+
+
+def _no_flush_observer(seconds: float) -> None:
+    pass
 
 
 @dataclass
@@ -11,6 +26,29 @@ class StoreStats:
     bytes_put: int = 0
     messages_got: int = 0
     segments_deleted: int = 0
+    segments_deleted_for_space: int = 0  # deleted before their time because the disk was filling up
     index_mismatches: int = 0  # reads refused because an entry disagreed with its record
     queues_rebuilt: int = 0
     messages_copied: int = 0  # records a slave copied from its master
+    topics: dict[str, Traffic] = field(default_factory=dict)
+    on_flush: Callable[[float], None] = _no_flush_observer  # each log flush's seconds (the metrics' histogram)
+
+    def stored(self, topic: str, count: int, size: int) -> None:
+        self.messages_put += count
+        self.bytes_put += size
+        traffic = self.topics.get(topic)
+        if traffic is None:
+            traffic = self.topics[topic] = Traffic()
+        traffic.messages_in += count
+        traffic.bytes_in += size
+
+    def read(self, topic: str, count: int, size: int) -> None:
+        self.messages_got += count
+        traffic = self.topics.get(topic)
+        if traffic is None:
+            traffic = self.topics[topic] = Traffic()
+        traffic.messages_out += count
+        traffic.bytes_out += size
+
+    def forget(self, topic: str) -> None:
+        self.topics.pop(topic, None)

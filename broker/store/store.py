@@ -215,6 +215,7 @@ class MessageStore:
         """Forget a deleted topic's queues. Its records stay in the log until retention."""
         with self._maint_lock:
             self.queues.drop_topic(topic)
+        self.stats.forget(topic)
 
     # -- write -------------------------------------------------------------------------------
 
@@ -236,8 +237,7 @@ class MessageStore:
                     f"{exc.strerror or exc}; nothing of this send was stored. {_remedy(exc)}; writes resume by "
                     "themselves once it is fixed, and reads go on meanwhile"
                 ) from exc
-        self.stats.messages_put += count
-        self.stats.bytes_put += len(record)
+        self.stats.stored(topic, count, len(record))
         return PutResult(first, phys, phys + len(record), count, store_ms)
 
     def append_copied(self, offset: int, chunk: bytes) -> None:
@@ -329,6 +329,10 @@ class MessageStore:
             for item in scan_segment(segment, is_last=i == len(segments) - 1, damage=[], verify=False, start=start):
                 if isinstance(item, ScannedRecord) and item.phys < segment.base + segment.wrote:
                     yield item
+
+    def read_record(self, phys: int, size: int) -> bytes | None:
+        """The ``size`` bytes at log offset ``phys``; None when retention deleted them."""
+        return self.commitlog.read(phys, size)
 
     def read_chunk(self, offset: int, max_bytes: int) -> bytes:
         """Up to ``max_bytes`` of the log from ``offset`` within one segment, for a slave."""
@@ -436,7 +440,10 @@ class MessageStore:
     def _flush_all(self) -> None:
         with self._append_lock:
             end = self.commitlog.max_offset
+        started = time.perf_counter()
         self.commitlog.flush()
+        if end > self.flushed_offset:  # an idle store's rounds are not flushes worth a sample
+            self.stats.on_flush(time.perf_counter() - started)
         self.flushed_offset = max(self.flushed_offset, end)
         self._release_waiters()
         for cq in self.queues:
@@ -477,17 +484,29 @@ class MessageStore:
         if not self._maint_lock.acquire(blocking=blocking):
             return 0
         try:
-            deleted = self.commitlog.delete_expired(cutoff)
-            if deleted:
-                log_min = self.commitlog.min_offset
-                for cq in self.queues:
-                    cq.delete_expired(log_min)
+            deleted = self._delete_segments(cutoff, None)
         finally:
             self._maint_lock.release()
         for path in deleted:
             log.info("retention deleted commit-log segment %s", path.name)
-        self.stats.segments_deleted += len(deleted)
         return len(deleted)
+
+    def delete_oldest_segment(self) -> Path | None:
+        """Delete the oldest sealed segment whatever its age (the disk is filling up); None
+        when only the segment being written is left."""
+        with self._maint_lock:
+            deleted = self._delete_segments(float("inf"), 1)
+        self.stats.segments_deleted_for_space += len(deleted)
+        return deleted[0] if deleted else None
+
+    def _delete_segments(self, older_than: float, limit: int | None) -> list[Path]:
+        deleted = self.commitlog.delete_expired(older_than, limit=limit)
+        if deleted:
+            log_min = self.commitlog.min_offset
+            for cq in self.queues:
+                cq.delete_expired(log_min)
+        self.stats.segments_deleted += len(deleted)
+        return deleted
 
     def disk_usage(self) -> int:
         return self.commitlog.disk_usage() + sum(cq.disk_usage() for cq in self.queues)

@@ -23,7 +23,7 @@ import os
 import sys
 from collections.abc import Callable
 
-from rocketspark.cli import acl, admin, cluster_up
+from rocketspark.cli import acl, admin, cluster_up, ops
 from rocketspark.cli.common import OUTPUT, add_connection_arguments
 from rocketspark.errors import RocketSparkError
 
@@ -46,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     admin.add_commands(add)
+    ops.add_commands(add)
     acl.add_commands(cmds)
     return parser
 

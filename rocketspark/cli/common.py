@@ -94,9 +94,8 @@ def _secret_for(access_key: str) -> str:
     raise ConfigError(f"--access-key {access_key}: set its secret in {ENV_SECRET_KEY} (never on the command line)")
 
 
-def admin_client(args: argparse.Namespace) -> Any:
-    from rocketspark.client.admin import Admin
-
+def client_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The security keywords of a client connecting as the command line says."""
     options: dict[str, Any] = {
         "tls": args.tls,
         "tls_ca_file": args.tls_ca_file,
@@ -105,4 +104,10 @@ def admin_client(args: argparse.Namespace) -> Any:
     }
     if args.access_key:
         options |= {"access_key": args.access_key, "secret_key": _secret_for(args.access_key)}
-    return Admin(args.nameserver, **{k: v for k, v in options.items() if v is not None})
+    return {k: v for k, v in options.items() if v is not None}
+
+
+def admin_client(args: argparse.Namespace) -> Any:
+    from rocketspark.client.admin import Admin
+
+    return Admin(args.nameserver, **client_options(args))

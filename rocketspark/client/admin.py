@@ -11,10 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rocketspark.client import acl_admin, static_admin
+from rocketspark.client import acl_admin, ops_admin, static_admin
 from rocketspark.client.acl_admin import AclChange, UserInfo
 from rocketspark.client.logical import LogicalQueue, count, logical_view
 from rocketspark.client.offsets import QueueClient
+from rocketspark.client.ops_admin import GroupInfo
 from rocketspark.client.static_admin import RemapResult
 from rocketspark.client.topic_stats import TopicStats, fetch_topic_stats, queue_bounds, segment_state, segment_stats
 from rocketspark.errors import BrokerNotExistError, InvalidParameterError, TopicNotExistError
@@ -23,7 +24,7 @@ from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.mapping import SegmentState
 from rocketspark.protocol.replica import ReplicaGroup
-from rocketspark.protocol.types import Perm, TopicRouteData
+from rocketspark.protocol.types import MessageExt, Perm, TopicRouteData
 from rocketspark.protocol.validation import validate_topic_name
 from rocketspark.security.acl import AclTable, Decision
 from rocketspark.security.signing import Credentials
@@ -236,6 +237,33 @@ class Admin(QueueClient):
                 )
             )
         return out
+
+    def groups(self) -> list[GroupInfo]:
+        """Every consumer group the brokers know: its topics, members and total lag."""
+        return ops_admin.groups(self)
+
+    def reset_offset(
+        self,
+        group: str,
+        topic: str,
+        *,
+        timestamp_ms: int | None = None,
+        earliest: bool = False,
+        latest: bool = False,
+    ) -> dict[int, int]:
+        """Move the group's offsets on ``topic`` to a time, the earliest or the latest message;
+        its running ``GroupConsumer``s follow at their next heartbeat. Returns queue -> offset."""
+        return ops_admin.reset_offsets(self, group, topic, timestamp_ms=timestamp_ms, earliest=earliest, latest=latest)
+
+    # -- messages -----------------------------------------------------------------------------
+
+    def query_messages(self, topic: str, key: str, *, max_messages: int = 32) -> list[MessageExt]:
+        """The messages of ``topic`` sent with ``key`` (the brokers' key index), newest first."""
+        return ops_admin.query_messages(self, topic, key, max_messages)
+
+    def query_message_by_id(self, msg_id: str) -> MessageExt:
+        """The message with this id (``MessageExt.msg_id``): it names its broker and log offset."""
+        return ops_admin.query_message_by_id(self, msg_id)
 
     # -- replica groups (the controller) -------------------------------------------------------
 

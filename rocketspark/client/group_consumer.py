@@ -72,6 +72,7 @@ class Worker:
     key: QueueKey
     offset: int
     committed: int
+    reset_to: int | None = None  # an admin's offset reset, applied by the worker before its next pull
     stop: threading.Event = field(default_factory=threading.Event)
     thread: threading.Thread | None = None
 
@@ -119,6 +120,7 @@ class GroupConsumer:
         self.members: list[str] = []
         self.workers: dict[QueueKey, Worker] = {}
         self._waiting: set[QueueKey] = set()  # this member's queues whose lock another member still holds
+        self._resets_seen: dict[str, int] | None = None  # topic -> id of the last offset reset (None: not asked yet)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -182,6 +184,7 @@ class GroupConsumer:
         """Heartbeat every broker; True when the membership changed."""
         ext = {"consumerGroup": self.group, "clientId": self.client_id, "topics": self.topics}
         answers = self._each_broker(RequestCode.HEART_BEAT, ext)
+        self._follow_resets(answers)
         seen = [sorted(a.ext.get("members", [])) for a in answers if a.ext.get("members")]
         if not seen:
             return False
@@ -191,6 +194,35 @@ class GroupConsumer:
         changed = members != self.members
         self.members = members
         return changed
+
+    def _follow_resets(self, answers: list[RemotingCommand]) -> None:
+        """Move owned queues to an admin's offset reset the brokers tell of (``admin
+        reset-offset``). Resets made before this member started are in the committed offsets
+        it started from; each later one is applied once."""
+        latest: dict[str, tuple[int, dict[str, int]]] = {}
+        for answer in answers:
+            for topic, (version, offsets) in (answer.ext.get("resets") or {}).items():
+                if topic in self.topics and version > latest.get(topic, (-1, {}))[0]:
+                    latest[topic] = (int(version), offsets)
+        first = self._resets_seen is None
+        seen = self._resets_seen = self._resets_seen or {}
+        with self._lock:
+            for topic, (version, offsets) in latest.items():
+                if version <= seen.get(topic, -1):
+                    continue
+                seen[topic] = version
+                if first:
+                    continue
+                log.info("group %s: offsets of %s reset by an admin; moving there", self.group, topic)
+                for (t, queue_id), worker in self.workers.items():
+                    if t == topic and str(queue_id) in offsets:
+                        worker.reset_to = int(offsets[str(queue_id)])
+
+    def _apply_reset(self, worker: Worker) -> None:
+        """Continue from the reset offset and commit it (over anything committed since)."""
+        if worker.reset_to is not None:
+            worker.offset, worker.reset_to, worker.committed = worker.reset_to, None, -1
+            self._commit(worker)
 
     def _loop(self) -> None:
         next_rebalance = time.monotonic() + self.rebalance_interval_s
@@ -285,6 +317,7 @@ class GroupConsumer:
         for worker in workers:
             if worker.thread is not None:
                 worker.thread.join(10)
+            self._apply_reset(worker)
             self._commit(worker)
             try:
                 self.consumer.unlock_queue(self.group, self.client_id, *worker.key)
@@ -305,6 +338,7 @@ class GroupConsumer:
         last_commit = time.monotonic()
         backoff = 0.05
         while not worker.stop.is_set() and not self._stop.is_set():
+            self._apply_reset(worker)
             try:
                 result = self.consumer.pull(
                     topic, queue_id, worker.offset, self.max_messages, tags=self.tags, long_poll_ms=500
@@ -317,6 +351,8 @@ class GroupConsumer:
                 worker.stop.wait(backoff)
                 backoff = min(backoff * 2, 2.0)
                 continue
+            if worker.reset_to is not None:
+                continue  # read from where the group was before the reset: dropped
             next_offset = result.next_offset
             if result.messages:
                 batch = result.messages

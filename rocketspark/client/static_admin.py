@@ -9,19 +9,29 @@ readable (ReadOnly) until retention empties it (Expired); then its leader drops 
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rocketspark.client import static_plan
-from rocketspark.errors import BrokerNotExistError, InvalidParameterError, TopicExistAlreadyError, TopicNotExistError
+from rocketspark.errors import (
+    BrokerNotExistError,
+    InvalidParameterError,
+    RocketSparkError,
+    TopicExistAlreadyError,
+    TopicNotExistError,
+)
 from rocketspark.protocol.codec import pack, unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.group_topics import LOGICAL_PREFIX
 from rocketspark.protocol.mapping import TopicQueueMappingDetail, merge_details, new_epoch
 from rocketspark.protocol.validation import validate_topic_name
 
 if TYPE_CHECKING:
     from rocketspark.client.admin import Admin
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +205,7 @@ def _apply(
         leader = planned[q][-1]
         handed.setdefault(leader.bname, []).extend([*row[:2], leader.queue_id, *row[3:]] for row in rows)
     _write(admin, state, details, leaders, handed)
+    _carry_progress(admin, state, current, list(moves))
     return RemapResult(
         state.topic,
         epoch,
@@ -202,6 +213,27 @@ def _apply(
         moved=[(q, current[q][-1].bname, b, planned[q][-1].logic_offset) for q, b in sorted(moves.items())],
         added=[(q, planned[q][-1].bname) for q in sorted(set(planned) - added_before)],
     )
+
+
+def _carry_progress(admin: Admin, state: _State, current: static_plan.Queues, moved: list[int]) -> None:
+    """Copy every group's progress on the moved queues from their old leaders to the new ones,
+    so that a queue's leader holds its groups' progress (the lag metrics read it there; readers
+    would find it on the old leader too). Best effort: the remap is done either way."""
+    prefix = f"{LOGICAL_PREFIX}{state.topic}@"
+    by_broker: dict[str, list[int]] = {}
+    for q in moved:
+        by_broker.setdefault(current[q][-1].bname, []).append(q)
+    for broker, ids in sorted(by_broker.items()):
+        try:
+            request = RemotingCommand.request(RequestCode.GET_ALL_CONSUMER_OFFSET)
+            table = unpack(admin.call(state.brokers[broker], request).body)["offsets"]
+            for key, queues in table.items():
+                if str(key).startswith(prefix):
+                    for q in ids:
+                        if str(q) in queues:
+                            admin.commit_offset(str(key)[len(prefix) :], state.topic, q, int(queues[str(q)]))
+        except RocketSparkError as exc:
+            log.warning("remap of %s: groups' progress stays on broker %s (%s)", state.topic, broker, exc)
 
 
 def _seal(

@@ -5,6 +5,7 @@ INVALID_ARGUMENT naming its type, where gRPC would answer UNKNOWN for a failed d
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -16,13 +17,15 @@ from rocketspark.grpcv2 import mapping
 from rocketspark.grpcv2.endpoint import Endpoint
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
 from rocketspark.grpcv2.stubs import service_pb2 as sv
+from rocketspark.remoting.server import RequestObserver
 from rocketspark.security.tls import ServerTls
 
 
-def method_handlers(*servicers: object) -> grpc.GenericRpcHandler:
+def method_handlers(*servicers: object, observer: RequestObserver | None = None) -> grpc.GenericRpcHandler:
     """The service's methods, taking raw bytes and parsing them here: a request that is not
     a valid protobuf is refused with INVALID_ARGUMENT naming its type, where gRPC would answer
-    UNKNOWN for a failed deserializer."""
+    UNKNOWN for a failed deserializer. An ``observer`` sees each unary call's latency and its
+    status code (the streams, receives and Telemetry, last as long as the client waits)."""
     service = sv.DESCRIPTOR.services_by_name["MessagingService"]
     handlers: dict[str, grpc.RpcMethodHandler] = {}
     for method in service.methods:
@@ -39,7 +42,7 @@ def method_handlers(*servicers: object) -> grpc.GenericRpcHandler:
             )
         else:
             handlers[method.name] = grpc.unary_unary_rpc_method_handler(
-                _unary_unary(call, parse), response_serializer=_serialize
+                _unary_unary(call, parse, _observing(method.name, observer)), response_serializer=_serialize
             )
     return grpc.method_handlers_generic_handler(service.full_name, handlers)
 
@@ -77,9 +80,24 @@ def _serialize(message: Any) -> bytes:
     return data
 
 
-def _unary_unary(call: Any, parse: Parse) -> Any:
+Observe = Callable[[Any, float], None]
+
+
+def _observing(name: str, observer: RequestObserver | None) -> Observe:
+    def observe(response: Any, started: float) -> None:
+        if observer is not None:
+            status = getattr(response, "status", None)
+            observer.observe_request("grpc", name, int(status.code) if status is not None else 0, started)
+
+    return observe
+
+
+def _unary_unary(call: Any, parse: Parse, observe: Observe) -> Any:
     async def handle(raw: bytes, context: aio.ServicerContext[Any, Any]) -> Any:
-        return await call(await parse(raw, context), context)
+        started = time.perf_counter()
+        response = await call(await parse(raw, context), context)
+        observe(response, started)
+        return response
 
     return handle
 
@@ -104,7 +122,9 @@ def _stream_stream(call: Any, parse: Parse) -> Any:
     return handle
 
 
-def create_server(endpoint: Endpoint, host: str, port: int, server_tls: ServerTls | None) -> tuple[aio.Server, int]:
+def create_server(
+    endpoint: Endpoint, host: str, port: int, server_tls: ServerTls | None, observer: RequestObserver | None = None
+) -> tuple[aio.Server, int]:
     """Bind (not start) the v2 endpoint on ``host:port`` (0: a free port), over TLS if given."""
     # Larger requests than a message may be are still read, so that one over the limit is
     # answered MESSAGE_BODY_TOO_LARGE by the endpoint, not cut off by gRPC's 4 MiB default.
@@ -112,7 +132,8 @@ def create_server(endpoint: Endpoint, host: str, port: int, server_tls: ServerTl
         4 * endpoint.cluster.max_body_bytes
     )  # room for a few messages; what a client may not send is refused by gRPC
     server = aio.server(options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)])
-    server.add_generic_rpc_handlers((method_handlers(endpoint, endpoint.consuming, endpoint.sending),))
+    handlers = method_handlers(endpoint, endpoint.consuming, endpoint.sending, observer=observer)
+    server.add_generic_rpc_handlers((handlers,))
     address = f"{host}:{port}"
     try:
         bound = (

@@ -12,6 +12,7 @@ code  name                                 served by
 ====  ===================================  =============================================
 10    SEND_MESSAGE                         broker
 11    PULL_MESSAGE                         broker
+12    QUERY_MESSAGE                        broker (messages of a topic by key: the key index)
 14    QUERY_CONSUMER_OFFSET                broker
 15    UPDATE_CONSUMER_OFFSET               broker
 17    UPDATE_AND_CREATE_TOPIC              broker
@@ -21,11 +22,13 @@ code  name                                 served by
 29    SEARCH_OFFSET_BY_TIMESTAMP           broker
 30    GET_MAX_OFFSET                       broker
 31    GET_MIN_OFFSET                       broker
+33    VIEW_MESSAGE_BY_ID                   broker (the message at a log offset and place)
 34    HEART_BEAT                           broker
 35    UNREGISTER_CLIENT                    broker
 38    GET_CONSUMER_LIST_BY_GROUP           broker
 41    LOCK_BATCH_MQ                        broker (a group member's lock on one queue)
 42    UNLOCK_BATCH_MQ                      broker
+43    GET_ALL_CONSUMER_OFFSET              broker (every group's offsets and members)
 103   REGISTER_BROKER                      nameserver
 104   UNREGISTER_BROKER                    nameserver
 105   GET_ROUTEINFO_BY_TOPIC               nameserver
@@ -34,6 +37,7 @@ code  name                                 served by
 206   GET_ALL_TOPIC_LIST_FROM_NAMESERVER   nameserver
 205   WIPE_WRITE_PERM_OF_BROKER            nameserver
 215   DELETE_TOPIC_IN_BROKER               broker
+222   INVOKE_BROKER_TO_RESET_OFFSET        broker (a group's reset offsets, for its consumers)
 216   DELETE_TOPIC_IN_NAMESRV              nameserver
 320   SEND_BATCH_MESSAGE                   broker
 327   ADD_WRITE_PERM_OF_BROKER             nameserver
@@ -75,6 +79,7 @@ class RequestCode(IntEnum):
 
     SEND_MESSAGE = 10
     PULL_MESSAGE = 11
+    QUERY_MESSAGE = 12
     QUERY_CONSUMER_OFFSET = 14
     UPDATE_CONSUMER_OFFSET = 15
     UPDATE_AND_CREATE_TOPIC = 17
@@ -84,11 +89,13 @@ class RequestCode(IntEnum):
     SEARCH_OFFSET_BY_TIMESTAMP = 29
     GET_MAX_OFFSET = 30
     GET_MIN_OFFSET = 31
+    VIEW_MESSAGE_BY_ID = 33
     HEART_BEAT = 34
     UNREGISTER_CLIENT = 35
     GET_CONSUMER_LIST_BY_GROUP = 38
     LOCK_BATCH_MQ = 41
     UNLOCK_BATCH_MQ = 42
+    GET_ALL_CONSUMER_OFFSET = 43
     REGISTER_BROKER = 103
     UNREGISTER_BROKER = 104
     GET_ROUTEINFO_BY_TOPIC = 105
@@ -97,6 +104,7 @@ class RequestCode(IntEnum):
     GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
     WIPE_WRITE_PERM_OF_BROKER = 205
     DELETE_TOPIC_IN_BROKER = 215
+    INVOKE_BROKER_TO_RESET_OFFSET = 222
     DELETE_TOPIC_IN_NAMESRV = 216
     SEND_BATCH_MESSAGE = 320
     ADD_WRITE_PERM_OF_BROKER = 327

@@ -123,6 +123,27 @@ class PullHeader(Shape):
     epoch: OffsetOrNone = -1
 
 
+class QueryMessageHeader(Shape):
+    topic: Topic
+    key: Annotated[str, Meta(min_length=1, max_length=NAME_MAX)]
+    max_num: Count = 32
+
+
+class ViewByIdHeader(Shape):
+    offset: Offset
+    index: Count = 0
+
+
+class ResetOffsetHeader(Shape):
+    consumer_group: Name
+    topic: Topic
+
+
+class ResetOffsetBody(Shape):
+    version: Offset  # the reset's id, the same on every broker: consumers apply each one once
+    offsets: Annotated[dict[QueueKey, Offset], Meta(max_length=MAX_QUEUES)]
+
+
 class QueueHeader(Shape):
     topic: Topic
     queue_id: QueueId
@@ -335,6 +356,10 @@ SHAPES: Final[dict[int, RequestShape]] = {
     _C.SEND_MESSAGE: RequestShape(SendHeader, binary_body=True),
     _C.SEND_BATCH_MESSAGE: RequestShape(SendHeader, binary_body=True),
     _C.PULL_MESSAGE: RequestShape(PullHeader),
+    _C.QUERY_MESSAGE: RequestShape(QueryMessageHeader),
+    _C.VIEW_MESSAGE_BY_ID: RequestShape(ViewByIdHeader),
+    _C.GET_ALL_CONSUMER_OFFSET: RequestShape(NoFields),
+    _C.INVOKE_BROKER_TO_RESET_OFFSET: RequestShape(ResetOffsetHeader, ResetOffsetBody),
     _C.GET_MAX_OFFSET: RequestShape(QueueHeader),
     _C.GET_MIN_OFFSET: RequestShape(QueueHeader),
     _C.SEARCH_OFFSET_BY_TIMESTAMP: RequestShape(SearchHeader),

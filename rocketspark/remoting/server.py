@@ -17,6 +17,7 @@ import contextlib
 import inspect
 import logging
 import signal
+import time
 from collections import Counter
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from functools import partial
@@ -129,6 +130,13 @@ class RequestGuard(Protocol):
     def authorize(self, request: RemotingCommand, user: str) -> None: ...
 
 
+class RequestObserver(Protocol):
+    """Sees every request served with its outcome (the metrics' latency histogram):
+    ``protocol`` is "remoting", or "local" for a request from inside the server."""
+
+    def observe_request(self, protocol: str, code: int | str, response_code: int, started: float) -> None: ...
+
+
 class Dispatcher:
     """Routes each decoded request to its handler and counts requests by code. With a
     ``guard`` (security on), every request is authenticated and authorized before its handler."""
@@ -143,6 +151,7 @@ class Dispatcher:
         self.counters: Counter[int] = Counter()
         self.budget = InflightBudget(max_inflight_bytes, server_name)
         self._background: set[asyncio.Task[Any]] = set()
+        self.observer: RequestObserver | None = None  # set once the server's metrics exist
 
     def register(self, code: int, handler: Handler) -> None:
         shapes.require(code)
@@ -157,19 +166,20 @@ class Dispatcher:
     def _resolve(self, raw: bytes, table: dict[int, H]) -> tuple[RemotingCommand, H] | RemotingCommand:
         """Decode and count a request, find its handler in ``table`` and check the request
         against its declared shape; or the response that refuses it (malformed, a code ``table``
-        does not serve, or a field out of its shape)."""
+        does not serve, or a field out of its shape), observed as served."""
+        started = time.perf_counter()
         try:
             request = RemotingCommand.decode(raw)
         except MalformedCommand as exc:
             self.counters[-1] += 1
-            return response_for_exception(_UNDECODED, exc, self.server_name)
+            return self._refuse(-1, response_for_exception(_UNDECODED, exc, self.server_name), started)
         self.counters[request.code] += 1
         handler = table.get(request.code)
         if handler is None:
             how = "" if table is self.handlers else " as a stream"
-            return request.response(
-                ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                remark=f"request code {request.code} is not supported{how} by {self.server_name}",
+            remark = f"request code {request.code} is not supported{how} by {self.server_name}"
+            return self._refuse(
+                request.code, request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=remark), started
             )
         try:
             if self.guard is not None:
@@ -178,7 +188,7 @@ class Dispatcher:
             if self.guard is not None and request.user is not None:
                 self.guard.authorize(request, request.user)
         except RocketSparkError as exc:
-            return response_for_exception(request, exc, self.server_name)
+            return self._refuse(request.code, response_for_exception(request, exc, self.server_name), started)
         return request, handler
 
     async def serve_local(self, request: RemotingCommand) -> RemotingCommand:
@@ -186,6 +196,7 @@ class Dispatcher:
         edge): no signature to check; its shape is checked and its handler answers as for any."""
         self.counters[request.code] += 1
         request.local = True
+        started = time.perf_counter()
         handler = self.handlers.get(request.code)
         if handler is None:
             return request.response(
@@ -198,9 +209,11 @@ class Dispatcher:
         except RocketSparkError as exc:
             return response_for_exception(request, exc, self.server_name)
         try:
-            return await self._run(handler, request)
+            response = await self._run(handler, request)
         finally:
             ticket.release()
+        self._observe(request.code, response, started, "local")
+        return response
 
     async def invoke(self, raw: bytes, context: aio.ServicerContext[Any, Any]) -> bytes:
         admitted = self._admit(raw, len(raw))
@@ -225,6 +238,7 @@ class Dispatcher:
         The wire bytes are dropped once decoded (the command holds its own copy of the body),
         so that a large request is not held twice while its handler runs."""
         ticket = admitted.ticket
+        started = time.perf_counter()  # the refusals _resolve answers are observed there
         resolved = self._resolve(admitted.take(), self.handlers)
         if isinstance(resolved, RemotingCommand):
             ticket.release()
@@ -237,9 +251,19 @@ class Dispatcher:
             task.add_done_callback(lambda _: ticket.release())
             return request.response().encode()
         try:
-            return (await self._run(handler, request)).encode()
+            response = await self._run(handler, request)
         finally:
             ticket.release()
+        self._observe(request.code, response, started)
+        return response.encode()
+
+    def _refuse(self, code: int, response: RemotingCommand, started: float) -> RemotingCommand:
+        self._observe(code, response, started)
+        return response
+
+    def _observe(self, code: int, response: RemotingCommand, started: float, protocol: str = "remoting") -> None:
+        if self.observer is not None:
+            self.observer.observe_request(protocol, code, response.code, started)
 
     async def _run(self, handler: Handler, request: RemotingCommand) -> RemotingCommand:
         try:

@@ -12,6 +12,7 @@ never a secret.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from typing import Final
 
 from rocketspark.errors import AuthenticationError, NoPermissionError
@@ -45,10 +46,26 @@ class Guard:
         # (date-time, authorization) verified lately -> (secret it matched, valid until): a
         # client signs once a second, so most requests repeat a pair already checked
         self._verified: dict[tuple[object, object], tuple[str, float]] = {}
+        self.refusals: Counter[str] = Counter()  # "authentication" | "permission": for the metrics
 
     def authenticate(self, request: RemotingCommand) -> str:
         """Who signed the request; AuthenticationError when nobody known did. Runs before the
         request's shape is checked."""
+        try:
+            return self._authenticate(request)
+        except AuthenticationError:
+            self.refusals["authentication"] += 1
+            raise
+
+    def authorize(self, request: RemotingCommand, name: str) -> None:
+        """Raise NoPermissionError unless user ``name`` (authenticated) may make ``request``."""
+        try:
+            self._authorize(request, name)
+        except NoPermissionError:
+            self.refusals["permission"] += 1
+            raise
+
+    def _authenticate(self, request: RemotingCommand) -> str:
         date, auth = request.ext.get(DATE_HEADER), request.ext.get(AUTH_HEADER)
         claim = read_signature(date, auth)
         user = self._user(claim.access_key)
@@ -61,8 +78,7 @@ class Guard:
             self._verified[(date, auth)] = (user.secret, parse_date_time(claim.date_time) + self.skew_s)
         return user.name
 
-    def authorize(self, request: RemotingCommand, name: str) -> None:
-        """Raise NoPermissionError unless user ``name`` (authenticated) may make ``request``."""
+    def _authorize(self, request: RemotingCommand, name: str) -> None:
         user = self._user(name)
         rule = RULES[request.code]
         if user is self.cluster:

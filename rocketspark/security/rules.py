@@ -115,6 +115,8 @@ RULES: Final[dict[int, Rule]] = {
     _C.SEARCH_OFFSET_BY_TIMESTAMP: topic(*_READ),
     _C.GET_TOPIC_STATS_INFO: topic(*_READ),
     _C.GET_TOPIC_CONFIG: topic(*_LOOKUP),
+    _C.QUERY_MESSAGE: topic(*_READ),
+    _C.VIEW_MESSAGE_BY_ID: cluster(Action.GET),  # the topic is known only once the message is read
     # broker: consumer groups
     _C.QUERY_CONSUMER_OFFSET: topic_and_group(Action.SUB),
     _C.UPDATE_CONSUMER_OFFSET: topic_and_group(Action.SUB),
@@ -123,6 +125,8 @@ RULES: Final[dict[int, Rule]] = {
     _C.LOCK_BATCH_MQ: topic_and_group(Action.SUB),
     _C.UNLOCK_BATCH_MQ: topic_and_group(Action.SUB),
     _C.GET_CONSUMER_LIST_BY_GROUP: group(Action.SUB, Action.GET),
+    _C.GET_ALL_CONSUMER_OFFSET: cluster(Action.LIST, Action.GET),
+    _C.INVOKE_BROKER_TO_RESET_OFFSET: topic_and_group(Action.UPDATE),
     # broker: administration
     _C.UPDATE_AND_CREATE_TOPIC: topic(Action.CREATE, Action.UPDATE),
     _C.UPDATE_AND_CREATE_STATIC_TOPIC: mapped_topic(Action.CREATE, Action.UPDATE),

@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -255,10 +256,38 @@ def test_every_admin_command_of_the_readme_runs_as_written(make_cluster: Callabl
         assert ["320", "SEND_BATCH_MESSAGE", "2"] in rows  # the two queues' batches sent before `progress`
         assert ["messagesStored", "7"] in rows
 
+    def send(out: str) -> None:
+        [row] = table_rows(out)
+        assert row[3] == "SEND_OK" and len(row[0]) == 32  # msg id, queue, offset, status
+        sent_ids.append(row[0])
+
+    def consume(out: str) -> None:
+        rows = table_rows(out)
+        assert len(rows) == 5 and {row[1] for row in rows} == {"orders"}
+
+    def query_msg(out: str) -> None:
+        deadline = time.monotonic() + 10
+        while not table_rows(out) and time.monotonic() < deadline:  # indexed once flushed (every 500 ms)
+            time.sleep(0.3)
+            out = run("query-msg orders --key k1")
+        [row] = table_rows(out)
+        assert row[0] == sent_ids[0] and row[6] == "k1" and row[8] == "hello"
+        by_id = table_rows(run(f"query-msg --id {sent_ids[0]}"))  # the README's other form
+        assert [r[:2] for r in by_id] == [[sent_ids[0], "orders"]]
+
+    def groups(out: str) -> None:
+        assert ["my-group", "orders", "0", "-", "6"] in table_rows(out)  # 5 + 2 - 2 committed + the one sent
+
+    def reset_offset(out: str) -> None:
+        assert len(table_rows(out)) == 16 and "move there at their next heartbeat" in flat(out)
+        assert api.committed_offset("my-group", "orders", 0) == 0
+
     def delete_topic(out: str) -> None:
         assert 'topic "orders" deleted from broker-a, broker-b and every nameserver' in flat(out)
         with pytest.raises(TopicNotExistError):
             api.topic_route("orders")
+
+    sent_ids: list[str] = []
 
     def before_progress() -> None:
         with Producer(ns) as producer, Consumer(ns) as consumer:
@@ -280,6 +309,11 @@ def test_every_admin_command_of_the_readme_runs_as_written(make_cluster: Callabl
         "wipe-write-perm broker-b": wipe,
         "counters": nameserver_counters,
         "counters --broker broker-a": broker_counters,
+        "send orders hello --keys k1": send,
+        "consume orders --count 5": consume,
+        "query-msg orders --key k1": query_msg,
+        "groups": groups,
+        "reset-offset my-group orders --earliest": reset_offset,
         "delete-topic orders": delete_topic,
     }
     assert readme == list(checks)  # the README's commands, in its order: a new one needs a check here

@@ -1,0 +1,112 @@
+"""Finding stored messages: by key (QUERY_MESSAGE, through the key index) and by message id
+(VIEW_MESSAGE_BY_ID: the id names the batch's log offset and the message's place in it).
+
+Both answer with the messages themselves, as the consumer sees them (a static topic's with
+their logical queue and offset): the body is ``{"messages": [MessageExt fields, ...]}``. A
+key-index row is only a candidate: the record is read back and the message kept only if it
+really carries the key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+from broker.static_topics import StaticTopics
+from broker.store.keyindex import KeyIndex
+from broker.store.store import MessageStore
+from broker.topics import TopicTable
+from rocketspark.codec.columns import decode
+from rocketspark.codec.layout import HEADER_SIZE, PREFIX, RecordCorrupted
+from rocketspark.codec.messages import to_messages
+from rocketspark.errors import InvalidParameterError, ServiceNotAvailableError
+from rocketspark.protocol.codec import pack
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.headers import get_int, get_str
+from rocketspark.protocol.types import MessageExt
+from rocketspark.protocol.validation import validate_topic_name
+from rocketspark.remoting.server import Dispatcher
+
+MAX_QUERY_MESSAGES = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class LookupContext:
+    name: str
+    topics: TopicTable
+    static: StaticTopics
+    store: MessageStore
+    keys: KeyIndex | None
+
+
+def register(dispatcher: Dispatcher, ctx: LookupContext) -> None:
+    dispatcher.register(RequestCode.QUERY_MESSAGE, partial(query_by_key, ctx))
+    dispatcher.register(RequestCode.VIEW_MESSAGE_BY_ID, partial(view_by_id, ctx))
+
+
+def _answer(cmd: RemotingCommand, messages: list[MessageExt]) -> RemotingCommand:
+    if not messages:
+        return cmd.response(ResponseCode.QUERY_NOT_FOUND, remark="no such message on this broker")
+    return cmd.response(body=pack({"messages": [list(m) for m in messages]}))
+
+
+async def query_by_key(ctx: LookupContext, cmd: RemotingCommand) -> RemotingCommand:
+    topic, key = get_str(cmd, "topic"), get_str(cmd, "key")
+    validate_topic_name(topic)
+    limit = min(max(get_int(cmd, "maxNum", 32), 1), MAX_QUERY_MESSAGES)
+    if ctx.keys is None:
+        raise ServiceNotAvailableError(
+            f"broker {ctx.name} keeps no key index (key_index_enable = false); look messages up by id instead"
+        )
+    found = []
+    for hit in ctx.keys.lookup(topic, key, limit):
+        message = _message_at(ctx, hit.phys, hit.index)
+        if message is not None and message.topic == topic and key in message.keys:
+            found.append(message)
+    return _answer(cmd, found)
+
+
+async def view_by_id(ctx: LookupContext, cmd: RemotingCommand) -> RemotingCommand:
+    offset, index = get_int(cmd, "offset"), get_int(cmd, "index")
+    if offset < 0 or index < 0:
+        raise InvalidParameterError(f"a message id names a log offset and a place >= 0, not {offset} and {index}")
+    message = _message_at(ctx, offset, index)
+    return _answer(cmd, [] if message is None else [message])
+
+
+def _message_at(ctx: LookupContext, phys: int, index: int) -> MessageExt | None:
+    """The ``index``-th message of the record at log offset ``phys``; None when no intact
+    record starts there (deleted by retention, or an offset no record starts at)."""
+    head = ctx.store.read_record(phys, PREFIX.size)
+    if head is None:
+        return None
+    size, _magic = PREFIX.unpack(head)
+    raw = ctx.store.read_record(phys, size) if PREFIX.size <= size <= ctx.store.config.max_record_bytes else None
+    if raw is None:
+        return None
+    try:
+        columns = decode(raw)  # the CRC proves a record starts here
+    except RecordCorrupted:
+        return None
+    if index >= len(columns):
+        return None
+    topic = raw[HEADER_SIZE : HEADER_SIZE + int(columns.heads.rows["topic_len"][0])].decode()
+    return _logical(ctx, to_messages(columns, topic, ctx.name)[index])
+
+
+def _logical(ctx: LookupContext, message: MessageExt) -> MessageExt:
+    """A static topic's message relabelled with its logical queue and offset."""
+    detail = ctx.static.get(message.topic)
+    if detail is None:
+        return message
+    for logical_id, items in detail.hosted_queues.items():
+        for item in items:
+            if item.bname != ctx.name or item.queue_id != message.queue_id:
+                continue
+            end = item.end_offset if item.sealed else None
+            if item.start_offset <= message.queue_offset and (end is None or message.queue_offset < end):
+                fields = list(message)
+                fields[1], fields[2] = logical_id, item.logical(message.queue_offset)
+                return MessageExt(*fields)
+    return message

@@ -1,0 +1,156 @@
+"""A broker's metrics, read from its state when Prometheus scrapes (see
+:mod:`rocketspark.metrics`). Series per topic and per (group, topic, queue) follow the topic
+table and the offsets table, so they go away with a deleted topic; nothing is per message.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client import Histogram
+from prometheus_client.metrics_core import Metric
+
+from broker.diskuse import used_ratio
+from broker.lag import Lags
+from rocketspark.metrics.node import FLUSH_LATENCY_BUCKETS_MS, Families, Node, NodeMetrics
+
+if TYPE_CHECKING:
+    from broker.server import Broker
+
+
+def broker_metrics(broker: Broker) -> NodeMetrics:
+    """The broker's registry: request latencies (its dispatcher), the log's flush latency,
+    and everything ``BrokerCollector`` reads."""
+    metrics = NodeMetrics(Node(broker.cluster, "broker", broker.name))
+    flush = Histogram(
+        "rocketspark_storage_flush_latency",
+        "Time an fsync of the commit log took, in milliseconds",
+        metrics.node.names,
+        buckets=FLUSH_LATENCY_BUCKETS_MS,
+        registry=metrics.registry,
+    ).labels(*metrics.node.values)
+    broker.store.stats.on_flush = lambda seconds: flush.observe(seconds * 1000)
+    broker.dispatcher.observer = metrics
+    metrics.add(BrokerCollector(broker, metrics.families))
+    return metrics
+
+
+class BrokerCollector:
+    def __init__(self, broker: Broker, families: Families) -> None:
+        self.broker = broker
+        self.f = families
+        self.lags = Lags(broker.name, broker.offsets, broker.static, broker.store)
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._traffic()
+        yield from self._lag()
+        yield from self._storage()
+        yield from self._replication()
+        yield from self._membership()
+        guard = self.broker.dispatcher.guard
+        if guard is not None:
+            yield self.f.refusals(getattr(guard, "refusals", {}))
+
+    def _traffic(self) -> Iterator[Metric]:
+        topics = list(self.broker.store.stats.topics.items())
+        f = self.f
+        yield f.counter(
+            "rocketmq_messages_in", "Messages stored, by topic", ["topic"], [([t], s.messages_in) for t, s in topics]
+        )
+        yield f.counter(
+            "rocketmq_throughput_in", "Bytes stored, by topic", ["topic"], [([t], s.bytes_in) for t, s in topics]
+        )
+        yield f.counter(
+            "rocketmq_messages_out", "Messages read, by topic", ["topic"], [([t], s.messages_out) for t, s in topics]
+        )
+        yield f.counter(
+            "rocketmq_throughput_out", "Bytes read, by topic", ["topic"], [([t], s.bytes_out) for t, s in topics]
+        )
+
+    def _lag(self) -> Iterator[Metric]:
+        rows = [([q.group, q.topic, str(q.queue_id)], q.lag) for q in self.lags]
+        yield self.f.gauge(
+            "rocketmq_consumer_lag_messages",
+            "Messages after a group's committed offset, by queue (counted in segments, as admin progress counts)",
+            ["consumer_group", "topic", "queue_id"],
+            rows,
+        )
+
+    def _storage(self) -> Iterator[Metric]:
+        store, f = self.broker.store, self.f
+        yield f.gauge("rocketmq_storage_size", "Bytes the store's files take on disk", rows=[((), store.disk_usage())])
+        yield f.gauge(
+            "rocketmq_storage_flush_behind_bytes",
+            "Bytes of the commit log written but not yet flushed to disk",
+            rows=[((), max(0, store.log_max_offset - store.flushed_offset))],
+        )
+        yield f.gauge(
+            "rocketspark_disk_used_ratio",
+            "How full the data directory's file system is (0-1)",
+            rows=[((), used_ratio(store.path))],
+        )
+        yield f.gauge(
+            "rocketspark_disk_refusing_writes",
+            "1 while sends are refused because the disk is above disk_refuse_writes_ratio",
+            rows=[((), int(self.broker.disk.refusing))],
+        )
+        stats = store.stats
+        yield f.counter(
+            "rocketspark_storage_segments_deleted",
+            "Commit-log segments deleted: reason is retention (age) or disk (the disk was filling up)",
+            ["reason"],
+            [
+                (["retention"], stats.segments_deleted - stats.segments_deleted_for_space),
+                (["disk"], stats.segments_deleted_for_space),
+            ],
+        )
+        yield f.gauge("rocketmq_topic_number", "Topics on this broker", rows=[((), len(self.broker.topics.topics))])
+        yield f.gauge(
+            "rocketmq_broker_permission",
+            "The broker's permission (6 read-write, 4 read-only)",
+            rows=[((), self.broker.perm)],
+        )
+
+    def _replication(self) -> Iterator[Metric]:
+        broker, f = self.broker, self.f
+        view = broker.role.view
+        yield f.gauge(
+            "rocketspark_ha_master",
+            "1 while this replica is its group's master",
+            rows=[((), int(broker.role.is_master))],
+        )
+        if view is None or not broker.role.is_master:
+            return
+        yield f.gauge(
+            "rocketspark_ha_sync_state_set_size",
+            "Replicas in the group's SyncStateSet, master included",
+            rows=[((), len(view.sync_state_set))],
+        )
+        end = broker.store.log_max_offset
+        yield f.gauge(
+            "rocketspark_ha_replica_lag_bytes",
+            "Bytes of the master's log a replica does not hold yet",
+            ["replica_id"],
+            [([str(rid)], max(0, end - p.offset)) for rid, p in sorted(broker.replication.acks.slaves.items())],
+        )
+
+    def _membership(self) -> Iterator[Metric]:
+        groups = self.broker.consumers.groups
+        yield self.f.gauge(
+            "rocketmq_consumer_group_number",
+            "Consumer groups with committed offsets here",
+            rows=[((), len({k.partition("@")[2] for k in self.broker.offsets.table}))],
+        )
+        yield self.f.gauge(
+            "rocketmq_consumer_connections",
+            "Group consumers heard from lately, by group",
+            ["consumer_group"],
+            [([g], len(members)) for g, members in list(groups.items())],
+        )
+        yield self.f.gauge(
+            "rocketspark_uptime_seconds",
+            "Seconds since the broker started",
+            rows=[((), time.time() - self.broker.started_at)],
+        )

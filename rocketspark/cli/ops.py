@@ -1,0 +1,156 @@
+"""``rocketspark admin`` for daily work: groups, messages by key or id, offset resets, and a
+send and a consume to smoke-test a topic (mqadmin's consumerProgress, queryMsgByKey,
+queryMsgById, resetOffsetByTime, sendMessage and consumeMessage)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+
+from rocketspark.cli.common import admin_client, client_options, ms, say, table
+from rocketspark.errors import InvalidParameterError
+from rocketspark.protocol.types import MessageExt
+
+BODY_SHOWN = 60  # characters of a body a table shows
+
+
+def admin_groups(args: argparse.Namespace) -> None:
+    with admin_client(args) as admin:
+        groups = admin.groups()
+    rows = [(g.group, ", ".join(g.topics) or "-", len(g.members), ", ".join(g.members) or "-", g.lag) for g in groups]
+    table("consumer groups", ["group", "topics", "members", "member ids", "lag"], rows)
+
+
+def _shown(body: bytes) -> str:
+    text = body.decode("utf-8", errors="replace")
+    return text if len(text) <= BODY_SHOWN else text[: BODY_SHOWN - 3] + "..."
+
+
+def _message_table(title: str, messages: Sequence[MessageExt]) -> None:
+    rows = [
+        (
+            m.msg_id,
+            m.topic,
+            m.queue_id,
+            m.queue_offset,
+            m.broker_name,
+            m.tags or "",
+            " ".join(m.keys),
+            ms(m.store_timestamp),
+            _shown(m.body),
+        )
+        for m in messages
+    ]
+    columns = ["msg id", "topic", "queue #", "queue offset", "broker", "tag", "keys", "stored", "body"]
+    table(title, columns, rows)
+
+
+def admin_query_msg(args: argparse.Namespace) -> None:
+    if (args.key is None) == (args.id is None):
+        raise InvalidParameterError("query-msg takes one of --key K (with the topic) and --id ID")
+    with admin_client(args) as admin:
+        if args.id is not None:
+            _message_table(f"message {args.id}", [admin.query_message_by_id(args.id)])
+            return
+        if not args.topic:
+            raise InvalidParameterError("query-msg --key needs the topic: rocketspark admin query-msg TOPIC --key K")
+        found = admin.query_messages(args.topic, args.key, max_messages=args.max)
+    _message_table(f'messages of {args.topic} with key "{args.key}"', found)
+    if not found:
+        say(f'no message of {args.topic} carries key "{args.key}" (keys are indexed within a second of the send)')
+
+
+def parse_time(text: str) -> int:
+    """Milliseconds since the epoch, or an ISO 8601 time (UTC unless it says otherwise)."""
+    if text.isdigit():
+        return int(text)
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidParameterError(
+            f"--timestamp {text!r} is neither milliseconds since the epoch nor an ISO time such as 2026-11-23T08:00:00"
+        ) from None
+    return int((moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp() * 1000)
+
+
+def admin_reset_offset(args: argparse.Namespace) -> None:
+    timestamp = parse_time(args.timestamp) if args.timestamp is not None else None
+    with admin_client(args) as admin:
+        offsets = admin.reset_offset(
+            args.group, args.topic, timestamp_ms=timestamp, earliest=args.earliest, latest=args.latest
+        )
+    table(f"offsets of group {args.group} on {args.topic}, reset", ["queue #", "offset"], sorted(offsets.items()))
+    say("running group consumers of the group move there at their next heartbeat")
+
+
+def admin_send(args: argparse.Namespace) -> None:
+    from rocketspark.client.producer import Producer
+    from rocketspark.protocol.types import Message
+
+    keys = args.keys.split(",") if args.keys else None
+    rows = []
+    with Producer(args.nameserver, **client_options(args)) as producer:
+        for i in range(args.count):
+            body = args.body if args.count == 1 else f"{args.body} {i}"
+            result = producer.send(Message(args.topic, body.encode(), tags=args.tags, keys=keys))
+            rows.append((result.msg_id, result.queue_id, result.queue_offset, result.status.name))
+    table(f"sent to {args.topic}", ["msg id", "queue #", "queue offset", "status"], rows)
+
+
+def admin_consume(args: argparse.Namespace) -> None:
+    """Read up to ``--count`` messages from every queue's start (or only new ones, waiting up
+    to ``--wait`` seconds); nothing is committed."""
+    from rocketspark.client.consumer import Consumer
+
+    found: list[MessageExt] = []
+    with Consumer(args.nameserver, **client_options(args)) as consumer:
+        queues = consumer.queues(args.topic)
+        offsets = {
+            q.queue_id: consumer.max_offset(args.topic, q.queue_id)
+            if args.new
+            else consumer.min_offset(args.topic, q.queue_id)
+            for q in queues
+        }
+        deadline = time.monotonic() + args.wait
+        while len(found) < args.count:
+            for queue_id, offset in offsets.items():
+                result = consumer.pull(args.topic, queue_id, offset, args.count - len(found), tags=args.tags)
+                found += result.messages[: args.count - len(found)]
+                offsets[queue_id] = result.next_offset
+            if len(found) >= args.count or time.monotonic() >= deadline:
+                break
+            time.sleep(0.2)
+    _message_table(f"messages of {args.topic}", found)
+
+
+Add = Callable[[str, Callable[[argparse.Namespace], None], str], argparse.ArgumentParser]
+
+
+def add_commands(add: Add) -> None:
+    add("groups", admin_groups, "consumer groups: topics, members and lag")
+    p = add("query-msg", admin_query_msg, "find messages by key (the key index) or by message id")
+    p.add_argument("topic", nargs="?", help="the topic (with --key)")
+    p.add_argument("--key", help="a key the message was sent with")
+    p.add_argument("--id", help="a message id (MessageExt.msg_id, the Spark source's msgId)")
+    p.add_argument("--max", type=int, default=32, help="at most this many messages (--key)")
+    p = add("reset-offset", admin_reset_offset, "move a group's offsets; its running consumers follow")
+    p.add_argument("group")
+    p.add_argument("topic")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--timestamp", help="the first message stored at or after this time (ms, or ISO 8601)")
+    where.add_argument("--earliest", action="store_true", help="the first message still stored")
+    where.add_argument("--latest", action="store_true", help="past the newest message (skip the backlog)")
+    p = add("send", admin_send, "send a test message (smoke test)")
+    p.add_argument("topic")
+    p.add_argument("body")
+    p.add_argument("--tags", help="the message's tag")
+    p.add_argument("--keys", help="comma-separated keys")
+    p.add_argument("--count", type=int, default=1, help="send this many (numbered)")
+    p = add("consume", admin_consume, "read a topic's messages without committing (smoke test)")
+    p.add_argument("topic")
+    p.add_argument("--count", type=int, default=10, help="at most this many messages")
+    p.add_argument("--new", action="store_true", help="only messages sent from now on")
+    p.add_argument("--wait", type=float, default=3.0, help="seconds to wait for messages")
+    p.add_argument("--tags", help="only messages with this tag")

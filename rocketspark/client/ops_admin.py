@@ -1,0 +1,140 @@
+"""The operator's look-ups behind ``Admin``: consumer groups with members and lag, messages by
+key or id, and offset resets that running group consumers follow (mqadmin's consumerProgress,
+queryMsgByKey, queryMsgById and resetOffsetByTime)."""
+
+from __future__ import annotations
+
+import time
+import zlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from rocketspark.errors import InvalidParameterError, MessageNotFoundError, RocketSparkError
+from rocketspark.protocol.codec import pack, unpack
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.group_topics import LOGICAL_PREFIX
+from rocketspark.protocol.types import MessageExt
+from rocketspark.protocol.validation import validate_topic_name
+
+if TYPE_CHECKING:
+    from rocketspark.client.admin import Admin
+
+
+@dataclass(frozen=True, slots=True)
+class GroupInfo:
+    """A consumer group as ``admin groups`` shows it."""
+
+    group: str
+    topics: tuple[str, ...]  # topics it has committed progress on
+    members: tuple[str, ...]  # client ids heard from lately, on any broker
+    lag: int  # messages behind, over its topics (as consumer_progress counts)
+
+
+def groups(admin: Admin) -> list[GroupInfo]:
+    """Every group some broker keeps progress of or has members of, sorted by name."""
+    topics: dict[str, set[str]] = {}
+    members: dict[str, set[str]] = {}
+    for address in admin.brokers().values():
+        response = admin.call(address, RemotingCommand.request(RequestCode.GET_ALL_CONSUMER_OFFSET))
+        body = unpack(response.body)
+        for key in body["offsets"]:
+            topic, _, group = str(key).partition("@")
+            topics.setdefault(group, set()).add(topic.removeprefix(LOGICAL_PREFIX))
+        for group, ids in body["members"].items():
+            members.setdefault(group, set()).update(ids)
+    out = []
+    for group in sorted(set(topics) | set(members)):
+        mine = sorted(topics.get(group, ()))
+        lag = 0
+        for topic in mine:
+            try:
+                lag += sum(p.lag for p in admin.consumer_progress(group, topic))
+            except RocketSparkError:  # a topic deleted since: no lag to count
+                continue
+        out.append(GroupInfo(group, tuple(mine), tuple(sorted(members.get(group, ()))), lag))
+    return out
+
+
+def _messages(response: RemotingCommand) -> list[MessageExt]:
+    if response.code == ResponseCode.QUERY_NOT_FOUND:
+        return []
+    return [MessageExt(*fields) for fields in unpack(response.body)["messages"]]
+
+
+def query_messages(admin: Admin, topic: str, key: str, max_messages: int) -> list[MessageExt]:
+    """The messages of ``topic`` carrying ``key``, newest first, from every broker that holds
+    part of the topic (each looks the key up in its key index)."""
+    validate_topic_name(topic)
+    route = admin.topic_route(topic)
+    found: list[MessageExt] = []
+    for broker in sorted(route.brokers, key=lambda b: b.broker_name):
+        ext = {"topic": topic, "key": key, "maxNum": max_messages}
+        request = RemotingCommand.request(RequestCode.QUERY_MESSAGE, ext)
+        found += _messages(admin.call(broker.address, request, None, ResponseCode.QUERY_NOT_FOUND))
+    found.sort(key=lambda m: (m.store_timestamp, m.commitlog_offset, m.batch_index), reverse=True)
+    return found[:max_messages]
+
+
+def parse_msg_id(msg_id: str) -> tuple[int, int, int]:
+    """(broker name's CRC32, log offset, place in the batch) of a message id (32 hex digits)."""
+    text = msg_id.strip()
+    if len(text) != 32 or not all(c in "0123456789abcdefABCDEF" for c in text):
+        raise InvalidParameterError(
+            f"message id {msg_id!r} is not one of ours (32 hexadecimal digits, as MessageExt.msg_id and the "
+            "Spark source's msgId column give); to find a message by its key, use query-msg --key"
+        )
+    return int(text[:8], 16), int(text[8:24], 16), int(text[24:], 16)
+
+
+def query_message_by_id(admin: Admin, msg_id: str) -> MessageExt:
+    """The message a message id names: the id says which broker stored it and where."""
+    crc, offset, index = parse_msg_id(msg_id)
+    brokers = admin.brokers()
+    name = next((n for n in brokers if zlib.crc32(n.encode()) == crc), None)
+    if name is None:
+        raise MessageNotFoundError(
+            f"message id {msg_id} names a broker this cluster does not have (registered: "
+            f"{', '.join(sorted(brokers)) or 'none'}); is the id from another cluster?"
+        )
+    request = RemotingCommand.request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": offset, "index": index})
+    messages = _messages(admin.call(brokers[name], request, None, ResponseCode.QUERY_NOT_FOUND))
+    if not messages:
+        raise MessageNotFoundError(
+            f"no message {msg_id} on broker {name}: nothing is stored at log offset {offset} (retention may have "
+            "deleted it)"
+        )
+    return messages[0]
+
+
+def reset_offsets(
+    admin: Admin, group: str, topic: str, *, timestamp_ms: int | None, earliest: bool, latest: bool
+) -> dict[int, int]:
+    """Move ``group``'s progress on ``topic`` (every logical queue) to ``timestamp_ms``, the
+    earliest or the latest offset; return queue -> new offset. The offsets are committed, and
+    every broker of the topic is told, so that the group's running consumers, which hear of it
+    in their next heartbeat, move there too (without it they would commit their own progress
+    over the reset)."""
+    if (timestamp_ms is not None) + earliest + latest != 1:
+        raise InvalidParameterError("reset-offset takes exactly one of --timestamp, --earliest and --latest")
+    validate_topic_name(topic)
+    offsets: dict[int, int] = {}
+    for queue in admin.queues(topic):
+        q = queue.queue_id
+        if earliest:
+            offsets[q] = admin.min_offset(topic, q)
+        elif latest:
+            offsets[q] = admin.max_offset(topic, q)
+        else:
+            assert timestamp_ms is not None
+            offsets[q] = admin.offset_for_timestamp(topic, q, timestamp_ms)
+    for q, offset in offsets.items():
+        admin.commit_offset(group, topic, q, offset)
+    body: dict[str, Any] = {"version": time.time_ns(), "offsets": {str(q): o for q, o in offsets.items()}}
+    route = admin.topic_route(topic)
+    for broker in route.brokers:
+        request = RemotingCommand.request(
+            RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, {"consumerGroup": group, "topic": topic}, body=pack(body)
+        )
+        admin.call(broker.address, request)
+    return offsets

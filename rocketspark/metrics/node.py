@@ -1,0 +1,136 @@
+"""One server's metrics: its registry, the request histogram every server has, and the HTTP
+endpoint Prometheus scrapes.
+
+Names follow RocketMQ 5 where it has one (``rocketmq_rpc_latency`` in milliseconds, with its
+bucket bounds and its ``cluster``/``node_type``/``node_id`` labels on every series); ours start
+with ``rocketspark_``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import CollectorRegistry, Histogram, start_http_server
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from rocketspark.errors import ConfigError
+from rocketspark.security.tls import ServerTls
+
+RPC_LATENCY_BUCKETS_MS = (1, 3, 5, 10, 100, 1000, 3000)  # RocketMQ's le_1_ms ... le_3_s
+FLUSH_LATENCY_BUCKETS_MS = (1, 5, 10, 50, 100, 500, 1000, 5000)
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """The labels every series of a server carries (RocketMQ's)."""
+
+    cluster: str
+    node_type: str  # "broker" | "nameserver"
+    node_id: str
+
+    @property
+    def names(self) -> list[str]:
+        return ["cluster", "node_type", "node_id"]
+
+    @property
+    def values(self) -> list[str]:
+        return [self.cluster, self.node_type, self.node_id]
+
+
+Rows = Iterable[tuple[Sequence[str], float]]  # (label values after the node's, value)
+
+
+class Families:
+    """Builds metric families that carry a node's labels, for a ``Collector``'s ``collect``."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+    def gauge(self, name: str, doc: str, labels: Sequence[str] = (), rows: Rows = ()) -> Metric:
+        return self._fill(GaugeMetricFamily(name, doc, labels=[*self.node.names, *labels]), rows)
+
+    def counter(self, name: str, doc: str, labels: Sequence[str] = (), rows: Rows = ()) -> Metric:
+        return self._fill(CounterMetricFamily(name, doc, labels=[*self.node.names, *labels]), rows)
+
+    def _fill(self, family: Metric, rows: Rows) -> Metric:
+        add = family.add_metric  # type: ignore[attr-defined]
+        for values, value in rows:
+            add([*self.node.values, *values], value)
+        return family
+
+    def refusals(self, counts: Mapping[str, int]) -> Metric:
+        """Requests security refused (``Guard.refusals``), by reason."""
+        return self.counter(
+            "rocketspark_auth_refusals",
+            "Requests refused by security: reason is authentication (unknown user, bad signature, clock) or permission",
+            ["reason"],
+            [([reason], counts.get(reason, 0)) for reason in ("authentication", "permission")],
+        )
+
+
+class Collecting(Protocol):
+    """What a server hands its metrics: the families it reads at scrape time."""
+
+    def collect(self) -> Iterator[Metric]: ...
+
+
+class NodeMetrics:
+    """A server's registry and request metrics; ``serve`` opens ``/metrics``."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.families = Families(node)
+        self.rpc_latency = Histogram(
+            "rocketmq_rpc_latency",
+            "Time to serve a request, in milliseconds, by protocol, request code and response code",
+            [*node.names, "protocol_type", "request_code", "response_code"],
+            buckets=RPC_LATENCY_BUCKETS_MS,
+            registry=self.registry,
+        )
+        self._children: dict[tuple[str, int | str, int], Histogram] = {}
+        self._server: WSGIServer | None = None
+        self.url = ""
+
+    def observe_request(self, protocol: str, code: int | str, response_code: int, started: float) -> None:
+        """A request served (``started``: its ``time.perf_counter()``); the children are cached
+        so that the hot path does no label lookups after the first of each kind."""
+        key = (protocol, code, response_code)
+        child = self._children.get(key)
+        if child is None:
+            child = self.rpc_latency.labels(*self.node.values, protocol, str(code), str(response_code))
+            self._children[key] = child
+        child.observe((time.perf_counter() - started) * 1000)
+
+    def add(self, collector: Collecting) -> None:
+        self.registry.register(collector)
+
+    def serve(self, host: str, port: int, shown_host: str, tls: ServerTls | None = None) -> str:
+        """Listen on ``host:port`` (0: a free port) and return the ``/metrics`` URL, on
+        ``shown_host`` (the address the server advertises). With TLS the server's own
+        certificate is used and the URL is https."""
+        try:
+            if tls is not None:
+                self._server, _ = start_http_server(
+                    port, host, self.registry, certfile=tls.cert_file, keyfile=tls.key_file
+                )
+            else:
+                self._server, _ = start_http_server(port, host, self.registry)
+        except OSError as exc:
+            raise ConfigError(
+                f"the {self.node.node_type} {self.node.node_id} cannot serve metrics on {host}:{port}: "
+                f"{exc.strerror or exc}; pick another metrics_port (0: any free one, -1: off)"
+            ) from exc
+        scheme = "https" if tls is not None else "http"
+        self.url = f"{scheme}://{shown_host}:{self._server.server_port}/metrics"
+        return self.url
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
