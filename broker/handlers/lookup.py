@@ -92,7 +92,8 @@ def _message_at(ctx: LookupContext, phys: int, index: int) -> MessageExt | None:
     if index >= len(columns):
         return None
     topic = raw[HEADER_SIZE : HEADER_SIZE + int(columns.heads.rows["topic_len"][0])].decode()
-    return _logical(ctx, to_messages(columns, topic, ctx.name)[index])
+    [message] = to_messages(columns.take(columns.index == index), topic, ctx.name)  # that one alone
+    return _logical(ctx, message)
 
 
 def _logical(ctx: LookupContext, message: MessageExt) -> MessageExt:

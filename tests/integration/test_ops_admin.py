@@ -1,0 +1,132 @@
+"""The operator's look-ups against real broker processes (issue 13): messages by key through
+the durable key index and by message id, consumer groups with members and lag, and an offset
+reset that a running group consumer follows."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+from rocketspark import Admin, GroupConsumer, LocalCluster, Message, Producer
+from rocketspark.errors import InvalidParameterError, MessageNotFoundError, TopicNotExistError
+from rocketspark.protocol.types import MessageExt
+from tests.helpers import eventually
+
+pytestmark = pytest.mark.integration
+
+
+def test_query_by_key_finds_messages_among_many_and_again_after_a_crash(
+    make_cluster: Callable[..., LocalCluster],
+) -> None:
+    cluster = make_cluster(brokers=1)
+    ns = cluster.nameserver
+    with Admin(ns) as admin, Producer(ns) as producer:
+        admin.create_topic("orders", 4)
+        for start in range(0, 20_000, 1000):
+            producer.send_batch(
+                [
+                    Message("orders", f"order {i}".encode(), keys=[f"k{i}", f"c{i % 7}"])
+                    for i in range(start, start + 1000)
+                ]
+            )
+        producer.send_batch([Message("orders", f"again {i}".encode(), keys="dup", queue_id=1) for i in range(3)])
+        producer.send(Message("orders", b"no keys"))
+
+        [found] = eventually(lambda: admin.query_messages("orders", "k12345"), timeout_s=20)
+        assert found.body == b"order 12345" and found.keys == ["k12345", f"c{12345 % 7}"]
+        dup = admin.query_messages("orders", "dup")
+        assert [m.body for m in dup] == [b"again 2", b"again 1", b"again 0"]  # newest first
+        assert len(admin.query_messages("orders", "c3", max_messages=50)) == 50
+        assert admin.query_messages("orders", "nobody") == []
+        assert admin.query_message_by_id(found.msg_id) == found
+
+        cluster.kill_broker("broker-a")  # SIGKILL: the index is as durable as the log it follows
+        cluster.start_broker("broker-a")
+        [again] = eventually(lambda: admin.query_messages("orders", "k12345"), timeout_s=20)
+        assert again == found
+        assert [m.body for m in eventually(lambda: admin.query_messages("orders", "k19999"))] == [b"order 19999"]
+
+
+def test_lookups_on_a_static_topic_give_logical_queues_and_offsets(make_cluster: Callable[..., LocalCluster]) -> None:
+    cluster = make_cluster(brokers=2)
+    ns = cluster.nameserver
+    with Admin(ns) as admin, Producer(ns) as producer:
+        admin.create_static_topic("events", 1, brokers=["broker-a"])
+        producer.send(Message("events", b"before", keys="moved", queue_id=0))
+        admin.remap_static_topic("events", [0], "broker-b")
+        sent = producer.send(Message("events", b"after", keys="moved", queue_id=0))
+        found = eventually(
+            lambda: (
+                admin.query_messages("events", "moved") if len(admin.query_messages("events", "moved")) == 2 else None
+            )
+        )
+        assert [(m.body, m.queue_id, m.broker_name) for m in found] == [
+            (b"after", 0, "broker-b"),
+            (b"before", 0, "broker-a"),
+        ]
+        assert found[0].queue_offset == sent.queue_offset  # the logical offset, past the remap's gap
+        assert admin.query_message_by_id(sent.msg_id).queue_offset == sent.queue_offset
+
+
+def test_lookups_with_bad_input_say_what_is_wrong(make_cluster: Callable[..., LocalCluster]) -> None:
+    cluster = make_cluster(brokers=1)
+    with Admin(cluster.nameserver) as admin:
+        admin.create_topic("orders", 1)
+        with pytest.raises(TopicNotExistError):
+            admin.query_messages("nosuch", "k1")
+        with pytest.raises(InvalidParameterError, match="32 hexadecimal digits"):
+            admin.query_message_by_id("not-an-id")
+        with pytest.raises(MessageNotFoundError, match="names a broker this cluster does not have"):
+            admin.query_message_by_id("0" * 32)
+        real = Producer(cluster.nameserver).send(Message("orders", b"x")).msg_id
+        moved = real[:8] + f"{int(real[8:24], 16) + 5:016X}" + real[24:]  # not where a record starts
+        with pytest.raises(MessageNotFoundError, match="nothing is stored at log offset"):
+            admin.query_message_by_id(moved)
+        with pytest.raises(InvalidParameterError, match="exactly one of"):
+            admin.reset_offset("g", "orders", earliest=True, latest=True)
+
+
+def test_a_running_group_consumer_follows_a_reset_and_groups_show_members_and_lag(
+    make_cluster: Callable[..., LocalCluster],
+) -> None:
+    cluster = make_cluster(brokers=1)
+    ns = cluster.nameserver
+    got: list[bytes] = []
+    lock = threading.Lock()
+
+    def handle(messages: list[MessageExt]) -> None:
+        with lock:
+            got.extend(m.body for m in messages)
+
+    with Admin(ns) as admin, Producer(ns) as producer:
+        admin.create_topic("billing", 2)
+        producer.send_batch([Message("billing", f"old {i}".encode(), queue_id=i % 2) for i in range(10)])
+        time.sleep(0.05)
+        middle = int(time.time() * 1000)
+        time.sleep(0.05)
+        producer.send_batch([Message("billing", f"new {i}".encode(), queue_id=i % 2) for i in range(10)])
+        group = GroupConsumer(ns, "invoices", "billing", handle, start_from="earliest", heartbeat_interval_ms=200)
+        with group:
+            eventually(lambda: len(got) == 20)
+            shown = (("billing",), (group.client_id,), 0)  # committed: no lag
+            eventually(
+                lambda: [(g.topics, g.members, g.lag) for g in admin.groups() if g.group == "invoices"] == [shown]
+            )
+
+            with lock:
+                got.clear()
+            offsets = admin.reset_offset("invoices", "billing", timestamp_ms=middle)
+            assert offsets == {0: 5, 1: 5}
+            eventually(lambda: sorted(got) == sorted(f"new {i}".encode() for i in range(10)))
+            with lock:
+                got.clear()
+            admin.reset_offset("invoices", "billing", earliest=True)
+            eventually(lambda: len(got) == 20)
+            time.sleep(0.5)
+            assert len(got) == 20  # once each: the reset was applied once
+        assert [g.lag for g in admin.groups() if g.group == "invoices"] == [0]
+        admin.reset_offset("invoices", "billing", latest=True)
+        assert admin.committed_offset("invoices", "billing", 0) == 10
