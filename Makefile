@@ -21,7 +21,14 @@ $(INSTALLED): $(DEPS) $(SOURCES)
 	$(PY) -m pip install --quiet --no-deps --force-reinstall .
 	touch $(INSTALLED)
 
+# The console's test drives Debian's headless chromium: installed here when missing (root, apt).
+CHROMIUM := $(shell command -v chromium || command -v chromium-browser)
+
 test: $(INSTALLED)
+ifeq ($(CHROMIUM),)
+	@echo "installing chromium (the web console's test runs it headless)"
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+endif
 	$(PY) -m pytest -q
 
 run: $(INSTALLED)

@@ -9,12 +9,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import logging
 import os
 import sys
 
 from broker import config as broker_config
 from broker.server import create_server, serve
+from rocketspark import logs
 from rocketspark.client.nameservers import ENV_NAMESRV, resolve_nameservers
 from rocketspark.errors import ConfigError, RocketSparkError
 
@@ -30,13 +30,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--nameserver", "-n", help="nameserver addresses, comma separated (host:port)")
     parser.add_argument("--flush-mode", dest="flush_mode", choices=["async", "sync"])
     parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--log-format", choices=logs.FORMATS, help="text (default) or json: one event a line")
     return parser.parse_args(argv)
 
 
 def load_config(args: argparse.Namespace) -> broker_config.BrokerConfig:
     """The config file with the command line on top; nameservers from ``--nameserver``, the
     file, else ``ROCKETSPARK_NAMESRV``, each address checked as the clients check them."""
-    overrides = {k: v for k, v in vars(args).items() if k not in ("conf", "nameserver", "log_level")}
+    overrides = {k: v for k, v in vars(args).items() if k not in ("conf", "nameserver", "log_level", "log_format")}
     if args.nameserver:
         overrides["nameservers"] = resolve_nameservers(args.nameserver)
     config = broker_config.load(args.conf, **overrides)
@@ -47,7 +48,11 @@ def load_config(args: argparse.Namespace) -> broker_config.BrokerConfig:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        logs.setup(args.log_level, args.log_format)
+    except ValueError as exc:
+        print(f"broker: {exc}", file=sys.stderr)
+        return 2
     try:
         asyncio.run(run(load_config(args)))
     except (ConfigError, OSError, ValueError, RocketSparkError) as exc:

@@ -42,6 +42,7 @@ class BrokerCollector:
         self.broker = broker
         self.f = families
         self.lags = Lags(broker.name, broker.offsets, broker.static, broker.store)
+        self._size = 0
 
     def collect(self) -> Iterator[Metric]:
         yield from self._traffic()
@@ -80,7 +81,11 @@ class BrokerCollector:
 
     def _storage(self) -> Iterator[Metric]:
         store, f = self.broker.store, self.f
-        yield f.gauge("rocketmq_storage_size", "Bytes the store's files take on disk", rows=[((), store.disk_usage())])
+        try:
+            self._size = store.disk_usage()
+        except RuntimeError:  # a queue was added while this thread walked them: the last figure
+            pass
+        yield f.gauge("rocketmq_storage_size", "Bytes the store's files take on disk", rows=[((), self._size)])
         yield f.gauge(
             "rocketmq_storage_flush_behind_bytes",
             "Bytes of the commit log written but not yet flushed to disk",

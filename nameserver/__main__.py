@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import sys
 
 from nameserver import config as ns_config
 from nameserver.server import create_server, serve
+from rocketspark import logs
 from rocketspark.errors import ConfigError
 
 
@@ -22,8 +22,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", dest="listen_host", help="address to listen on")
     parser.add_argument("--port", dest="listen_port", type=int, help="port to listen on; 0 picks a free one")
     parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--log-format", choices=logs.FORMATS, help="text (default) or json: one event a line")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        logs.setup(args.log_level, args.log_format)
+    except ValueError as exc:
+        print(f"nameserver: {exc}", file=sys.stderr)
+        return 2
     try:
         config = ns_config.load(args.conf, listen_host=args.listen_host, listen_port=args.listen_port)
         asyncio.run(run(config))

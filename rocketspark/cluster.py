@@ -16,18 +16,20 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import shutil
 import sys
 import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from rocketspark.configfile import from_mapping
 from rocketspark.errors import ClusterError
 from rocketspark.ports import free_port
 from rocketspark.security.local import LocalSecurity
+from rocketspark.security.signing import Credentials
 from rocketspark.servers import (
     READY_TIMEOUT_S,
     InProcess,
@@ -36,6 +38,9 @@ from rocketspark.servers import (
     broker_names,
     write_toml,
 )
+
+if TYPE_CHECKING:
+    from rocketspark.console.server import Console
 
 __all__ = ["READY_TIMEOUT_S", "ClusterError", "LocalCluster", "ServerProcess", "broker_names", "write_toml"]
 
@@ -81,6 +86,8 @@ class LocalCluster:
         auth: bool = False,
         tls: bool = False,
         tls_mutual: bool = False,
+        console: bool = True,
+        console_port: int = 0,
     ) -> None:
         if replicas < 1:
             raise ClusterError(f"replicas must be at least 1, not {replicas}")
@@ -116,6 +123,13 @@ class LocalCluster:
         self.grpc_endpoints: dict[str, str] = {}  # broker or replica name -> its v2 endpoint
         self._metrics_ports: dict[str, int] = {}  # a server's metrics port, kept across restarts
         self.metrics_urls: dict[str, str] = {}  # server name -> its /metrics URL (Prometheus scrapes it)
+        self._want_console = console
+        self.console_port = console_port
+        self._console: Console | None = None
+        self.console_url = ""  # the web console, once started
+        # who may change things in the console: the admin user with auth, else a console secret
+        self.console_access_key = self.admin_access_key or "admin"
+        self.console_secret = self.admin_secret_key or secrets.token_urlsafe(18)
 
     @property
     def grpc_endpoint(self) -> str:
@@ -152,12 +166,24 @@ class LocalCluster:
                 else:
                     for replica_id in range(self.replica_count):
                         self._start_replica(name, replica_id)
+            if self._want_console:
+                self._start_console()
         except BaseException:
             self.stop()
             raise
         return self
 
+    def _start_console(self) -> None:
+        from rocketspark.console.server import start_console
+
+        signer = Credentials(self.console_access_key, self.console_secret)
+        self._console = start_console(self.nameserver, self.client_options, signer, port=self.console_port)
+        self.console_url = self._console.url
+
     def stop(self) -> None:
+        if self._console is not None:
+            self._console.close()
+            self._console = None
         for name in list(self.brokers):
             self.stop_broker(name)
         for group, replica_id in list(self._by_address.values()):

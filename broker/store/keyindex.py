@@ -1,9 +1,10 @@
 """The key index: a message's keys -> where it lies in the log, on disk (RocketMQ's IndexFile).
 
 A thread follows the commit log behind the flusher: every record up to the flushed offset is
-read back, its messages' keys decoded (``codec.columns``) and one row per key stored in an
-SQLite database next to the log (``<store>/index/keys.db``), together with how far the log is
-indexed, in the same transaction. So the index is durable, never points past what survives a
+read back (a batch without keys costs three small reads), its messages' keys decoded
+(``codec.columns``) and one row per key stored in an SQLite database next to the log
+(``<store>/index/keys.db``), together with how far the log is indexed, in the same
+transaction. So the index is durable, never points past what survives a
 crash, and after a restart carries on from where it stopped. Nothing is added to a send.
 
 A lookup returns candidates; the caller reads each back and keeps the messages that really
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import struct
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,9 +26,16 @@ from typing import Protocol
 import msgpack
 import numpy as np
 
-from broker.store.scan import ScannedRecord
 from rocketspark.codec.columns import decode
-from rocketspark.codec.layout import RecordCorrupted
+from rocketspark.codec.layout import (
+    BATCH_MAGIC,
+    BLANK_MAGIC,
+    COMPRESSION_MASK,
+    HEADER_DTYPE,
+    HEADER_SIZE,
+    PREFIX,
+    RecordCorrupted,
+)
 
 log = logging.getLogger(__name__)
 
@@ -48,9 +57,9 @@ class IndexedLog(Protocol):
     @property
     def log_min_offset(self) -> int: ...
 
-    def records_after(self, offset: int) -> Iterator[ScannedRecord]: ...
-
     def read_record(self, phys: int, size: int) -> bytes | None: ...
+
+    def segment_end(self, offset: int) -> int | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,33 +148,60 @@ class KeyIndex:
 
     def index_round(self) -> bool:
         """Index the flushed log after ``indexed_to``, at most ``ROUND_BYTES`` of it; True when
-        there is more to do."""
+        there is more to do. The log is read with ``pread`` (never through a mapping: this
+        thread must not pin a segment retention is deleting, nor count its pages as resident)."""
         end = self.store.flushed_offset
-        start = max(self.indexed_to, self.store.log_min_offset)
-        if start >= end:
-            self._purge()
-            return False
+        pos = start = max(self.indexed_to, self.store.log_min_offset)
         rows: list[tuple[str, str, int, int]] = []
-        reached, budget = start, ROUND_BYTES
-        for record in self.store.records_after(start):
-            if record.phys + record.size > end or budget <= 0:
+        while pos < end and pos - start < ROUND_BYTES:
+            step = self._record_at(pos, rows)
+            if step is None:
                 break
-            rows.extend(self._keys_of(record))
-            reached, budget = record.phys + record.size, budget - record.size
-        if rows or reached - self._saved_to >= PROGRESS_BYTES:
-            self._store(rows, reached)
-        self.indexed_to = max(self.indexed_to, reached)
-        return start < reached < end
+            pos = step
+        if rows or pos - self._saved_to >= PROGRESS_BYTES:
+            self._store(rows, pos)
+        self.indexed_to = max(self.indexed_to, pos)
+        if pos >= end:
+            self._purge()
+        return start < pos < end
 
-    def _keys_of(self, record: ScannedRecord) -> Iterator[tuple[str, str, int, int]]:
-        raw = self.store.read_record(record.phys, record.size)
+    def _record_at(self, pos: int, rows: list[tuple[str, str, int, int]]) -> int | None:
+        """Index the record at ``pos`` into ``rows``; where the next one starts (None: stop for
+        this round, the log is not readable there yet)."""
+        prefix = self.store.read_record(pos, PREFIX.size)
+        if prefix is None:  # deleted by retention meanwhile, or the end of what is written
+            floor = self.store.log_min_offset
+            return floor if floor > pos else None
+        size, magic = (int(v) for v in PREFIX.unpack(prefix))
+        segment_end = self.store.segment_end(pos)
+        if magic == BLANK_MAGIC or segment_end is None or size < PREFIX.size or pos + size > segment_end:
+            after: int | None = segment_end if segment_end is not None and segment_end > pos else None
+            return after  # the padding at a segment's end (or damage): the next segment
+        if magic == BATCH_MAGIC and size >= HEADER_SIZE:
+            head = self.store.read_record(pos, HEADER_SIZE)
+            if head is None:
+                return None
+            rows.extend(self._keys_of(pos, size, head))
+        return pos + size  # a batch, or a gap recovery cut out
+
+    def _keys_of(self, pos: int, size: int, head: bytes) -> Iterator[tuple[str, str, int, int]]:
+        fields = np.frombuffer(head, dtype=HEADER_DTYPE, count=1)[0]
+        count, topic_len = int(fields["count"]), int(fields["topic_len"])
+        if not int(fields["attributes"]) & COMPRESSION_MASK:
+            # the ext offsets' last entry is the size of every message's keys and properties
+            at = pos + HEADER_SIZE + topic_len + 4 * (count + 1) * 2 + 4 * count
+            ext = self.store.read_record(at, 4)
+            if ext is not None and struct.unpack("<I", ext)[0] == 0:
+                return  # no message of the batch has keys: nothing more to read
+        raw = self.store.read_record(pos, size)
         if raw is None:
             return
         try:
-            columns = decode(raw, verify=False)
+            columns = decode(raw)
         except RecordCorrupted as exc:  # the scrubber and readers report damage; the index skips it
-            log.warning("key index: record at log offset %d not indexed: %s", record.phys, exc)
+            log.warning("key index: record at log offset %d not indexed: %s", pos, exc)
             return
+        topic = raw[HEADER_SIZE : HEADER_SIZE + topic_len].decode()
         data = columns.data
         for i in np.flatnonzero(columns.ext_len).tolist():
             at = int(columns.ext_at[i])
@@ -174,7 +210,7 @@ class KeyIndex:
             except (ValueError, TypeError, IndexError, msgpack.UnpackException):
                 continue
             for key in _key_list(keys):
-                yield record.topic, key, record.phys, int(columns.index[i])
+                yield topic, key, pos, int(columns.index[i])
 
     def _store(self, rows: list[tuple[str, str, int, int]], reached: int) -> None:
         with self._lock:

@@ -330,6 +330,11 @@ class MessageStore:
                 if isinstance(item, ScannedRecord) and item.phys < segment.base + segment.wrote:
                     yield item
 
+    def segment_end(self, offset: int) -> int | None:
+        """Where the segment holding log offset ``offset`` ends (None: no such segment now)."""
+        segment = self.commitlog.segment_for(offset)
+        return None if segment is None else segment.base + segment.size
+
     def read_record(self, phys: int, size: int) -> bytes | None:
         """The ``size`` bytes at log offset ``phys``; None when retention deleted them."""
         return self.commitlog.read(phys, size)

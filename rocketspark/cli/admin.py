@@ -24,22 +24,15 @@ def admin_clusters(args: argparse.Namespace) -> None:
     table("clusters", ["cluster", "broker", "address", "perm", "topics count", "last heartbeat"], rows)
 
 
-SYSTEM_PREFIXES = ("%RETRY%", "%DLQ%", "rmq_sys_", "RMQ_SYS_", "TBW102")  # kept by the cluster itself
-
-
 def admin_topics(args: argparse.Namespace) -> None:
     """Every topic the nameservers know: its kind, logical queues and brokers (mqadmin topicList)."""
-    rows = []
     with admin_client(args) as admin:
-        for name in sorted(admin.topics()):
-            try:
-                route = admin.topic_route(name)
-            except RocketSparkError:  # deleted between the list and its route
-                continue
-            kind = "static" if route.mapping else "system" if name.startswith(SYSTEM_PREFIXES) else "normal"
-            brokers = sorted({q.broker_name for q in route.queues})
-            rows.append((name, kind, len(admin.queues(name)), ", ".join(brokers)))
-    table("topics", ["topic", "kind", "queues", "brokers"], rows)
+        topics = admin.describe_topics()
+    table(
+        "topics",
+        ["topic", "kind", "queues", "brokers"],
+        [(t.name, t.kind, t.queues, ", ".join(t.brokers)) for t in topics],
+    )
 
 
 def admin_create_topic(args: argparse.Namespace) -> None:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import signal
 import threading
 from pathlib import Path
 from typing import Any
 
+from rocketspark import logs
 from rocketspark.cli.common import console, table
 from rocketspark.security.client_side import FIELDS
 from rocketspark.security.private import write_private
@@ -16,6 +18,10 @@ from rocketspark.security.private import write_private
 
 def cluster_up(args: argparse.Namespace) -> int:
     from rocketspark.cluster import LocalCluster
+
+    fmt = logs.log_format(args.log_format)
+    logs.setup(args.log_level, fmt)
+    os.environ[logs.ENV_LOG_FORMAT] = fmt  # the servers' own processes (--processes) log alike
 
     config: dict[str, Any] = {}
     if args.flush_mode:
@@ -32,6 +38,7 @@ def cluster_up(args: argparse.Namespace) -> int:
         auth=args.auth,
         tls=args.tls or args.tls_mutual,
         tls_mutual=args.tls_mutual,
+        console_port=args.console_port,
     )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -50,6 +57,7 @@ def cluster_up(args: argparse.Namespace) -> int:
         )
         console.print(f"data in {cluster.data_dir}; export ROCKETSPARK_NAMESRV={cluster.nameserver}; Ctrl-C stops")
         _announce_security(cluster)
+        _announce_console(cluster)
         if cluster.grpc_endpoints:  # what the official RocketMQ 5 clients are given as endpoints
             print(f"grpc v2 endpoint ready on {cluster.grpc_endpoint}", flush=True)
         print(f"cluster ready on {cluster.nameserver}", flush=True)
@@ -77,6 +85,9 @@ def add_parser(sub: Any) -> None:
     run.add_argument("--auth", action="store_true", help="users and permissions on: an admin user is made")
     run.add_argument("--tls", action="store_true", help="TLS on every port, with a development CA")
     run.add_argument("--tls-mutual", action="store_true", help="with --tls: clients must show a certificate")
+    run.add_argument("--console-port", type=int, default=0, help="the web console's port (0: any free port)")
+    run.add_argument("--log-level", default="WARNING", help="the servers' log level (default WARNING)")
+    run.add_argument("--log-format", choices=logs.FORMATS, help="text (default) or json: one event a line")
     run.set_defaults(func=cluster_up)
 
 
@@ -100,3 +111,16 @@ def _announce_security(cluster: Any) -> None:
     write_private(env_file, ("\n".join(lines) + "\n").encode())
     who = f'the admin user "{cluster.admin_access_key}"' if cluster.auth else "clients"
     console.print(f"to connect as {who}: source {env_file}")
+
+
+def _announce_console(cluster: Any) -> None:
+    """Where the console is, and (in a file only this user can read) how to sign in as admin."""
+    env_file = Path(cluster.data_dir) / "console.env"
+    lines = [
+        f"ROCKETSPARK_CONSOLE_URL={cluster.console_url}",
+        f"ROCKETSPARK_CONSOLE_ACCESS_KEY={shlex.quote(cluster.console_access_key)}",
+        f"ROCKETSPARK_CONSOLE_SECRET={shlex.quote(cluster.console_secret)}",
+    ]
+    write_private(env_file, ("\n".join(lines) + "\n").encode())
+    print(f"console ready on {cluster.console_url}", flush=True)
+    console.print(f"to sign in to the console as admin: the access key and secret in {env_file}")

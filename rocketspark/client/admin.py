@@ -15,7 +15,7 @@ from rocketspark.client import acl_admin, ops_admin, static_admin
 from rocketspark.client.acl_admin import AclChange, UserInfo
 from rocketspark.client.logical import LogicalQueue, count, logical_view
 from rocketspark.client.offsets import QueueClient
-from rocketspark.client.ops_admin import GroupInfo
+from rocketspark.client.ops_admin import GroupInfo, TopicInfo
 from rocketspark.client.static_admin import RemapResult
 from rocketspark.client.topic_stats import TopicStats, fetch_topic_stats, queue_bounds, segment_state, segment_stats
 from rocketspark.errors import BrokerNotExistError, InvalidParameterError, TopicNotExistError
@@ -237,6 +237,10 @@ class Admin(QueueClient):
                 )
             )
         return out
+
+    def describe_topics(self) -> list[TopicInfo]:
+        """Every topic with its kind (normal, static, system), logical queues and brokers."""
+        return ops_admin.describe_topics(self)
 
     def groups(self) -> list[GroupInfo]:
         """Every consumer group the brokers know: its topics, members and total lag."""

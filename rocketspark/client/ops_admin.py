@@ -21,6 +21,32 @@ if TYPE_CHECKING:
     from rocketspark.client.admin import Admin
 
 
+SYSTEM_PREFIXES = ("%RETRY%", "%DLQ%", "rmq_sys_", "RMQ_SYS_", "TBW102")  # topics the cluster keeps itself
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    """A topic as ``admin topics`` shows it (mqadmin topicList)."""
+
+    name: str
+    kind: str  # "normal", "static" or "system"
+    queues: int  # logical queues
+    brokers: tuple[str, ...]
+
+
+def describe_topics(admin: Admin) -> list[TopicInfo]:
+    """Every topic the nameservers know, sorted by name."""
+    out = []
+    for name in sorted(admin.topics()):
+        try:
+            route = admin.topic_route(name)
+        except RocketSparkError:  # deleted between the list and its route
+            continue
+        kind = "static" if route.mapping else "system" if name.startswith(SYSTEM_PREFIXES) else "normal"
+        out.append(TopicInfo(name, kind, len(admin.queues(name)), tuple(sorted({q.broker_name for q in route.queues}))))
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class GroupInfo:
     """A consumer group as ``admin groups`` shows it."""

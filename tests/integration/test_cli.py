@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -104,6 +105,11 @@ def test_cluster_up_serves_until_ctrl_c_and_stops_cleanly(tmp_path: Path) -> Non
     nameserver = lines[-1].split()[-1]
     with Producer(nameserver) as producer:
         assert producer.send(Message("auto-created", b"hello")).queue_offset == 0
+    [console] = [line.split()[-1] for line in lines if line.startswith("console ready on ")]
+    with urllib.request.urlopen(console + "api/topics", timeout=10) as answer:  # the sidecar serves the console
+        assert "auto-created" in {t["name"] for t in json.loads(answer.read())}
+    secrets_file = data / "console.env"
+    assert secrets_file.stat().st_mode & 0o777 == 0o600 and "ROCKETSPARK_CONSOLE_SECRET=" in secrets_file.read_text()
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0

@@ -1,0 +1,295 @@
+"""The console's HTTP server: the page and its assets from the package, and a JSON API.
+
+Reading needs nothing: everything the API shows is what ``rocketspark admin`` shows anyone
+who can reach the nameserver. Changing anything (creating a topic, resetting a group's
+offsets) needs a session, opened by signing in with the admin's access key and secret (the
+cluster's admin user with security on; otherwise the console's own secret). The session is
+an HttpOnly, SameSite=Strict cookie; every change must also carry the ``X-Console`` header,
+which a page of another site cannot send without a preflight this server never grants.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlparse
+
+from rocketspark.console import views
+from rocketspark.errors import (
+    BrokerNotExistError,
+    ConfigError,
+    IllegalTopicNameError,
+    InvalidParameterError,
+    MessageIllegalError,
+    MessageNotFoundError,
+    NoPermissionError,
+    RocketSparkError,
+    TopicExistAlreadyError,
+    TopicNotExistError,
+)
+from rocketspark.security.signing import Credentials
+
+if TYPE_CHECKING:
+    from rocketspark.client.admin import Admin
+
+log = logging.getLogger(__name__)
+
+SESSION_S = 8 * 3600
+COOKIE = "rocketspark_console"
+ASSETS = {"index.html": "text/html", "console.js": "text/javascript", "console.css": "text/css"}
+HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+class Console:
+    """The console of one cluster: its admin client, who may change things, and the server."""
+
+    def __init__(self, admin: Admin, signer: Credentials, *, sample_interval_s: float = 2.0) -> None:
+        self.admin = admin
+        self.signer = signer
+        self.lock = threading.Lock()  # one admin call at a time
+        self.sessions: dict[str, float] = {}  # token -> expiry (epoch seconds)
+        self.throughput = views.Throughput(_Locked(admin, self.lock), sample_interval_s)
+        self.httpd: ThreadingHTTPServer | None = None
+        self.url = ""
+
+    def serve(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        console = self
+
+        class Handler(_Handler):
+            owner = console
+
+        self.httpd = ThreadingHTTPServer((host, port), Handler)
+        self.httpd.daemon_threads = True
+        threading.Thread(target=self.httpd.serve_forever, name="console", daemon=True).start()
+        self.throughput.start()
+        self.url = f"http://{host}:{self.httpd.server_port}/"
+        return self.url
+
+    def close(self) -> None:
+        self.throughput.close()
+        if self.httpd is not None:
+            self.httpd.shutdown()
+            self.httpd.server_close()
+            self.httpd = None
+        self.admin.close()
+
+    # -- sessions ------------------------------------------------------------------------------
+
+    def sign_in(self, access_key: str, secret: str) -> str:
+        good = hmac.compare_digest(access_key.encode(), self.signer.access_key.encode()) & hmac.compare_digest(
+            secret.encode(), self.signer.secret_key.encode()
+        )
+        if not good:
+            raise PermissionError("wrong access key or secret: sign in as the cluster's admin")
+        token = secrets.token_urlsafe(32)
+        now = time.time()
+        self.sessions = {t: e for t, e in self.sessions.items() if e > now}
+        self.sessions[token] = now + SESSION_S
+        return token
+
+    def signed_in(self, token: str | None) -> bool:
+        expiry = self.sessions.get(token or "")
+        return expiry is not None and expiry > time.time()
+
+    def call(self, view: Callable[..., Any], *args: Any) -> Any:
+        with self.lock:
+            return view(self.admin, *args)
+
+
+class _Locked:
+    """The admin, each call under the console's lock (for the throughput sampler's thread)."""
+
+    def __init__(self, admin: Admin, lock: threading.Lock) -> None:
+        self._admin, self._lock = admin, lock
+
+    def brokers(self) -> dict[str, str]:
+        with self._lock:
+            return self._admin.brokers()
+
+    def broker_counters(self, name: str) -> dict[str, Any]:
+        with self._lock:
+            return self._admin.broker_counters(name)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    owner: Console
+    server_version = "rocketspark-console"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("console: " + format, *args)
+
+    # -- answers ---------------------------------------------------------------------------------
+
+    def _send(self, status: int, body: bytes, kind: str, extra: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        for name, value in {**HEADERS, **(extra or {}), "Content-Type": kind}.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _json(self, value: Any, status: int = 200, extra: dict[str, str] | None = None) -> None:
+        self._send(status, json.dumps(value, default=str).encode(), "application/json", extra)
+
+    def _error(self, status: int, message: str) -> None:
+        self._json({"error": message}, status)
+
+    def _token(self) -> str | None:
+        for part in self.headers.get("Cookie", "").split(";"):
+            name, _, value = part.strip().partition("=")
+            if name == COOKIE:
+                return value
+        return None
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def do_GET(self) -> None:
+        path = urlparse(self.path).path
+        if path in ("/", "/index.html"):
+            self._asset("index.html")
+        elif path.startswith("/static/") and path[8:] in ASSETS:
+            self._asset(path[8:])
+        elif path == "/favicon.ico":
+            self._send(204, b"", "image/x-icon")
+        elif path.startswith("/api/"):
+            self._api_get(path[5:])
+        else:
+            self._error(404, f"no page {path}")
+
+    def _asset(self, name: str) -> None:
+        body = resources.files("rocketspark.console").joinpath("static", name).read_bytes()
+        self._send(200, body, ASSETS[name] + "; charset=utf-8")
+
+    def _api_get(self, route: str) -> None:
+        owner = self.owner
+        try:
+            if route == "overview":
+                self._json(owner.call(views.overview))
+            elif route == "topics":
+                self._json(owner.call(views.topics))
+            elif route.startswith("topics/"):
+                self._json(owner.call(views.topic, unquote(route[7:])))
+            elif route == "groups":
+                self._json(owner.call(views.groups))
+            elif route == "throughput":
+                self._json(owner.throughput.series())
+            elif route == "session":
+                self._json({"admin": owner.signed_in(self._token()), "user": owner.signer.access_key})
+            else:
+                self._error(404, f"no API /api/{route}")
+        except RocketSparkError as exc:
+            self._error(_status(exc), exc.message)
+
+    # -- changing --------------------------------------------------------------------------------
+
+    def _body(self) -> dict[str, Any]:
+        size = int(self.headers.get("Content-Length") or 0)
+        if size > 65536:
+            raise InvalidParameterError("request body over 64 KiB")
+        try:
+            body = json.loads(self.rfile.read(size) or b"{}")
+        except ValueError:
+            raise InvalidParameterError("the request body is not JSON") from None
+        if not isinstance(body, dict):
+            raise InvalidParameterError("the request body must be a JSON object")
+        return body
+
+    def _changing(self) -> bool:
+        """A change must come from the console's own page (the header) and a session."""
+        if self.headers.get("X-Console") != "1":
+            self._error(403, "changes must come from the console page (X-Console header missing)")
+            return False
+        if urlparse(self.path).path != "/api/session" and not self.owner.signed_in(self._token()):
+            self._error(401, "sign in as admin to change anything; reading needs no sign-in")
+            return False
+        return True
+
+    def do_POST(self) -> None:
+        if not self._changing():
+            return
+        route = urlparse(self.path).path
+        try:
+            body = self._body()
+            if route == "/api/session":
+                token = self.owner.sign_in(str(body.get("accessKey", "")), str(body.get("secret", "")))
+                cookie = f"{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/; Max-Age={SESSION_S}"
+                self._json({"admin": True}, extra={"Set-Cookie": cookie})
+            elif route == "/api/topics":
+                queues = int(body.get("queues", 8))
+                created = self.owner.call(lambda a: a.create_topic(str(body.get("name", "")), queues=queues))
+                self._json({"created": created})
+            elif route.startswith("/api/groups/") and route.endswith("/reset"):
+                group = unquote(route[len("/api/groups/") : -len("/reset")])
+                self._json({"offsets": self.owner.call(lambda a: _reset(a, group, body))})
+            else:
+                self._error(404, f"no API {route}")
+        except PermissionError as exc:
+            self._error(401, str(exc))
+        except (RocketSparkError, ValueError) as exc:
+            message = exc.message if isinstance(exc, RocketSparkError) else str(exc)
+            self._error(_status(exc) if isinstance(exc, RocketSparkError) else 400, message)
+
+    def do_DELETE(self) -> None:
+        if self.headers.get("X-Console") != "1":
+            self._error(403, "changes must come from the console page (X-Console header missing)")
+            return
+        if urlparse(self.path).path == "/api/session":
+            self.owner.sessions.pop(self._token() or "", None)
+            self._json({"admin": False}, extra={"Set-Cookie": f"{COOKIE}=; Max-Age=0; Path=/"})
+        else:
+            self._error(404, f"no API {self.path}")
+
+
+def _reset(admin: Admin, group: str, body: dict[str, Any]) -> dict[int, int]:
+    to = str(body.get("to", ""))
+    topic = str(body.get("topic", ""))
+    if to in ("earliest", "latest"):
+        return admin.reset_offset(group, topic, earliest=to == "earliest", latest=to == "latest")
+    if to.isdigit():
+        return admin.reset_offset(group, topic, timestamp_ms=int(to))
+    raise InvalidParameterError('reset "to" must be "earliest", "latest" or a time in milliseconds')
+
+
+_NOT_FOUND = (TopicNotExistError, BrokerNotExistError, MessageNotFoundError)
+_BAD_INPUT = (InvalidParameterError, IllegalTopicNameError, TopicExistAlreadyError, MessageIllegalError)
+
+
+def _status(exc: RocketSparkError) -> int:
+    """A missing thing is 404, bad input 400, a refusal 403, anything else the cluster's (502)."""
+    if isinstance(exc, _NOT_FOUND):
+        return int(HTTPStatus.NOT_FOUND)
+    if isinstance(exc, _BAD_INPUT):
+        return int(HTTPStatus.BAD_REQUEST)
+    if isinstance(exc, NoPermissionError):
+        return int(HTTPStatus.FORBIDDEN)
+    return int(HTTPStatus.BAD_GATEWAY)
+
+
+def start_console(
+    nameserver: str, client_options: dict[str, Any], signer: Credentials, host: str = "127.0.0.1", port: int = 0
+) -> Console:
+    """A console for the cluster at ``nameserver``, serving on ``host:port`` (0: a free port)."""
+    from rocketspark.client.admin import Admin
+
+    admin = Admin(nameserver, **client_options)
+    console = Console(admin, signer)
+    try:
+        console.serve(host, port)
+    except OSError as exc:
+        admin.close()
+        raise ConfigError(f"the console cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    return console
