@@ -55,9 +55,18 @@ class ConsumerGroups:
             del members[client_id]
         return sorted(members)
 
+    def live_counts(self) -> dict[str, int]:
+        """Members heard from lately, per group, without dropping anyone (safe from another
+        thread: the metrics read it while the event loop changes the groups)."""
+        cutoff = time.monotonic() - self.expired_s
+        return {g: sum(1 for seen in list(m.values()) if seen >= cutoff) for g, m in list(self.groups.items())}
+
     def reset(self, group: str, topic: str, version: int, offsets: dict[int, int]) -> None:
         """An admin reset the group's offsets of ``topic``: its members move there."""
         self.resets.setdefault(group, {})[topic] = (version, offsets)
+
+    def reset_version(self, group: str, topic: str) -> int:
+        return self.resets.get(group, {}).get(topic, (0, {}))[0]
 
     def resets_for(self, group: str) -> dict[str, list[object]]:
         """The group's resets as a heartbeat answer carries them: topic -> [id, {queue: offset}]."""

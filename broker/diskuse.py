@@ -23,10 +23,15 @@ from rocketspark.errors import DiskFullError
 log = logging.getLogger(__name__)
 
 
+MAX_DELETES_PER_ROUND = 10  # as RocketMQ's deleteFileBatchMax: a round never empties the log at once
+
+
 def used_ratio(path: Path) -> float:
-    """How full the file system holding ``path`` is, 0-1."""
+    """How full the file system holding ``path`` is, 0-1, as ``df`` shows it: used against
+    used plus what is available to us (blocks reserved for root count as full)."""
     usage = shutil.disk_usage(path)
-    return usage.used / usage.total if usage.total else 0.0
+    room = usage.used + usage.free
+    return usage.used / room if room else 0.0
 
 
 @dataclass
@@ -55,12 +60,15 @@ class DiskUse:
         return self.ratio
 
     def make_room(self) -> int:
-        """Delete the oldest segments while the disk is above ``max_used_ratio``; how many."""
+        """Delete the oldest segments while the disk is above ``max_used_ratio``, at most
+        ``MAX_DELETES_PER_ROUND`` a round (the next round goes on); how many. Skipped while the
+        flusher holds the store (never waiting for an fsync on the event loop)."""
         deleted = 0
-        while self.refresh() > self.max_used_ratio:
-            gone = self.store.delete_oldest_segment()
+        while deleted < MAX_DELETES_PER_ROUND and self.refresh() > self.max_used_ratio:
+            before = self.ratio
+            gone = self.store.delete_oldest_segment(blocking=False)
             if gone is None:
-                break  # only the segment being written is left
+                break  # only the segment being written is left, or the flusher is busy
             deleted += 1
             log.warning(
                 "broker %s: disk %.0f%% used, above disk_max_used_ratio (%.0f%%): deleted the oldest commit-log "
@@ -71,6 +79,15 @@ class DiskUse:
                 gone.name,
                 self.store.log_min_offset,
             )
+            if self.refresh() >= before:
+                log.error(
+                    "broker %s: deleting segment %s freed nothing on the disk (%.0f%% used): something else is filling "
+                    "it, or the file is still held open; stopped deleting for this round",
+                    self.broker_name,
+                    gone.name,
+                    self.ratio * 100,
+                )
+                break
         return deleted
 
     def check_writable(self) -> None:

@@ -83,7 +83,7 @@ class BrokerCollector:
         store, f = self.broker.store, self.f
         try:
             self._size = store.disk_usage()
-        except RuntimeError:  # a queue was added while this thread walked them: the last figure
+        except (RuntimeError, OSError):  # a queue added, or a segment deleted, as this thread walked them
             pass
         yield f.gauge("rocketmq_storage_size", "Bytes the store's files take on disk", rows=[((), self._size)])
         yield f.gauge(
@@ -107,7 +107,7 @@ class BrokerCollector:
             "Commit-log segments deleted: reason is retention (age) or disk (the disk was filling up)",
             ["reason"],
             [
-                (["retention"], stats.segments_deleted - stats.segments_deleted_for_space),
+                (["retention"], stats.segments_deleted_for_age),
                 (["disk"], stats.segments_deleted_for_space),
             ],
         )
@@ -142,20 +142,15 @@ class BrokerCollector:
         )
 
     def _membership(self) -> Iterator[Metric]:
-        groups = self.broker.consumers.groups
+        groups = {key.partition("@")[2] for key in list(self.broker.offsets.table)}
         yield self.f.gauge(
-            "rocketmq_consumer_group_number",
-            "Consumer groups with committed offsets here",
-            rows=[((), len({k.partition("@")[2] for k in self.broker.offsets.table}))],
+            "rocketmq_consumer_group_number", "Consumer groups with committed offsets here", rows=[((), len(groups))]
         )
         yield self.f.gauge(
             "rocketmq_consumer_connections",
             "Group consumers heard from lately, by group",
             ["consumer_group"],
-            [([g], len(members)) for g, members in list(groups.items())],
+            [([g], n) for g, n in sorted(self.broker.consumers.live_counts().items())],
         )
-        yield self.f.gauge(
-            "rocketspark_uptime_seconds",
-            "Seconds since the broker started",
-            rows=[((), time.time() - self.broker.started_at)],
-        )
+        uptime = time.time() - self.broker.started_at
+        yield self.f.gauge("rocketspark_uptime_seconds", "Seconds since the broker started", rows=[((), uptime)])

@@ -173,7 +173,7 @@ class Broker:
         d = self.dispatcher
         send.register(d, self.send_context)
         pull.register(d, self.pull_context)
-        offsets.register(d, offsets.OffsetsContext(topics, store, self.offsets, role, static_))
+        offsets.register(d, offsets.OffsetsContext(topics, store, self.offsets, role, static_, self.consumers))
         consumers.register(d, consumers.ConsumersContext(self.consumers, topics, store, role, registry, self.offsets))
         lookup.register(d, lookup.LookupContext(self.name, topics, static_, store, self.keys))
         admin.register(d, admin_context)
@@ -200,6 +200,18 @@ class Broker:
         saved = read_json(self.data_dir / "config" / "broker.json", default={}, shape=BrokerFile)
         self.topics.broker_perm = int(saved.get("brokerPermission", self.perm))
         report = self.store.open()
+        try:
+            self._open_after_store()
+        except BaseException:  # nothing of a failed start is left running
+            if self.keys is not None:
+                self.keys.close()
+            self.store.close()
+            raise
+        return report
+
+    def _open_after_store(self) -> None:
+        """What starts once the store is open: the disk check, the key index, the producers'
+        sequences replayed from the log, auto-create."""
         self.disk.refresh()
         if self.keys is not None:
             self.keys.open()
@@ -218,7 +230,6 @@ class Broker:
         self.topics.set_auto_create(
             self.config.auto_create_topic_enable, self.config.default_topic_queue_nums, self.store.log_max_offset
         )
-        return report
 
     def _rebuild_lost_topics(self) -> None:
         """A store with messages but no topics.json would start with every message invisible
@@ -338,30 +349,27 @@ class Broker:
 
 
 def create_server(config: BrokerConfig) -> tuple[aio.Server, int, Broker]:
-    """Open the store and bind the gRPC server (not started); port 0 picks a free port. The
-    metrics port is bound first: if any port cannot be bound, nothing is left open."""
+    """Open the store and bind the gRPC server (not started); port 0 picks a free port. If a
+    port cannot be bound, nothing is left open."""
     broker = Broker(config)
-    if broker.metrics is not None:
-        url = broker.metrics.serve(
-            config.listen_host, config.metrics_port, config.advertised_address, broker.security.server_tls
-        )
-        log.info("broker %s: metrics on %s", broker.name, url)
-    opened = False
+    report = broker.open()
     try:
-        report = broker.open()
-        opened = True
         for line in report.lines():
             (log.warning if report.damage else log.info)("broker %s: %s", broker.name, line)
+        if broker.metrics is not None:
+            url = broker.metrics.serve(
+                config.listen_host, config.metrics_port, config.advertised_address, broker.security.server_tls
+            )
+            log.info("broker %s: metrics on %s", broker.name, url)
         server, port = bind_server(
             broker.dispatcher, config.listen_host, config.listen_port, broker.security.server_tls
         )
         broker.address = f"{config.advertised_address}:{port}"
         _bind_endpoint(broker, config)
-    except BaseException:
+    except BaseException:  # a port that cannot be bound: nothing is left open
         if broker.metrics is not None:
             broker.metrics.close()
-        if opened:
-            broker.close()
+        broker.close()
         raise
     return server, port, broker
 

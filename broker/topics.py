@@ -21,8 +21,8 @@ from broker.metadata import TopicChange, TopicsFile
 from broker.store.metafile import Journal, read_json, write_json_atomic
 from rocketspark.errors import InvalidParameterError, NoPermissionError, TopicNotExistError
 from rocketspark.protocol.types import Perm, TopicConfig
+from rocketspark.protocol.validation import AUTO_CREATE_TOPIC
 
-AUTO_CREATE_TOPIC = "TBW102"
 MAX_QUEUES = 1024
 
 

@@ -175,7 +175,7 @@ class RouteNotifier:
 
     @property
     def subscription_count(self) -> int:
-        return sum(len(topics) for topics in self.by_client.values())
+        return sum(len(topics) for topics in list(self.by_client.values()))  # also read by the metrics' thread
 
     # -- changes -----------------------------------------------------------------------------
 

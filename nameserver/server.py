@@ -216,14 +216,26 @@ def create_server(config: NameServerConfig) -> tuple[aio.Server, int, NameServer
     nameserver.address = f"{config.listen_host}:{port}"
     if config.metrics_port >= 0:
         nameserver.metrics = nameserver_metrics(nameserver, nameserver.address)
-        url = nameserver.metrics.serve(config.listen_host, config.metrics_port, config.listen_host, config.server_tls())
+        try:
+            url = nameserver.metrics.serve(
+                config.listen_host, config.metrics_port, config.listen_host, config.server_tls()
+            )
+        except BaseException:  # nothing is left bound
+            nameserver.metrics = None
+            asyncio.get_running_loop().create_task(server.stop(grace=0))
+            raise
         log.info("nameserver %s: metrics on %s", nameserver.address, url)
     return server, port, nameserver
 
 
 async def start(server: aio.Server, nameserver: NameServer) -> list[asyncio.Task[None]]:
     if nameserver.controller is not None:  # first: a Raft port that cannot be bound stops the start
-        await nameserver.controller.start()
+        try:
+            await nameserver.controller.start()
+        except BaseException:
+            if nameserver.metrics is not None:
+                nameserver.metrics.close()
+            raise
     await server.start()
     return nameserver.background_tasks()
 

@@ -14,6 +14,7 @@ from typing import Final
 
 ENV_LOG_FORMAT: Final = "ROCKETSPARK_LOG_FORMAT"
 FORMATS: Final = ("text", "json")
+LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 class OneLine(logging.Formatter):
@@ -49,6 +50,8 @@ def log_format(chosen: str | None) -> str:
 
 def setup(level: str = "INFO", fmt: str | None = None) -> None:
     """Log to stderr at ``level`` in the chosen format (replacing any handler set before)."""
+    if level.upper() not in LEVELS:
+        raise ValueError(f"log level {level!r} is not one of {', '.join(LEVELS)} (--log-level)")
     handler = logging.StreamHandler()
     handler.setFormatter(JsonLines() if log_format(fmt) == "json" else OneLine())
     root = logging.getLogger()

@@ -9,8 +9,11 @@ really carries the key.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from functools import partial
+
+import numpy as np
 
 from broker.static_topics import StaticTopics
 from broker.store.keyindex import KeyIndex
@@ -59,41 +62,50 @@ async def query_by_key(ctx: LookupContext, cmd: RemotingCommand) -> RemotingComm
         raise ServiceNotAvailableError(
             f"broker {ctx.name} keeps no key index (key_index_enable = false); look messages up by id instead"
         )
+    keys = ctx.keys
+    return _answer(cmd, await asyncio.to_thread(_find, ctx, keys, topic, key, limit))
+
+
+def _find(ctx: LookupContext, keys: KeyIndex, topic: str, key: str, limit: int) -> list[MessageExt]:
+    """The messages the index names that really carry ``key`` (read in a thread: SQLite and the
+    log are read from disk), each record decoded once. More candidates than ``limit`` are read,
+    since rows of cut or damaged records fall out here."""
+    by_record: dict[int, list[int]] = {}
+    for hit in keys.lookup(topic, key, 2 * limit + 16):
+        by_record.setdefault(hit.phys, []).append(hit.index)
     found = []
-    for hit in ctx.keys.lookup(topic, key, limit):
-        message = _message_at(ctx, hit.phys, hit.index)
-        if message is not None and message.topic == topic and key in message.keys:
-            found.append(message)
-    return _answer(cmd, found)
+    for phys, indexes in by_record.items():
+        for message in _messages_at(ctx, phys, indexes):
+            if message.topic == topic and key in message.keys:
+                found.append(message)
+    found.sort(key=lambda m: (m.commitlog_offset, m.batch_index), reverse=True)
+    return found[:limit]
 
 
 async def view_by_id(ctx: LookupContext, cmd: RemotingCommand) -> RemotingCommand:
     offset, index = get_int(cmd, "offset"), get_int(cmd, "index")
     if offset < 0 or index < 0:
         raise InvalidParameterError(f"a message id names a log offset and a place >= 0, not {offset} and {index}")
-    message = _message_at(ctx, offset, index)
-    return _answer(cmd, [] if message is None else [message])
+    return _answer(cmd, await asyncio.to_thread(_messages_at, ctx, offset, [index]))
 
 
-def _message_at(ctx: LookupContext, phys: int, index: int) -> MessageExt | None:
-    """The ``index``-th message of the record at log offset ``phys``; None when no intact
+def _messages_at(ctx: LookupContext, phys: int, indexes: list[int]) -> list[MessageExt]:
+    """The messages at ``indexes`` of the record at log offset ``phys``; none when no intact
     record starts there (deleted by retention, or an offset no record starts at)."""
     head = ctx.store.read_record(phys, PREFIX.size)
     if head is None:
-        return None
+        return []
     size, _magic = PREFIX.unpack(head)
     raw = ctx.store.read_record(phys, size) if PREFIX.size <= size <= ctx.store.config.max_record_bytes else None
     if raw is None:
-        return None
+        return []
     try:
         columns = decode(raw)  # the CRC proves a record starts here
     except RecordCorrupted:
-        return None
-    if index >= len(columns):
-        return None
+        return []
     topic = raw[HEADER_SIZE : HEADER_SIZE + int(columns.heads.rows["topic_len"][0])].decode()
-    [message] = to_messages(columns.take(columns.index == index), topic, ctx.name)  # that one alone
-    return _logical(ctx, message)
+    wanted = np.isin(columns.index, np.array(indexes, dtype=np.int64))
+    return [_logical(ctx, m) for m in to_messages(columns.take(wanted), topic, ctx.name)]  # those alone
 
 
 def _logical(ctx: LookupContext, message: MessageExt) -> MessageExt:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from broker.consumers import ConsumerGroups
 from broker.ha.role import Role
 from broker.offsets import ConsumerOffsets
 from broker.static_topics import StaticTopics
@@ -32,6 +33,7 @@ class OffsetsContext:
     offsets: ConsumerOffsets
     role: Role
     static: StaticTopics
+    groups: ConsumerGroups
 
 
 def register(dispatcher: Dispatcher, ctx: OffsetsContext) -> None:
@@ -59,6 +61,11 @@ def register(dispatcher: Dispatcher, ctx: OffsetsContext) -> None:
         ctx.role.check_writable()  # progress lives on the master; its slaves copy it
         if offset < 0:
             raise InvalidParameterError(f"commit offset must be >= 0, got {offset}")
+        applied = get_int(cmd, "resetVersion", -1)
+        if 0 <= applied < ctx.groups.reset_version(group, topic):
+            # a group consumer's progress from before an admin reset it has not applied yet:
+            # dropped, or it would undo the reset (it commits the reset offset once it moves)
+            return cmd.response(ext={"dropped": True})
         if get_bool(cmd, "logical", False):
             validate_topic_name(topic)  # not checked against the topic table below
             # A static topic's progress is kept by logical queue, on the broker leading the

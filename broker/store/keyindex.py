@@ -26,6 +26,7 @@ from typing import Protocol
 import msgpack
 import numpy as np
 
+from broker.store.keydb import KeyDb, Row
 from rocketspark.codec.columns import decode
 from rocketspark.codec.layout import (
     BATCH_MAGIC,
@@ -39,20 +40,18 @@ from rocketspark.codec.layout import (
 
 log = logging.getLogger(__name__)
 
-ROUND_BYTES = 32 * 1024 * 1024  # the most of the log one indexing round reads
+ROUND_BYTES = 16 * 1024 * 1024  # the most of the log one indexing round reads
 PROGRESS_BYTES = 64 * 1024 * 1024  # log without keys read before the progress alone is saved
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS keys (topic TEXT NOT NULL, key TEXT NOT NULL, phys INTEGER NOT NULL, idx INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS keys_by_key ON keys (topic, key);
-CREATE TABLE IF NOT EXISTS progress (id INTEGER PRIMARY KEY CHECK (id = 0), indexed_to INTEGER NOT NULL);
-"""
 
 
 class IndexedLog(Protocol):
     """What the index reads: the store's log."""
 
     @property
-    def flushed_offset(self) -> int: ...
+    def indexable_end(self) -> int: ...
+
+    @property
+    def cut(self) -> tuple[int, int]: ...
 
     @property
     def log_min_offset(self) -> int: ...
@@ -70,67 +69,37 @@ class KeyHit:
 
 class KeyIndex:
     def __init__(self, path: Path, store: IndexedLog, interval_s: float = 0.2) -> None:
-        self.path = path
+        self.db = KeyDb(path)
         self.store = store
         self.interval_s = interval_s
         self.indexed_to = 0
         self.keys_indexed = 0
-        self._lock = threading.Lock()  # one connection, used by the indexer and lookups
-        self._db: sqlite3.Connection | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._purged_below = 0
         self._saved_to = 0  # the progress last saved (a restart re-reads keyless log after it)
+        self._cut = store.cut  # the log's last cut, as last seen
 
     def open(self) -> None:
-        """Open (or make) the database; a damaged one is moved aside and rebuilt from the log."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self._db = self._connect()
-        except sqlite3.DatabaseError as exc:
-            aside = self.path.with_name(self.path.name + ".damaged")
-            log.warning("key index %s is damaged (%s): moved to %s and rebuilt from the log", self.path, exc, aside)
-            self.path.replace(aside)
-            self._db = self._connect()
+        self.indexed_to = self._saved_to = self.db.open()
         self._thread = threading.Thread(target=self._run, name="key-index", daemon=True)
         self._thread.start()
-
-    def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
-        db.execute("PRAGMA wal_autocheckpoint=256")  # a WAL of at most ~1 MiB
-        db.executescript(_SCHEMA)
-        db.execute("PRAGMA quick_check").fetchone()
-        row = db.execute("SELECT indexed_to FROM progress WHERE id = 0").fetchone()
-        self.indexed_to = self._saved_to = int(row[0]) if row else 0
-        return db
 
     def close(self) -> None:
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(10)
+            self._thread.join(30)
             self._thread = None
         if self.indexed_to > self._saved_to:
             try:
-                self._store([], self.indexed_to)
+                self.db.add([], self.indexed_to)
             except sqlite3.Error as exc:  # a full disk: the next start reads that part of the log again
                 log.warning("key index: could not save its progress at shutdown: %s", exc)
-        with self._lock:
-            if self._db is not None:
-                self._db.close()
-                self._db = None
+        self.db.close()
 
     def lookup(self, topic: str, key: str, limit: int) -> list[KeyHit]:
         """Where messages of ``topic`` with ``key`` may be, newest first."""
-        with self._lock:
-            if self._db is None:
-                return []
-            rows = self._db.execute(
-                "SELECT phys, idx FROM keys WHERE topic = ? AND key = ? ORDER BY phys DESC, idx DESC LIMIT ?",
-                (topic, key, limit),
-            ).fetchall()
-        return [KeyHit(int(p), int(i)) for p, i in rows]
+        return [KeyHit(phys, index) for phys, index in self.db.lookup(topic, key, limit)]
 
     # -- the indexer -------------------------------------------------------------------------
 
@@ -150,24 +119,36 @@ class KeyIndex:
         """Index the flushed log after ``indexed_to``, at most ``ROUND_BYTES`` of it; True when
         there is more to do. The log is read with ``pread`` (never through a mapping: this
         thread must not pin a segment retention is deleting, nor count its pages as resident)."""
-        end = self.store.flushed_offset
+        self._follow_cut()
+        end = self.store.indexable_end
         pos = start = max(self.indexed_to, self.store.log_min_offset)
-        rows: list[tuple[str, str, int, int]] = []
+        rows: list[Row] = []
         while pos < end and pos - start < ROUND_BYTES:
-            step = self._record_at(pos, rows)
+            step = self._record_at(pos, end, rows)
             if step is None:
                 break
             pos = step
         if rows or pos - self._saved_to >= PROGRESS_BYTES:
-            self._store(rows, pos)
+            self.db.add(rows, pos)
+            self._saved_to = pos
+            self.keys_indexed += len(rows)
         self.indexed_to = max(self.indexed_to, pos)
         if pos >= end:
             self._purge()
         return start < pos < end
 
-    def _record_at(self, pos: int, rows: list[tuple[str, str, int, int]]) -> int | None:
+    def _follow_cut(self) -> None:
+        """A replica rejoining its group cut its log: forget what was indexed past the cut."""
+        cut = self.store.cut
+        if cut != self._cut:
+            self._cut = cut
+            if cut[1] < self.indexed_to:
+                self.db.cut(cut[1])
+                self.indexed_to = self._saved_to = cut[1]
+
+    def _record_at(self, pos: int, end: int, rows: list[Row]) -> int | None:
         """Index the record at ``pos`` into ``rows``; where the next one starts (None: stop for
-        this round, the log is not readable there yet)."""
+        this round: the log is not readable there yet, or the record ends past ``end``)."""
         prefix = self.store.read_record(pos, PREFIX.size)
         if prefix is None:  # deleted by retention meanwhile, or the end of what is written
             floor = self.store.log_min_offset
@@ -177,6 +158,8 @@ class KeyIndex:
         if magic == BLANK_MAGIC or segment_end is None or size < PREFIX.size or pos + size > segment_end:
             after: int | None = segment_end if segment_end is not None and segment_end > pos else None
             return after  # the padding at a segment's end (or damage): the next segment
+        if pos + size > end:
+            return None  # not whole below the indexable end yet (a slave's copy may end mid-record)
         if magic == BATCH_MAGIC and size >= HEADER_SIZE:
             head = self.store.read_record(pos, HEADER_SIZE)
             if head is None:
@@ -184,7 +167,7 @@ class KeyIndex:
             rows.extend(self._keys_of(pos, size, head))
         return pos + size  # a batch, or a gap recovery cut out
 
-    def _keys_of(self, pos: int, size: int, head: bytes) -> Iterator[tuple[str, str, int, int]]:
+    def _keys_of(self, pos: int, size: int, head: bytes) -> Iterator[Row]:
         fields = np.frombuffer(head, dtype=HEADER_DTYPE, count=1)[0]
         count, topic_len = int(fields["count"]), int(fields["topic_len"])
         if not int(fields["attributes"]) & COMPRESSION_MASK:
@@ -212,31 +195,12 @@ class KeyIndex:
             for key in _key_list(keys):
                 yield topic, key, pos, int(columns.index[i])
 
-    def _store(self, rows: list[tuple[str, str, int, int]], reached: int) -> None:
-        with self._lock:
-            db = self._db
-            if db is None:
-                return
-            db.execute("BEGIN")
-            try:
-                db.executemany("INSERT INTO keys VALUES (?, ?, ?, ?)", rows)
-                db.execute("INSERT OR REPLACE INTO progress VALUES (0, ?)", (reached,))
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-        self.indexed_to = self._saved_to = reached
-        self.keys_indexed += len(rows)
-
     def _purge(self) -> None:
-        """Drop rows of deleted segments (rows go in log order, so theirs are the first)."""
+        """Drop the rows of segments retention deleted."""
         floor = self.store.log_min_offset
-        if floor <= self._purged_below:
-            return
-        with self._lock:
-            if self._db is not None:
-                self._db.execute("DELETE FROM keys WHERE phys < ?", (floor,))
-        self._purged_below = floor
+        if floor > self._purged_below:
+            self.db.drop_before(floor)
+            self._purged_below = floor
 
 
 def _key_list(keys: object) -> list[str]:

@@ -25,13 +25,17 @@ class StoreStats:
     messages_put: int = 0
     bytes_put: int = 0
     messages_got: int = 0
-    segments_deleted: int = 0
+    segments_deleted_for_age: int = 0  # retention_hours
     segments_deleted_for_space: int = 0  # deleted before their time because the disk was filling up
     index_mismatches: int = 0  # reads refused because an entry disagreed with its record
     queues_rebuilt: int = 0
     messages_copied: int = 0  # records a slave copied from its master
     topics: dict[str, Traffic] = field(default_factory=dict)
     on_flush: Callable[[float], None] = _no_flush_observer  # each log flush's seconds (the metrics' histogram)
+
+    @property
+    def segments_deleted(self) -> int:
+        return self.segments_deleted_for_age + self.segments_deleted_for_space
 
     def stored(self, topic: str, count: int, size: int) -> None:
         self.messages_put += count

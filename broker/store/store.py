@@ -102,6 +102,7 @@ class MessageStore:
         self._last_checkpoint = 0.0
         self._checkpointed: tuple[int, dict[str, list[int]]] | None = None
         self.flushed_offset = 0
+        self.cut = (0, 0)  # (how many times, where) the log was cut back: readers behind it follow
         self.reader = QueueReader(self.commitlog, self.stats, self.rebuild_queue)
         self.follower: LogFollower | None = None  # set once this store copies a master's log
         self.scrub = Scrubber(
@@ -288,6 +289,7 @@ class MessageStore:
             if self.follower is not None:
                 self.follower.indexed = min(self.follower.indexed, offset)
             self.flushed_offset = min(self.flushed_offset, offset)
+            self.cut = (self.cut[0] + 1, offset)
         self._write_checkpoint(force=True)
 
     # -- the log as a whole (what the broker around the store asks of it) -------------------------
@@ -329,6 +331,13 @@ class MessageStore:
             for item in scan_segment(segment, is_last=i == len(segments) - 1, damage=[], verify=False, start=start):
                 if isinstance(item, ScannedRecord) and item.phys < segment.base + segment.wrote:
                     yield item
+
+    @property
+    def indexable_end(self) -> int:
+        """The end of the log that is durable and whole: flushed, and on a slave also parsed
+        (its copy may end in the middle of a record)."""
+        follower = self.follower
+        return self.flushed_offset if follower is None else min(self.flushed_offset, follower.indexed)
 
     def segment_end(self, offset: int) -> int | None:
         """Where the segment holding log offset ``offset`` ends (None: no such segment now)."""
@@ -494,13 +503,18 @@ class MessageStore:
             self._maint_lock.release()
         for path in deleted:
             log.info("retention deleted commit-log segment %s", path.name)
+        self.stats.segments_deleted_for_age += len(deleted)
         return len(deleted)
 
-    def delete_oldest_segment(self) -> Path | None:
+    def delete_oldest_segment(self, *, blocking: bool = True) -> Path | None:
         """Delete the oldest sealed segment whatever its age (the disk is filling up); None
-        when only the segment being written is left."""
-        with self._maint_lock:
+        when only the segment being written is left (or, not ``blocking``, a flush is under way)."""
+        if not self._maint_lock.acquire(blocking=blocking):
+            return None
+        try:
             deleted = self._delete_segments(float("inf"), 1)
+        finally:
+            self._maint_lock.release()
         self.stats.segments_deleted_for_space += len(deleted)
         return deleted[0] if deleted else None
 
@@ -510,7 +524,6 @@ class MessageStore:
             log_min = self.commitlog.min_offset
             for cq in self.queues:
                 cq.delete_expired(log_min)
-        self.stats.segments_deleted += len(deleted)
         return deleted
 
     def disk_usage(self) -> int:

@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         result = args.func(args)
     except RocketSparkError as exc:  # a bad setting (ConfigError) and a failed cluster (ClusterError) too
         return _failed(exc.message)
-    except OSError as exc:  # a port or directory unusable
+    except (OSError, ValueError) as exc:  # a port or directory unusable, a bad log level or format
         return _failed(str(exc))
     except KeyboardInterrupt:
         return 130

@@ -167,7 +167,7 @@ def admin_counters(args: argparse.Namespace) -> None:
         try:
             name = RequestCode(int(code)).name
         except ValueError:
-            name = "MALFORMED" if code == "-1" else "?"
+            name = "MALFORMED OR NOT SERVED" if code == "-1" else "?"
         rows.append((code, name, count))
     table(f"requests served by {args.broker or 'the nameserver'}", ["code", "request", "count"], rows)
     table("counters", ["counter", "value"], [(k, v) for k, v in counters.items() if not isinstance(v, dict)])

@@ -72,7 +72,8 @@ class Worker:
     key: QueueKey
     offset: int
     committed: int
-    reset_to: int | None = None  # an admin's offset reset, applied by the worker before its next pull
+    reset_version: int = -1  # the last admin offset reset applied (-1: none known); sent with commits
+    reset_to: tuple[int, int] | None = None  # (reset id, offset) the worker moves to before its next pull
     stop: threading.Event = field(default_factory=threading.Event)
     thread: threading.Thread | None = None
 
@@ -120,7 +121,8 @@ class GroupConsumer:
         self.members: list[str] = []
         self.workers: dict[QueueKey, Worker] = {}
         self._waiting: set[QueueKey] = set()  # this member's queues whose lock another member still holds
-        self._resets_seen: dict[str, int] | None = None  # topic -> id of the last offset reset (None: not asked yet)
+        self._resets_seen: dict[str, int] | None = None  # topic -> id of the last offset reset (None: not known yet)
+        self._reset_lock = threading.Lock()  # Worker.reset_to, set by the heartbeat, taken by the worker
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -171,9 +173,11 @@ class GroupConsumer:
             brokers.update({b.broker_name: b.address for b in route.brokers})
         return brokers
 
-    def _each_broker(self, code: int, ext: dict[str, Any]) -> list[RemotingCommand]:
+    def _each_broker(
+        self, code: int, ext: dict[str, Any], brokers: dict[str, str] | None = None
+    ) -> list[RemotingCommand]:
         answers = []
-        for name, address in sorted(self._brokers().items()):
+        for name, address in sorted((self._brokers() if brokers is None else brokers).items()):
             try:
                 answers.append(self.consumer.call(address, RemotingCommand.request(code, ext), 2000))
             except RocketSparkError as exc:
@@ -183,8 +187,9 @@ class GroupConsumer:
     def _heartbeat(self) -> bool:
         """Heartbeat every broker; True when the membership changed."""
         ext = {"consumerGroup": self.group, "clientId": self.client_id, "topics": self.topics}
-        answers = self._each_broker(RequestCode.HEART_BEAT, ext)
-        self._follow_resets(answers)
+        brokers = self._brokers()
+        answers = self._each_broker(RequestCode.HEART_BEAT, ext, brokers)
+        self._follow_resets(answers, complete=bool(brokers) and len(answers) == len(brokers))
         seen = [sorted(a.ext.get("members", [])) for a in answers if a.ext.get("members")]
         if not seen:
             return False
@@ -195,33 +200,38 @@ class GroupConsumer:
         self.members = members
         return changed
 
-    def _follow_resets(self, answers: list[RemotingCommand]) -> None:
+    def _follow_resets(self, answers: list[RemotingCommand], *, complete: bool) -> None:
         """Move owned queues to an admin's offset reset the brokers tell of (``admin
-        reset-offset``). Resets made before this member started are in the committed offsets
-        it started from; each later one is applied once."""
+        reset-offset``), each reset once. Resets made before this member knew of them are in the
+        committed offsets it started from: the first heartbeat every broker answered only
+        learns their ids. A worker commits with the id of the last reset it applied, and the
+        broker drops a commit that predates a later reset."""
         latest: dict[str, tuple[int, dict[str, int]]] = {}
         for answer in answers:
             for topic, (version, offsets) in (answer.ext.get("resets") or {}).items():
-                if topic in self.topics and version > latest.get(topic, (-1, {}))[0]:
+                if topic in self.topics and int(version) > latest.get(topic, (-1, {}))[0]:
                     latest[topic] = (int(version), offsets)
-        first = self._resets_seen is None
-        seen = self._resets_seen = self._resets_seen or {}
-        with self._lock:
+        if self._resets_seen is None:
+            if complete:
+                self._resets_seen = {topic: version for topic, (version, _) in latest.items()}
+            return
+        seen = self._resets_seen
+        with self._lock, self._reset_lock:
             for topic, (version, offsets) in latest.items():
-                if version <= seen.get(topic, -1):
+                if version <= seen.get(topic, 0):
                     continue
                 seen[topic] = version
-                if first:
-                    continue
                 log.info("group %s: offsets of %s reset by an admin; moving there", self.group, topic)
                 for (t, queue_id), worker in self.workers.items():
                     if t == topic and str(queue_id) in offsets:
-                        worker.reset_to = int(offsets[str(queue_id)])
+                        worker.reset_to = (version, int(offsets[str(queue_id)]))
 
     def _apply_reset(self, worker: Worker) -> None:
         """Continue from the reset offset and commit it (over anything committed since)."""
-        if worker.reset_to is not None:
-            worker.offset, worker.reset_to, worker.committed = worker.reset_to, None, -1
+        with self._reset_lock:
+            pending, worker.reset_to = worker.reset_to, None
+        if pending is not None:
+            worker.reset_version, worker.offset, worker.committed = pending[0], pending[1], -1
             self._commit(worker)
 
     def _loop(self) -> None:
@@ -301,7 +311,8 @@ class GroupConsumer:
         except RocketSparkError as exc:
             log.warning("group %s: cannot start %s/%s yet: %s", self.group, *key, exc)
             return
-        worker = Worker(key, offset, offset)
+        known = -1 if self._resets_seen is None else self._resets_seen.get(key[0], 0)
+        worker = Worker(key, offset, offset, reset_version=known if key[0] in self.topics else -1)
         worker.thread = threading.Thread(
             target=self._pull_loop, args=(worker,), name=f"pull-{key[0]}-{key[1]}", daemon=True
         )
@@ -328,7 +339,8 @@ class GroupConsumer:
         if worker.offset == worker.committed:
             return
         try:
-            self.consumer.commit_offset(self.group, *worker.key, worker.offset)
+            version = worker.reset_version if worker.reset_version >= 0 else None
+            self.consumer.commit_offset(self.group, *worker.key, worker.offset, reset_version=version)
             worker.committed = worker.offset
         except RocketSparkError as exc:
             log.warning("group %s: commit of %s/%s failed: %s", self.group, *worker.key, exc)

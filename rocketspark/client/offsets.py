@@ -113,15 +113,26 @@ class QueueClient(ClientBase):
         return self._retrying(topic, find)
 
     def commit_offset(
-        self, group: str, topic: str, queue_id: int, offset: int, *, broker_name: str | None = None
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        *,
+        broker_name: str | None = None,
+        reset_version: int | None = None,
     ) -> None:
-        """Store the group's progress. A static topic's is logical, kept by the queue's leader."""
+        """Store the group's progress. A static topic's is logical, kept by the queue's leader.
+        ``reset_version``: the last admin offset reset the committer has applied (a group
+        consumer's); the broker drops a commit that predates a later reset."""
 
         def commit() -> None:
             queue = self.queue(topic, queue_id, broker_name)
             segment = queue.leader or queue.segments[-1]
             ext = _group_offset_ext(queue, segment, group)
             ext["commitOffset"] = offset
+            if reset_version is not None:
+                ext["resetVersion"] = reset_version
             request = RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, ext)
             self.call(segment.require_address(topic), request)
 

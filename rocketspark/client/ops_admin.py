@@ -15,13 +15,10 @@ from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.group_topics import LOGICAL_PREFIX
 from rocketspark.protocol.types import MessageExt
-from rocketspark.protocol.validation import validate_topic_name
+from rocketspark.protocol.validation import topic_kind, validate_topic_name
 
 if TYPE_CHECKING:
     from rocketspark.client.admin import Admin
-
-
-SYSTEM_PREFIXES = ("%RETRY%", "%DLQ%", "rmq_sys_", "RMQ_SYS_", "TBW102")  # topics the cluster keeps itself
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,8 +39,14 @@ def describe_topics(admin: Admin) -> list[TopicInfo]:
             route = admin.topic_route(name)
         except RocketSparkError:  # deleted between the list and its route
             continue
-        kind = "static" if route.mapping else "system" if name.startswith(SYSTEM_PREFIXES) else "normal"
-        out.append(TopicInfo(name, kind, len(admin.queues(name)), tuple(sorted({q.broker_name for q in route.queues}))))
+        out.append(
+            TopicInfo(
+                name,
+                topic_kind(name, route.mapping is not None),
+                len(admin.queues(name)),
+                tuple(sorted({q.broker_name for q in route.queues})),
+            )
+        )
     return out
 
 

@@ -26,7 +26,7 @@ from typing import Protocol, Unpack
 
 from rocketspark.client.base import ClientBase, ClientKwargs
 from rocketspark.client.fault import LATENCY_MAX_MS, NOT_AVAILABLE_MS, LatencyFaultTolerance
-from rocketspark.client.routes import AUTO_CREATE_TOPIC, write_queues
+from rocketspark.client.routes import write_queues
 from rocketspark.client.selection import (
     PublishInfo,
     RoundRobin,
@@ -48,7 +48,7 @@ from rocketspark.errors import (
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.types import Message, QueueData, SendResult, SendStatus, TopicRouteData
-from rocketspark.protocol.validation import validate_topic_name
+from rocketspark.protocol.validation import AUTO_CREATE_TOPIC, validate_topic_name
 from rocketspark.remoting.client import check
 
 log = logging.getLogger(__name__)

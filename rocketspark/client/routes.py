@@ -35,7 +35,6 @@ from rocketspark.remoting.client import RemotingClient
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-AUTO_CREATE_TOPIC = "TBW102"
 
 
 @dataclass(frozen=True, slots=True)

@@ -205,7 +205,7 @@ def _apply(
         leader = planned[q][-1]
         handed.setdefault(leader.bname, []).extend([*row[:2], leader.queue_id, *row[3:]] for row in rows)
     _write(admin, state, details, leaders, handed)
-    _carry_progress(admin, state, current, list(moves))
+    _carry_progress(admin, state, current, planned, list(moves))
     return RemapResult(
         state.topic,
         epoch,
@@ -215,25 +215,33 @@ def _apply(
     )
 
 
-def _carry_progress(admin: Admin, state: _State, current: static_plan.Queues, moved: list[int]) -> None:
+def _carry_progress(
+    admin: Admin, state: _State, current: static_plan.Queues, planned: static_plan.Queues, moved: list[int]
+) -> None:
     """Copy every group's progress on the moved queues from their old leaders to the new ones,
     so that a queue's leader holds its groups' progress (the lag metrics read it there; readers
-    would find it on the old leader too). Best effort: the remap is done either way."""
+    would find it on the old leader too). Never over progress a group already committed at the
+    new leader. Best effort: the remap is done either way."""
     prefix = f"{LOGICAL_PREFIX}{state.topic}@"
-    by_broker: dict[str, list[int]] = {}
-    for q in moved:
-        by_broker.setdefault(current[q][-1].bname, []).append(q)
-    for broker, ids in sorted(by_broker.items()):
-        try:
-            request = RemotingCommand.request(RequestCode.GET_ALL_CONSUMER_OFFSET)
-            table = unpack(admin.call(state.brokers[broker], request).body)["offsets"]
-            for key, queues in table.items():
-                if str(key).startswith(prefix):
-                    for q in ids:
-                        if str(q) in queues:
-                            admin.commit_offset(str(key)[len(prefix) :], state.topic, q, int(queues[str(q)]))
-        except RocketSparkError as exc:
-            log.warning("remap of %s: groups' progress stays on broker %s (%s)", state.topic, broker, exc)
+
+    def table(broker: str) -> dict[str, Any]:
+        request = RemotingCommand.request(RequestCode.GET_ALL_CONSUMER_OFFSET)
+        found: dict[str, Any] = unpack(admin.call(state.brokers[broker], request).body)["offsets"]
+        return found
+
+    try:
+        tables: dict[str, dict[str, Any]] = {}
+        for q in moved:
+            old, new = current[q][-1].bname, planned[q][-1].bname
+            for broker in (old, new):
+                if broker not in tables:
+                    tables[broker] = table(broker)
+            for key, queues in tables[old].items():
+                there = tables[new].get(key, {})
+                if str(key).startswith(prefix) and str(q) in queues and str(q) not in there:
+                    admin.commit_offset(str(key)[len(prefix) :], state.topic, q, int(queues[str(q)]))
+    except (RocketSparkError, KeyError) as exc:
+        log.warning("remap of %s: some groups' progress stays on the old leaders (%s)", state.topic, exc)
 
 
 def _seal(

@@ -1,7 +1,10 @@
 """The console's HTTP server: the page and its assets from the package, and a JSON API.
 
-Reading needs nothing: everything the API shows is what ``rocketspark admin`` shows anyone
-who can reach the nameserver. Changing anything (creating a topic, resetting a group's
+Reading needs nothing: anyone who can reach the console sees what it shows (with security on,
+what the admin sees: keep the console on 127.0.0.1, its default, or behind your own access
+control). A request must name the console by the host it listens on (a loopback console
+answers only to loopback names), so a page of another site cannot reach it through DNS
+rebinding. Changing anything (creating a topic, resetting a group's
 offsets) needs a session, opened by signing in with the admin's access key and secret (the
 cluster's admin user with security on; otherwise the console's own secret). The session is
 an HttpOnly, SameSite=Strict cookie; every change must also carry the ``X-Console`` header,
@@ -11,6 +14,7 @@ which a page of another site cannot send without a preflight this server never g
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import json
 import logging
 import secrets
@@ -18,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
@@ -36,6 +40,7 @@ from rocketspark.errors import (
     TopicExistAlreadyError,
     TopicNotExistError,
 )
+from rocketspark.metrics import http
 from rocketspark.security.signing import Credentials
 
 if TYPE_CHECKING:
@@ -61,9 +66,11 @@ class Console:
         self.signer = signer
         self.lock = threading.Lock()  # one admin call at a time
         self.sessions: dict[str, float] = {}  # token -> expiry (epoch seconds)
+        self._sessions_lock = threading.Lock()
         self.throughput = views.Throughput(_Locked(admin, self.lock), sample_interval_s)
-        self.httpd: ThreadingHTTPServer | None = None
+        self.httpd: http.Server | None = None
         self.url = ""
+        self.hosts: set[str] = set()  # the Host headers it answers to (empty: any)
 
     def serve(self, host: str = "127.0.0.1", port: int = 0) -> str:
         console = self
@@ -71,18 +78,18 @@ class Console:
         class Handler(_Handler):
             owner = console
 
-        self.httpd = ThreadingHTTPServer((host, port), Handler)
-        self.httpd.daemon_threads = True
-        threading.Thread(target=self.httpd.serve_forever, name="console", daemon=True).start()
+        self.httpd = http.serve(host, port, Handler, None, "console")
         self.throughput.start()
-        self.url = f"http://{host}:{self.httpd.server_port}/"
+        bound = http.port_of(self.httpd)
+        if ipaddress.ip_address(host).is_loopback:
+            self.hosts = {f"{name}:{bound}" for name in ("127.0.0.1", "localhost", "[::1]")}
+        self.url = f"http://{host}:{bound}/"
         return self.url
 
     def close(self) -> None:
         self.throughput.close()
         if self.httpd is not None:
-            self.httpd.shutdown()
-            self.httpd.server_close()
+            http.stop(self.httpd)
             self.httpd = None
         self.admin.close()
 
@@ -96,12 +103,19 @@ class Console:
             raise PermissionError("wrong access key or secret: sign in as the cluster's admin")
         token = secrets.token_urlsafe(32)
         now = time.time()
-        self.sessions = {t: e for t, e in self.sessions.items() if e > now}
-        self.sessions[token] = now + SESSION_S
+        with self._sessions_lock:
+            for old in [t for t, expiry in self.sessions.items() if expiry <= now]:
+                del self.sessions[old]
+            self.sessions[token] = now + SESSION_S
         return token
 
+    def sign_out(self, token: str | None) -> None:
+        with self._sessions_lock:
+            self.sessions.pop(token or "", None)
+
     def signed_in(self, token: str | None) -> bool:
-        expiry = self.sessions.get(token or "")
+        with self._sessions_lock:
+            expiry = self.sessions.get(token or "")
         return expiry is not None and expiry > time.time()
 
     def call(self, view: Callable[..., Any], *args: Any) -> Any:
@@ -157,7 +171,16 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- reading ---------------------------------------------------------------------------------
 
+    def _host_ok(self) -> bool:
+        hosts = self.owner.hosts
+        if hosts and self.headers.get("Host", "") not in hosts:
+            self._error(421, "this console answers only to the address it listens on (see its URL)")
+            return False
+        return True
+
     def do_GET(self) -> None:
+        if not self._host_ok():
+            return
         path = urlparse(self.path).path
         if path in ("/", "/index.html"):
             self._asset("index.html")
@@ -188,18 +211,23 @@ class _Handler(BaseHTTPRequestHandler):
             elif route == "throughput":
                 self._json(owner.throughput.series())
             elif route == "session":
-                self._json({"admin": owner.signed_in(self._token()), "user": owner.signer.access_key})
+                admin = owner.signed_in(self._token())
+                self._json({"admin": admin, "user": owner.signer.access_key if admin else None})
             else:
                 self._error(404, f"no API /api/{route}")
         except RocketSparkError as exc:
             self._error(_status(exc), exc.message)
+        except Exception as exc:  # never a dropped connection: the page shows what went wrong
+            log.exception("console: GET %s failed", self.path)
+            self._error(500, f"the console failed: {exc}")
 
     # -- changing --------------------------------------------------------------------------------
 
     def _body(self) -> dict[str, Any]:
-        size = int(self.headers.get("Content-Length") or 0)
-        if size > 65536:
-            raise InvalidParameterError("request body over 64 KiB")
+        length = self.headers.get("Content-Length") or "0"
+        if not length.isdigit() or int(length) > 65536:
+            raise InvalidParameterError("the request body must have a Content-Length of at most 64 KiB")
+        size = int(length)
         try:
             body = json.loads(self.rfile.read(size) or b"{}")
         except ValueError:
@@ -210,6 +238,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _changing(self) -> bool:
         """A change must come from the console's own page (the header) and a session."""
+        if not self._host_ok():
+            return False
         if self.headers.get("X-Console") != "1":
             self._error(403, "changes must come from the console page (X-Console header missing)")
             return False
@@ -229,7 +259,9 @@ class _Handler(BaseHTTPRequestHandler):
                 cookie = f"{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/; Max-Age={SESSION_S}"
                 self._json({"admin": True}, extra={"Set-Cookie": cookie})
             elif route == "/api/topics":
-                queues = int(body.get("queues", 8))
+                queues = body.get("queues", 8)
+                if not isinstance(queues, int) or isinstance(queues, bool):
+                    raise InvalidParameterError(f"queues must be a whole number of queues, not {queues!r}")
                 created = self.owner.call(lambda a: a.create_topic(str(body.get("name", "")), queues=queues))
                 self._json({"created": created})
             elif route.startswith("/api/groups/") and route.endswith("/reset"):
@@ -239,16 +271,18 @@ class _Handler(BaseHTTPRequestHandler):
                 self._error(404, f"no API {route}")
         except PermissionError as exc:
             self._error(401, str(exc))
-        except (RocketSparkError, ValueError) as exc:
-            message = exc.message if isinstance(exc, RocketSparkError) else str(exc)
-            self._error(_status(exc) if isinstance(exc, RocketSparkError) else 400, message)
+        except RocketSparkError as exc:
+            self._error(_status(exc), exc.message)
+        except Exception as exc:  # never a dropped connection: the page shows what went wrong
+            log.exception("console: POST %s failed", self.path)
+            self._error(500, f"the console failed: {exc}")
 
     def do_DELETE(self) -> None:
         if self.headers.get("X-Console") != "1":
             self._error(403, "changes must come from the console page (X-Console header missing)")
             return
         if urlparse(self.path).path == "/api/session":
-            self.owner.sessions.pop(self._token() or "", None)
+            self.owner.sign_out(self._token())
             self._json({"admin": False}, extra={"Set-Cookie": f"{COOKIE}=; Max-Age=0; Path=/"})
         else:
             self._error(404, f"no API {self.path}")

@@ -87,6 +87,9 @@ def groups(admin: Admin) -> list[dict[str, Any]]:
     ]
 
 
+WATCHED_S = 60.0
+
+
 class Counters(Protocol):
     """What the throughput sampler reads: the brokers and their counters (an ``Admin``)."""
 
@@ -97,13 +100,16 @@ class Counters(Protocol):
 
 class Throughput:
     """Messages stored per second, cluster-wide and per broker, sampled every ``interval_s``
-    from the brokers' counters; the last ``keep`` samples (a 5-minute chart by default)."""
+    from the brokers' counters; the last ``keep`` samples (a 5-minute chart by default).
+    It samples only while someone looks (the chart was asked for within ``WATCHED_S``): an
+    unwatched console costs the cluster nothing."""
 
     def __init__(self, admin: Counters, interval_s: float = 2.0, keep: int = 150) -> None:
         self.admin = admin
         self.interval_s = interval_s
         self.samples: deque[dict[str, Any]] = deque(maxlen=keep)
         self._last: dict[str, tuple[float, int]] = {}
+        self._watched_until = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="console-throughput", daemon=True)
 
@@ -116,6 +122,9 @@ class Throughput:
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
+            if time.monotonic() > self._watched_until:
+                self._last.clear()  # a rate across an unwatched stretch would mislead
+                continue
             try:
                 self.sample()
             except RocketSparkError as exc:  # a broker away for a moment: the chart has a gap
@@ -136,4 +145,5 @@ class Throughput:
             self.samples.append({"t": int(now * 1000), "total": sum(rates.values()), "brokers": rates})
 
     def series(self) -> list[dict[str, Any]]:
+        self._watched_until = time.monotonic() + WATCHED_S
         return list(self.samples)

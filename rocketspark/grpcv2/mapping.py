@@ -33,10 +33,10 @@ from rocketspark.grpcv2.stubs import definition_pb2 as pb
 from rocketspark.protocol.group_topics import DUE_AT_MS, ORIGIN_MESSAGE_ID, RECONSUME_TIME, RETRY_TOPIC
 from rocketspark.protocol.properties import DELIVER_MS, REAL_TOPIC, SHARDING_KEY, UNIQ_KEY
 from rocketspark.protocol.types import Message, MessageExt
+from rocketspark.protocol.validation import HELD_TOPIC_PREFIXES
 
 RESERVED: Final = frozenset({UNIQ_KEY, SHARDING_KEY})
 HELD: Final = frozenset({REAL_TOPIC, DELIVER_MS})  # what a held message carries
-SYSTEM_TOPIC_PREFIXES: Final = ("rmq_sys_", "RMQ_SYS_")  # where the endpoint holds messages
 # What a group consumer writes on a message it sends back: a producer may not forge them.
 SENT_BACK: Final = frozenset({RECONSUME_TIME, RETRY_TOPIC, ORIGIN_MESSAGE_ID, DUE_AT_MS})
 MAX_BORN_MS: Final = 1 << 63  # the record's born timestamp is a signed 64-bit field
@@ -57,7 +57,7 @@ def to_message(v2: pb.Message, max_body_bytes: int) -> Incoming:
     topic = v2.topic.name
     if not topic:
         raise IllegalTopicNameError("the message names no topic (topic.name is empty)")
-    if topic.startswith(SYSTEM_TOPIC_PREFIXES):
+    if topic.startswith(HELD_TOPIC_PREFIXES):
         raise IllegalTopicNameError(
             f"topic {topic!r} is a system topic (held delay and half messages); send to your own"
         )

@@ -11,13 +11,15 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
-from wsgiref.simple_server import WSGIServer
+from http.server import BaseHTTPRequestHandler
+from typing import Any, Protocol
 
-from prometheus_client import CollectorRegistry, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from rocketspark.errors import ConfigError
+from rocketspark.metrics import http
 from rocketspark.security.tls import ServerTls
 
 RPC_LATENCY_BUCKETS_MS = (1, 3, 5, 10, 100, 1000, 3000)  # RocketMQ's le_1_ms ... le_3_s
@@ -93,7 +95,7 @@ class NodeMetrics:
             registry=self.registry,
         )
         self._children: dict[tuple[str, int | str, int], Histogram] = {}
-        self._server: WSGIServer | None = None
+        self._server: http.Server | None = None
         self.url = ""
 
     def observe_request(self, protocol: str, code: int | str, response_code: int, started: float) -> None:
@@ -113,24 +115,37 @@ class NodeMetrics:
         """Listen on ``host:port`` (0: a free port) and return the ``/metrics`` URL, on
         ``shown_host`` (the address the server advertises). With TLS the server's own
         certificate is used and the URL is https."""
+        registry = self.registry
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path.split("?")[0] not in ("/metrics", "/"):
+                    self.send_error(404, "metrics are at /metrics")
+                    return
+                encoder, kind = choose_encoder(self.headers.get("Accept", ""))
+                body = encoder(registry)
+                self.send_response(200)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
         try:
-            if tls is not None:
-                self._server, _ = start_http_server(
-                    port, host, self.registry, certfile=tls.cert_file, keyfile=tls.key_file
-                )
-            else:
-                self._server, _ = start_http_server(port, host, self.registry)
+            context = tls.ssl_context() if tls is not None else None
+            self._server = http.serve(host, port, Handler, context, "metrics")
         except OSError as exc:
             raise ConfigError(
                 f"the {self.node.node_type} {self.node.node_id} cannot serve metrics on {host}:{port}: "
                 f"{exc.strerror or exc}; pick another metrics_port (0: any free one, -1: off)"
             ) from exc
         scheme = "https" if tls is not None else "http"
-        self.url = f"{scheme}://{shown_host}:{self._server.server_port}/metrics"
+        self.url = f"{scheme}://{shown_host}:{http.port_of(self._server)}/metrics"
         return self.url
 
     def close(self) -> None:
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            http.stop(self._server)
             self._server = None

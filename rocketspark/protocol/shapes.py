@@ -165,6 +165,7 @@ class GroupOffsetHeader(Shape):
 
 class CommitHeader(GroupOffsetHeader):
     commit_offset: Offset = 0
+    reset_version: OffsetOrNone = -1  # the last offset reset the committer applied; -1: not a group consumer
 
 
 class CreateTopicHeader(Shape):

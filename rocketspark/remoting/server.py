@@ -130,6 +130,9 @@ class RequestGuard(Protocol):
     def authorize(self, request: RemotingCommand, user: str) -> None: ...
 
 
+UNSERVED = "unserved"  # the request-code label of a malformed request or a code not served
+
+
 class RequestObserver(Protocol):
     """Sees every request served with its outcome (the metrics' latency histogram):
     ``protocol`` is "remoting", or "local" for a request from inside the server."""
@@ -172,15 +175,15 @@ class Dispatcher:
             request = RemotingCommand.decode(raw)
         except MalformedCommand as exc:
             self.counters[-1] += 1
-            return self._refuse(-1, response_for_exception(_UNDECODED, exc, self.server_name), started)
-        self.counters[request.code] += 1
+            return self._refuse(UNSERVED, response_for_exception(_UNDECODED, exc, self.server_name), started)
         handler = table.get(request.code)
-        if handler is None:
+        if handler is None:  # counted and labelled as one: a client cannot mint counters or series
+            self.counters[-1] += 1
             how = "" if table is self.handlers else " as a stream"
             remark = f"request code {request.code} is not supported{how} by {self.server_name}"
-            return self._refuse(
-                request.code, request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=remark), started
-            )
+            refused = request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=remark)
+            return self._refuse(UNSERVED, refused, started)
+        self.counters[request.code] += 1
         try:
             if self.guard is not None:
                 request.user = self.guard.authenticate(request)
@@ -257,11 +260,11 @@ class Dispatcher:
         self._observe(request.code, response, started)
         return response.encode()
 
-    def _refuse(self, code: int, response: RemotingCommand, started: float) -> RemotingCommand:
+    def _refuse(self, code: int | str, response: RemotingCommand, started: float) -> RemotingCommand:
         self._observe(code, response, started)
         return response
 
-    def _observe(self, code: int, response: RemotingCommand, started: float, protocol: str = "remoting") -> None:
+    def _observe(self, code: int | str, response: RemotingCommand, started: float, protocol: str = "remoting") -> None:
         if self.observer is not None:
             self.observer.observe_request(protocol, code, response.code, started)
 

@@ -125,7 +125,7 @@ class ServerTls:
         )
 
     def ssl_context(self) -> ssl.SSLContext:
-        """For the HA port (asyncio streams)."""
+        """For the HA port (asyncio streams) and the metrics endpoint."""
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.load_cert_chain(self.cert_file, self.key_file)
         if self.mutual:

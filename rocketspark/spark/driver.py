@@ -16,13 +16,13 @@ from dataclasses import dataclass
 
 from rocketspark.client.consumer import Consumer
 from rocketspark.client.logical import LogicalQueue, logical_view
-from rocketspark.client.routes import AUTO_CREATE_TOPIC
 from rocketspark.client.topic_stats import fetch_topic_stats, queue_bounds
 from rocketspark.errors import ConnectError, NoPermissionError, NoRouteInfoError, OptionError, TopicNotExistError
 from rocketspark.protocol.codec import unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.types import TopicRouteData
+from rocketspark.protocol.validation import AUTO_CREATE_TOPIC
 from rocketspark.spark.access import refused, unreachable
 from rocketspark.spark.options import EARLIEST, LATEST, ReaderOptions
 from rocketspark.spark.planning import Bounds

@@ -92,9 +92,11 @@ def test_the_console_draws_the_cluster_and_a_remapped_static_topic(cluster: Loca
 
 
 def call(
-    url: str, method: str = "GET", body: Any = None, cookie: str = "", console: bool = True
+    url: str, method: str = "GET", body: Any = None, cookie: str = "", console: bool = True, host: str = ""
 ) -> tuple[int, Any, str]:
     headers = {"Content-Type": "application/json", **({"X-Console": "1"} if console else {})}
+    if host:
+        headers["Host"] = host
     if cookie:
         headers["Cookie"] = cookie
     data = None if body is None else json.dumps(body).encode()
@@ -115,6 +117,8 @@ def test_the_console_is_read_only_until_one_signs_in_as_admin(cluster: LocalClus
     )
     assert call(api + "topics", "POST", {"name": "new-one"})[0] == 401  # reading needs nothing; changing does
     assert call(api + "topics", "POST", {"name": "new-one"}, console=False)[0] == 403  # not from the page
+    assert call(api + "topics", host="evil.example:80")[0] == 421  # DNS rebinding: a name it does not listen by
+    assert call(api + "session")[1] == {"admin": False, "user": None}  # who the admin is: not before sign-in
     status, answer, _ = call(api + "session", "POST", {"accessKey": cluster.console_access_key, "secret": "wrong"})
     assert status == 401 and "wrong access key or secret" in answer["error"]
 
@@ -128,6 +132,8 @@ def test_the_console_is_read_only_until_one_signs_in_as_admin(cluster: LocalClus
     assert status == 200 and created["created"] == ["broker-a", "broker-b"]
     status, answer, _ = call(api + "topics", "POST", {"name": "bad name!", "queues": 2}, session)
     assert status == 400 and "bad name!" in answer["error"]
+    status, answer, _ = call(api + "topics", "POST", {"name": "x", "queues": None}, session)
+    assert status == 400 and "queues must be a whole number" in answer["error"]
     status, reset, _ = call(api + "groups/billing/reset", "POST", {"topic": "orders", "to": "earliest"}, session)
     assert status == 200 and len(reset["offsets"]) == 8
     assert call(api + "topics/nosuch")[0] == 404

@@ -11,11 +11,11 @@ import pytest
 from broker.config import BrokerConfig
 from broker.handlers.send import handle_send
 from broker.server import Broker
-from rocketspark.client.routes import AUTO_CREATE_TOPIC
 from rocketspark.codec.build import encode_messages
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.types import Message
+from rocketspark.protocol.validation import AUTO_CREATE_TOPIC
 from tests.helpers import Registrations
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from broker.topics import AUTO_CREATE_TOPIC, TopicTable
+from broker.topics import TopicTable
 from rocketspark.protocol.types import Perm, TopicConfig
+from rocketspark.protocol.validation import AUTO_CREATE_TOPIC
 
 
 def test_auto_create_takes_the_smaller_of_the_template_and_the_client_queue_count(tmp_path: Path) -> None:

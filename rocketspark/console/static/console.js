@@ -238,8 +238,12 @@ function wire() {
   });
 }
 
+// Each poll starts when the previous one is done: a slow cluster never piles requests up.
+async function every(action, ms) {
+  await action();
+  setTimeout(() => every(action, ms), ms);
+}
+
 wire();
-refresh();
-refreshChart();
-setInterval(refresh, 5000);
-setInterval(refreshChart, 2000);
+every(refresh, 5000);
+every(refreshChart, 2000);

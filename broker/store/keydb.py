@@ -1,0 +1,134 @@
+"""The key index's database: SQLite next to the log (``<store>/index/keys.db``, WAL mode).
+
+One writer (the indexer's connection) and a reader for look-ups (WAL lets it read while the
+writer commits, so a look-up never waits for an indexing round). A row is (topic, key, log
+offset of the batch, place in the batch); rows go in log order, so the oldest rows are the
+first rowids. The progress (how far the log is indexed) is stored in the same transaction as
+its rows.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+from pathlib import Path
+
+from rocketspark.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+Row = tuple[str, str, int, int]
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS keys (topic TEXT NOT NULL, key TEXT NOT NULL, phys INTEGER NOT NULL, idx INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS keys_by_key ON keys (topic, key);
+CREATE TABLE IF NOT EXISTS progress (id INTEGER PRIMARY KEY CHECK (id = 0), indexed_to INTEGER NOT NULL);
+"""
+_DAMAGE = ("not a database", "malformed", "corrupt")  # what SQLite says of a damaged file
+
+
+class KeyDb:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._write: sqlite3.Connection | None = None
+        self._read: sqlite3.Connection | None = None
+        self._write_lock = threading.Lock()
+        self._read_lock = threading.Lock()
+
+    def open(self) -> int:
+        """Open (or make) the database; return how far the log is indexed. A damaged file is
+        moved aside (with its WAL) and the index rebuilt from the log; any other failure is a
+        ConfigError naming the file."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            try:
+                return self._open()
+            except sqlite3.DatabaseError as exc:
+                if not any(word in str(exc).lower() for word in _DAMAGE):
+                    raise
+                self._set_aside(exc)
+                return self._open()
+        except sqlite3.Error as exc:
+            self.close()
+            raise ConfigError(
+                f"the key index {self.path} cannot be opened: {exc}; check the data directory's permissions and free "
+                "space, or set key_index_enable = false"
+            ) from exc
+
+    def _open(self) -> int:
+        self.close()
+        db = self._write = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute("PRAGMA wal_autocheckpoint=256")  # a WAL of at most ~1 MiB
+        db.executescript(_SCHEMA)
+        row = db.execute("SELECT indexed_to FROM progress WHERE id = 0").fetchone()
+        self._read = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
+        return int(row[0]) if row else 0
+
+    def _set_aside(self, exc: Exception) -> None:
+        self.close()
+        for suffix in ("", "-wal", "-shm"):
+            part = self.path.with_name(self.path.name + suffix)
+            if part.exists():
+                part.replace(part.with_name(part.name + ".damaged"))
+        log.warning("key index %s is damaged (%s): moved aside (.damaged) and rebuilt from the log", self.path, exc)
+
+    def close(self) -> None:
+        with self._read_lock:
+            if self._read is not None:
+                self._read.close()
+                self._read = None
+        with self._write_lock:
+            if self._write is not None:
+                self._write.close()
+                self._write = None
+
+    def lookup(self, topic: str, key: str, limit: int) -> list[tuple[int, int]]:
+        """(log offset, place) of the rows of ``topic`` with ``key``, newest first."""
+        with self._read_lock:
+            if self._read is None:
+                return []
+            rows = self._read.execute(
+                "SELECT phys, idx FROM keys WHERE topic = ? AND key = ? ORDER BY phys DESC, idx DESC LIMIT ?",
+                (topic, key, limit),
+            ).fetchall()
+        return [(int(p), int(i)) for p, i in rows]
+
+    def _transaction(self, *statements: tuple[str, tuple[object, ...] | list[Row]]) -> None:
+        with self._write_lock:
+            db = self._write
+            if db is None:
+                return
+            db.execute("BEGIN")
+            try:
+                for sql, params in statements:
+                    if isinstance(params, list):
+                        db.executemany(sql, params)
+                    else:
+                        db.execute(sql, params)
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+    def add(self, rows: list[Row], indexed_to: int) -> None:
+        self._transaction(
+            ("INSERT INTO keys VALUES (?, ?, ?, ?)", rows),
+            ("INSERT OR REPLACE INTO progress VALUES (0, ?)", (indexed_to,)),
+        )
+
+    def drop_before(self, offset: int) -> None:
+        """Rows of log deleted by retention: the first rowids, up to the first row at ``offset``
+        or after (found by walking rowids from the start: as many steps as rows dropped)."""
+        first_kept = "SELECT rowid FROM keys WHERE phys >= ? ORDER BY rowid LIMIT 1"
+        self._transaction(
+            (f"DELETE FROM keys WHERE rowid < COALESCE(({first_kept}), (SELECT max(rowid) + 1 FROM keys))", (offset,))
+        )
+
+    def cut(self, offset: int) -> None:
+        """The log was cut at ``offset``: its rows after the cut go, and indexing resumes there."""
+        self._transaction(
+            ("DELETE FROM keys WHERE phys >= ?", (offset,)),
+            ("INSERT OR REPLACE INTO progress VALUES (0, ?)", (offset,)),
+        )
