@@ -37,20 +37,22 @@ class StoreStats:
     def segments_deleted(self) -> int:
         return self.segments_deleted_for_age + self.segments_deleted_for_space
 
-    def stored(self, topic: str, count: int, size: int) -> None:
-        self.messages_put += count
-        self.bytes_put += size
+    def _of(self, topic: str) -> Traffic:
         traffic = self.topics.get(topic)
         if traffic is None:
             traffic = self.topics[topic] = Traffic()
+        return traffic
+
+    def stored(self, topic: str, count: int, size: int) -> None:
+        self.messages_put += count
+        self.bytes_put += size
+        traffic = self._of(topic)
         traffic.messages_in += count
         traffic.bytes_in += size
 
     def read(self, topic: str, count: int, size: int) -> None:
         self.messages_got += count
-        traffic = self.topics.get(topic)
-        if traffic is None:
-            traffic = self.topics[topic] = Traffic()
+        traffic = self._of(topic)
         traffic.messages_out += count
         traffic.bytes_out += size
 
