@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from rocketspark.client.group_consumer import GroupConsumer
     from rocketspark.client.producer import Producer
     from rocketspark.cluster import LocalCluster
-    from rocketspark.spark.datasource import register
+    from rocketspark.spark.datasource import check_submit, register
 
 __all__ = [
     "Admin",
@@ -38,6 +38,7 @@ __all__ = [
     "RocketSparkError",
     "SendResult",
     "SendStatus",
+    "check_submit",
     "register",
 ]
 
@@ -48,6 +49,7 @@ _LAZY = {
     "Producer": "rocketspark.client.producer",
     "LocalCluster": "rocketspark.cluster",
     "register": "rocketspark.spark.datasource",
+    "check_submit": "rocketspark.spark.datasource",
 }
 
 

@@ -23,7 +23,7 @@ import os
 import sys
 from collections.abc import Callable
 
-from rocketspark.cli import acl, admin, cluster_up, ops
+from rocketspark.cli import acl, admin, cluster_up, ops, package_job
 from rocketspark.cli.common import OUTPUT, add_connection_arguments
 from rocketspark.errors import RocketSparkError
 
@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rocketspark", description="rocketspark sidecar and admin tool")
     sub = parser.add_subparsers(dest="command", required=True)
     cluster_up.add_parser(sub)
+    package_job.add_parser(sub)
 
     admin_parser = sub.add_parser("admin", help="administer a cluster")
     add_connection_arguments(admin_parser)

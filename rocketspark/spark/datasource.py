@@ -4,13 +4,14 @@ After ``pip install rocketspark`` the short name works in any new SparkSession, 
 register call: pyspark discovers the top-level module ``pyspark_rocketmq``, which exposes
 this class as ``DefaultSource``. That discovery needs Spark's Python workers to run the
 interpreter rocketspark is installed in (set ``PYSPARK_PYTHON`` to it); where discovery is
-off, call :func:`register`.
+off, call :func:`register`, which also checks a packaged job's settings (``package-job``).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pyspark import cloudpickle
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -20,6 +21,8 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from rocketspark.errors import ConfigError
+from rocketspark.spark import guard
 from rocketspark.spark.options import parse_reader, parse_writer
 from rocketspark.spark.schema import source_schema
 
@@ -27,7 +30,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-class RocketMQDataSource(DataSource):
+class RocketMQDataSource(guard.Guarded, DataSource):
     """Read and write rocketspark topics from Spark, streaming or batch.
 
     Examples
@@ -94,6 +97,42 @@ class RocketMQDataSource(DataSource):
         return RocketMQBatchWriter(parse_writer(self.options), schema)
 
 
+# What travels to executors carries the guard's code along: see rocketspark.spark.guard.
+cloudpickle.register_pickle_by_value(guard)  # type: ignore[no-untyped-call]
+
+
 def register(spark: SparkSession) -> None:
-    """Register ``format("rocketmq")`` in a session where automatic discovery is off."""
+    """Register ``format("rocketmq")``: for a session where automatic discovery is off, and for
+    a packaged job (``rocketspark package-job``), whose executors' interpreter is the shipped
+    archive. It checks first that the interpreter spark-submit was told to run is one an
+    archive of the job provides: a mistake is reported here, naming the option to fix, not as
+    a failed executor later."""
+    check_packaged(dict(spark.sparkContext.getConf().getAll()))
     spark.dataSource.register(RocketMQDataSource)
+
+
+def check_submit() -> None:
+    """Check spark-submit's settings for a packaged job before the SparkSession exists: Spark
+    starts a Python worker (``spark.pyspark.python``) as the session starts, so a missing
+    archive is best named before that. Run in the driver (it reads spark-submit's settings)."""
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()  # the gateway spark-submit started: its settings
+    check_packaged(dict(SparkConf().getAll()))
+
+
+def check_packaged(conf: dict[str, str]) -> None:
+    """``spark.pyspark.python`` of the form ``./<dir>/bin/python`` needs an archive unpacked as
+    ``<dir>`` (``--archives job-env.tar.gz#<dir>``)."""
+    python = conf.get("spark.pyspark.python", "")
+    if not python.startswith("./"):
+        return
+    directory = python[2:].split("/", 1)[0]
+    listed = ",".join(conf.get(key, "") for key in ("spark.archives", "spark.yarn.dist.archives"))
+    archives = [a.strip() for a in listed.split(",") if a.strip()]
+    if not any("#" in a and a.rsplit("#", 1)[-1] == directory for a in archives):
+        raise ConfigError(
+            f"spark.pyspark.python is {python}, but no archive is unpacked as '{directory}' (spark.archives: "
+            f"{', '.join(archives) or 'none'}); pass the job's archive to spark-submit as "
+            f"--archives job-env.tar.gz#{directory} (make it with `rocketspark package-job job.py -o job-env.tar.gz`)"
+        )

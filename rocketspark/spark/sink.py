@@ -51,6 +51,7 @@ from rocketspark.errors import OptionError
 from rocketspark.protocol.properties import SHARDING_KEY
 from rocketspark.protocol.types import SendResult
 from rocketspark.spark.access import check_sink
+from rocketspark.spark.guard import Guarded
 from rocketspark.spark.options import WriterOptions
 
 log = logging.getLogger(__name__)
@@ -345,7 +346,7 @@ class _WriterBase:
         return SinkCommitMessage(partition, stored, dupes)
 
 
-class RocketMQStreamWriter(_WriterBase, DataSourceStreamArrowWriter):
+class RocketMQStreamWriter(Guarded, _WriterBase, DataSourceStreamArrowWriter):
     def __init__(self, options: WriterOptions, schema: StructType) -> None:
         super().__init__(options, schema, streaming=True)
         check_sink(options)  # on the driver, when the query starts
@@ -361,7 +362,7 @@ class RocketMQStreamWriter(_WriterBase, DataSourceStreamArrowWriter):
         log.warning("micro-batch %d aborted; messages already sent stay, and a re-run will not resend them", batchId)
 
 
-class RocketMQBatchWriter(_WriterBase, DataSourceArrowWriter):
+class RocketMQBatchWriter(Guarded, _WriterBase, DataSourceArrowWriter):
     def __init__(self, options: WriterOptions, schema: StructType) -> None:
         super().__init__(options, schema, streaming=False)
         check_sink(options)  # on the driver, before any task runs

@@ -25,6 +25,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from rocketspark.client.logical import SegmentRange, advance, count, plan_ranges
 from rocketspark.errors import DataLossError, RocketSparkError
 from rocketspark.spark.driver import Catalog, Offsets, ordered, parse
+from rocketspark.spark.guard import Guarded
 from rocketspark.spark.options import ReaderOptions
 from rocketspark.spark.planning import distribute, split
 from rocketspark.spark.reading import ReadSpec, read_range
@@ -32,7 +33,7 @@ from rocketspark.spark.reading import ReadSpec, read_range
 log = logging.getLogger(__name__)
 
 
-class RocketMQPartition(InputPartition):
+class RocketMQPartition(Guarded, InputPartition):
     """One task's work: a slice of one segment of a logical queue, as plain picklable data."""
 
     def __init__(self, spec: ReadSpec, segment_range: SegmentRange) -> None:
@@ -119,7 +120,7 @@ class _Planner:
             self._catalog = None
 
 
-class RocketMQStreamReader(_Planner, DataSourceStreamReader, SupportsTriggerAvailableNow):
+class RocketMQStreamReader(Guarded, _Planner, DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: ReaderOptions) -> None:
         self.options = options
         self._catalog = None
@@ -197,7 +198,7 @@ class RocketMQStreamReader(_Planner, DataSourceStreamReader, SupportsTriggerAvai
                     log.warning("could not commit %s/%s=%s to group %s: %s", topic, q, offset, group, exc)
 
 
-class RocketMQBatchReader(_Planner, DataSourceReader):
+class RocketMQBatchReader(Guarded, _Planner, DataSourceReader):
     """``spark.read``: from startingOffsets (default earliest) to endingOffsets (default latest)."""
 
     def __init__(self, options: ReaderOptions) -> None:
