@@ -91,7 +91,8 @@ def main() -> None:
         cluster.kill_broker("broker-a")
         restarted = time.monotonic()
         cluster.start_broker("broker-a")
-        again = wait_for(admin, keys[0], timeout_s=60) + (time.monotonic() - restarted)
+        wait_for(admin, keys[0], timeout_s=60)
+        again = time.monotonic() - restarted
         print(f"after SIGKILL and restart: found again {again:.1f} s after the restart began")
         show("Admin.query_messages after restart", lookups(admin, keys[:50]))
 

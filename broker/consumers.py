@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import time
 
+from rocketspark.errors import InvalidParameterError
+
 
 class ConsumerGroups:
     def __init__(self, expired_ms: int) -> None:
@@ -62,7 +64,15 @@ class ConsumerGroups:
         return {g: sum(1 for seen in list(m.values()) if seen >= cutoff) for g, m in list(self.groups.items())}
 
     def reset(self, group: str, topic: str, version: int, offsets: dict[int, int]) -> None:
-        """An admin reset the group's offsets of ``topic``: its members move there."""
+        """An admin reset the group's offsets of ``topic``: its members move there. Ids only
+        grow (the admin picks one above every broker's, whatever its clock says): a member
+        applies a reset whose id is above the last it applied, and no other."""
+        current = self.reset_version(group, topic)
+        if version <= current:
+            raise InvalidParameterError(
+                f"reset {version} of group {group} on {topic} is not newer than reset {current} made here "
+                "already (another admin reset the group at the same time?): run the reset again"
+            )
         self.resets.setdefault(group, {})[topic] = (version, offsets)
 
     def reset_version(self, group: str, topic: str) -> int:

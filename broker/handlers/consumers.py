@@ -69,7 +69,8 @@ def register(dispatcher: Dispatcher, ctx: ConsumersContext) -> None:
         return cmd.response()
 
     async def member_list(cmd: RemotingCommand) -> RemotingCommand:
-        return cmd.response(ext={"members": groups.members(get_str(cmd, "consumerGroup"))})
+        group = get_str(cmd, "consumerGroup")
+        return cmd.response(ext={"members": groups.members(group), "resets": groups.resets_for(group)})
 
     def lock_key(cmd: RemotingCommand) -> tuple[str, str, int, str]:
         return get_str(cmd, "consumerGroup"), get_str(cmd, "topic"), get_int(cmd, "queueId"), get_str(cmd, "clientId")

@@ -5,11 +5,10 @@ queryMsgById, resetOffsetByTime, sendMessage and consumeMessage)."""
 from __future__ import annotations
 
 import argparse
-import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
-from rocketspark.cli.common import admin_client, client_options, ms, say, table
+from rocketspark.cli.common import admin_client, ms, say, table
 from rocketspark.errors import InvalidParameterError
 from rocketspark.protocol.types import MessageExt
 
@@ -86,42 +85,16 @@ def admin_reset_offset(args: argparse.Namespace) -> None:
 
 
 def admin_send(args: argparse.Namespace) -> None:
-    from rocketspark.client.producer import Producer
-    from rocketspark.protocol.types import Message
-
     keys = args.keys.split(",") if args.keys else None
-    rows = []
-    with Producer(args.nameserver, **client_options(args)) as producer:
-        for i in range(args.count):
-            body = args.body if args.count == 1 else f"{args.body} {i}"
-            result = producer.send(Message(args.topic, body.encode(), tags=args.tags, keys=keys))
-            rows.append((result.msg_id, result.queue_id, result.queue_offset, result.status.name))
+    with admin_client(args) as admin:
+        results = admin.send_messages(args.topic, args.body.encode(), count=args.count, tags=args.tags, keys=keys)
+    rows = [(r.msg_id, r.queue_id, r.queue_offset, r.status.name) for r in results]
     table(f"sent to {args.topic}", ["msg id", "queue #", "queue offset", "status"], rows)
 
 
 def admin_consume(args: argparse.Namespace) -> None:
-    """Read up to ``--count`` messages from every queue's start (or only new ones, waiting up
-    to ``--wait`` seconds); nothing is committed."""
-    from rocketspark.client.consumer import Consumer
-
-    found: list[MessageExt] = []
-    with Consumer(args.nameserver, **client_options(args)) as consumer:
-        queues = consumer.queues(args.topic)
-        offsets = {
-            q.queue_id: consumer.max_offset(args.topic, q.queue_id)
-            if args.new
-            else consumer.min_offset(args.topic, q.queue_id)
-            for q in queues
-        }
-        deadline = time.monotonic() + args.wait
-        while len(found) < args.count:
-            for queue_id, offset in offsets.items():
-                result = consumer.pull(args.topic, queue_id, offset, args.count - len(found), tags=args.tags)
-                found += result.messages[: args.count - len(found)]
-                offsets[queue_id] = result.next_offset
-            if len(found) >= args.count or time.monotonic() >= deadline:
-                break
-            time.sleep(0.2)
+    with admin_client(args) as admin:
+        found = admin.consume_messages(args.topic, count=args.count, new=args.new, wait_s=args.wait, tags=args.tags)
     _message_table(f"messages of {args.topic}", found)
 
 

@@ -24,7 +24,7 @@ from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.mapping import SegmentState
 from rocketspark.protocol.replica import ReplicaGroup
-from rocketspark.protocol.types import MessageExt, Perm, TopicRouteData
+from rocketspark.protocol.types import MessageExt, Perm, SendResult, TopicRouteData
 from rocketspark.protocol.validation import validate_topic_name
 from rocketspark.security.acl import AclTable, Decision
 from rocketspark.security.signing import Credentials
@@ -224,12 +224,15 @@ class Admin(QueueClient):
 
     def consumer_progress(self, group: str, topic: str) -> list[ConsumerProgress]:
         """The group's committed offset and lag per (logical) queue: the max offsets come from
-        one stats request per broker, the committed ones from each queue's broker."""
+        one stats request per broker, the committed ones from each queue's broker. The brokers'
+        ``rocketmq_consumer_lag_messages`` counts the same, for queues with a committed offset."""
         out = []
         queues = self.queues(topic)
         for status in self.topic_status(topic):
             committed = self.committed_offset(group, topic, status.queue_id)
-            start = 0 if committed is None else committed
+            # without progress, a group is behind every message still stored (what
+            # start_from="earliest" would read), not behind ones retention deleted
+            start = status.min_offset if committed is None else committed
             lag = count(queues[status.queue_id], start, status.max_offset) if status.max_offset > start else 0
             out.append(
                 ConsumerProgress(
@@ -245,6 +248,24 @@ class Admin(QueueClient):
     def groups(self) -> list[GroupInfo]:
         """Every consumer group the brokers know: its topics, members and total lag."""
         return ops_admin.groups(self)
+
+    def send_messages(
+        self,
+        topic: str,
+        body: bytes,
+        *,
+        count: int = 1,
+        tags: str | None = None,
+        keys: list[str] | None = None,
+    ) -> list[SendResult]:
+        """Smoke test: send ``count`` messages (numbered if several) to an existing topic."""
+        return ops_admin.send_messages(self, topic, body, count=count, tags=tags, keys=keys)
+
+    def consume_messages(
+        self, topic: str, *, count: int = 10, new: bool = False, wait_s: float = 3.0, tags: str | None = None
+    ) -> list[MessageExt]:
+        """Smoke test: read up to ``count`` messages without committing anything."""
+        return ops_admin.consume_messages(self, topic, count=count, new=new, wait_s=wait_s, tags=tags)
 
     def reset_offset(
         self,

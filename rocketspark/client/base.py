@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Self, Unpack, cast
+from typing import Any, Self, TypeVar, Unpack, cast
 
 from rocketspark.client.routes import RouteCache, RouteKwargs, RouteOptions
 from rocketspark.errors import NoRouteInfoError
@@ -15,6 +15,9 @@ from rocketspark.security.client_side import SECURITY_KEYWORDS, ClientSecurity, 
 
 class ClientKwargs(RouteKwargs, SecurityKwargs, total=False):
     """The keywords every client takes: its route options and its security."""
+
+
+C = TypeVar("C", bound="ClientBase")
 
 
 class ClientBase:
@@ -43,11 +46,18 @@ class ClientBase:
         route = cast(RouteKwargs, {k: v for k, v in options.items() if k not in SECURITY_KEYWORDS})
         route_options = RouteOptions.of(type(self).__name__, route)  # checked before anything starts
         self.timeout_ms = timeout_ms
+        self._options = options
         self.remoting = RemotingClient(
             peer_kind="broker", default_timeout_ms=timeout_ms, credentials=security.credentials, tls=security.tls
         )
         self.routes = RouteCache(nameserver, self.remoting, route_options)
         self.closed = False
+
+    def sibling(self, kind: type[C], **own: Any) -> C:
+        """A client of another kind that connects as this one does (same nameservers, user,
+        TLS and route options), with ``own`` keywords of its kind: the admin's smoke-test send
+        and consume use one."""
+        return kind(self.nameservers, **own, **self._options)
 
     @property
     def nameservers(self) -> list[str]:

@@ -14,7 +14,7 @@ from rocketspark.protocol.codec import pack, unpack
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.group_topics import LOGICAL_PREFIX
-from rocketspark.protocol.types import MessageExt
+from rocketspark.protocol.types import Message, MessageExt, SendResult
 from rocketspark.protocol.validation import topic_kind, validate_topic_name
 
 if TYPE_CHECKING:
@@ -136,6 +136,17 @@ def query_message_by_id(admin: Admin, msg_id: str) -> MessageExt:
     return messages[0]
 
 
+def _next_reset_id(admin: Admin, group: str, topic: str, addresses: list[str]) -> int:
+    """An id above every reset the brokers know of: the time, unless an earlier admin's clock
+    ran ahead of this one's (a lower id would be ignored by the group's members)."""
+    known = [0]
+    for address in addresses:
+        request = RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group})
+        resets = admin.call(address, request).ext.get("resets") or {}
+        known.append(int(resets.get(topic, (0, {}))[0]))
+    return max(time.time_ns(), max(known) + 1)
+
+
 def reset_offsets(
     admin: Admin, group: str, topic: str, *, timestamp_ms: int | None, earliest: bool, latest: bool
 ) -> dict[int, int]:
@@ -159,11 +170,58 @@ def reset_offsets(
             offsets[q] = admin.offset_for_timestamp(topic, q, timestamp_ms)
     for q, offset in offsets.items():
         admin.commit_offset(group, topic, q, offset)
-    body: dict[str, Any] = {"version": time.time_ns(), "offsets": {str(q): o for q, o in offsets.items()}}
     route = admin.topic_route(topic)
+    body: dict[str, Any] = {
+        "version": _next_reset_id(admin, group, topic, [b.address for b in route.brokers]),
+        "offsets": {str(q): o for q, o in offsets.items()},
+    }
     for broker in route.brokers:
         request = RemotingCommand.request(
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, {"consumerGroup": group, "topic": topic}, body=pack(body)
         )
         admin.call(broker.address, request)
     return offsets
+
+
+def send_messages(
+    admin: Admin, topic: str, body: bytes, *, count: int, tags: str | None, keys: list[str] | None
+) -> list[SendResult]:
+    """Send ``count`` test messages (numbered when more than one) to an existing topic, as the
+    admin's user: a smoke test must not create a topic from a typo (mqadmin sendMessage)."""
+    from rocketspark.client.producer import Producer
+
+    if count < 1:
+        raise InvalidParameterError(f"count must be at least 1, got {count}")
+    validate_topic_name(topic)
+    with admin.sibling(Producer, auto_create_topics=False) as producer:
+        return [
+            producer.send(Message(topic, body if count == 1 else body + f" {i}".encode(), tags=tags, keys=keys))
+            for i in range(count)
+        ]
+
+
+def consume_messages(
+    admin: Admin, topic: str, *, count: int, new: bool, wait_s: float, tags: str | None
+) -> list[MessageExt]:
+    """Up to ``count`` messages of ``topic`` from every queue's first stored message (``new``:
+    only those sent from now on), waiting at most ``wait_s`` for them; nothing is committed,
+    so no group's progress moves (mqadmin consumeMessage)."""
+    from rocketspark.client.consumer import Consumer
+
+    if count < 1:
+        raise InvalidParameterError(f"count must be at least 1, got {count}")
+    found: list[MessageExt] = []
+    with admin.sibling(Consumer) as consumer:
+        start = consumer.max_offset if new else consumer.min_offset
+        offsets = {q.queue_id: start(topic, q.queue_id) for q in consumer.queues(topic)}
+        deadline = time.monotonic() + wait_s
+        while True:
+            for queue_id, offset in offsets.items():
+                result = consumer.pull(topic, queue_id, offset, count - len(found), tags=tags)
+                found += result.messages[: count - len(found)]
+                offsets[queue_id] = result.next_offset
+                if len(found) >= count:
+                    return found
+            if time.monotonic() >= deadline:
+                return found
+            time.sleep(0.2)

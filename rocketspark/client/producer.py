@@ -137,11 +137,14 @@ class Producer(ClientBase):
         except NoRouteInfoError as missing:
             template = self._template_route()
             if template is None:
-                raise NoRouteInfoError(
-                    f"{missing.message}; no broker offers auto-creation either (auto_create_topic_enable is off). "
-                    f"Create it with `rocketspark admin create-topic {topic}`",
-                    topic=topic,
-                ) from None
+                why = (
+                    "no broker offers auto-creation either (auto_create_topic_enable is off)"
+                    if self.auto_create_topics
+                    else "this producer creates no topic (auto_create_topics=False)"
+                )
+                hint = f"Create it with `rocketspark admin create-topic {topic}`"
+                text = f"{missing.message}; {why}" + ("" if hint in missing.message else f". {hint}")
+                raise NoRouteInfoError(text, topic=topic) from None
             queues = [Target(r.broker_name, r.queue_id) for r in write_queues(template)]
             return PublishInfo(template, queues, list(queues), self.create_topic_key)
         return self.routes.derive(topic, publish_info_of)

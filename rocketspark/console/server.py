@@ -278,6 +278,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(500, f"the console failed: {exc}")
 
     def do_DELETE(self) -> None:
+        if not self._host_ok():
+            return
         if self.headers.get("X-Console") != "1":
             self._error(403, "changes must come from the console page (X-Console header missing)")
             return

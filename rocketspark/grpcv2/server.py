@@ -80,14 +80,13 @@ def _serialize(message: Any) -> bytes:
     return data
 
 
-Observe = Callable[[Any, float], None]
+Observe = Callable[[int, float], None]
 
 
 def _observing(name: str, observer: RequestObserver | None) -> Observe:
-    def observe(response: Any, started: float) -> None:
+    def observe(code: int, started: float) -> None:
         if observer is not None:
-            status = getattr(response, "status", None)
-            observer.observe_request("grpc", name, int(status.code) if status is not None else 0, started)
+            observer.observe_request("grpc", name, code, started)
 
     return observe
 
@@ -95,8 +94,16 @@ def _observing(name: str, observer: RequestObserver | None) -> Observe:
 def _unary_unary(call: Any, parse: Parse, observe: Observe) -> Any:
     async def handle(raw: bytes, context: aio.ServicerContext[Any, Any]) -> Any:
         started = time.perf_counter()
-        response = await call(await parse(raw, context), context)
-        observe(response, started)
+        try:
+            response = await call(await parse(raw, context), context)
+        except aio.AbortError:  # a malformed request, refused with INVALID_ARGUMENT
+            observe(pb.Code.BAD_REQUEST, started)
+            raise
+        except Exception:  # gRPC answers UNKNOWN; the metrics count it as an internal error
+            observe(pb.Code.INTERNAL_ERROR, started)
+            raise
+        status = getattr(response, "status", None)
+        observe(int(status.code) if status is not None else 0, started)
         return response
 
     return handle

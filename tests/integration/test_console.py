@@ -63,6 +63,14 @@ def console_messages(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if ":CONSOLE" in line or "Uncaught" in line]
 
 
+def test_the_console_error_check_sees_what_a_broken_page_logs() -> None:
+    """The check below is only worth something if this Chromium reports a page's console: a
+    page that logs an error and throws must be caught by it."""
+    broken = "data:text/html,<script>console.error('probe-logged');throw new Error('probe-thrown')</script>"
+    logged = " ".join(console_messages(chromium(broken, "--dump-dom").stderr))
+    assert "probe-logged" in logged and "probe-thrown" in logged
+
+
 def test_the_console_draws_the_cluster_and_a_remapped_static_topic(cluster: LocalCluster, tmp_path: Path) -> None:
     page = chromium(cluster.console_url, "--dump-dom")
     assert page.returncode == 0, page.stderr[-2000:]

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import urllib.request
 from collections.abc import Iterator
 
 import grpc
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from rocketmq import ClientConfiguration, Credentials, FilterExpression, Producer, SimpleConsumer
 from rocketmq import Message as V2Message
 
@@ -94,6 +96,16 @@ def test_bad_requests_get_a_clear_status_and_the_endpoint_stays_up(
             raw(b"\xff\xff\xff\xff not a protobuf")
     assert garbage.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert garbage.value.details().startswith("malformed SendMessageRequest: ")
+    refused = [
+        v
+        for url in cluster.metrics_urls.values()
+        for family in text_string_to_metric_families(urllib.request.urlopen(url, timeout=10).read().decode())
+        for name, labels, v, *_ in family.samples
+        if name == "rocketmq_rpc_latency_count"
+        and labels.get("request_code") == "SendMessage"
+        and labels.get("response_code") == str(pb.Code.BAD_REQUEST)
+    ]
+    assert sum(refused) >= 1  # a request that never reached a handler is in the metrics too
     receive = list(stub.ReceiveMessage(sv.ReceiveMessageRequest(group=pb.Resource(name="g"))))
     assert receive[0].status.code == pb.Code.BAD_REQUEST and "names no topic" in receive[0].status.message
     again = stub.QueryRoute(sv.QueryRouteRequest(topic=pb.Resource(name="orders")))  # still up

@@ -12,7 +12,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from rocketspark import Admin, Consumer, LocalCluster, Message, Producer
-from rocketspark.errors import AuthenticationError, ConfigError
+from rocketspark.errors import AuthenticationError, ConfigError, NoPermissionError
+from rocketspark.protocol.codes import RequestCode
+from rocketspark.protocol.command import RemotingCommand
 
 pytestmark = pytest.mark.integration
 
@@ -50,6 +52,7 @@ def test_counters_match_what_was_sent_while_scraped_under_load() -> None:
                 for round_ in range(40):
                     batch = [Message("load", b"x" * 100, queue_id=round_ % 4) for _ in range(250)]
                     sent += sum(r.count for r in producer.send_batch(batch))
+                    time.sleep(0.01)  # a load of 40 requests spread over a second, not a burst
             done.set()
 
         thread = threading.Thread(target=produce)
@@ -61,6 +64,7 @@ def test_counters_match_what_was_sent_while_scraped_under_load() -> None:
         thread.join()
         assert seen == sorted(seen)  # a counter never goes back
         assert sent == 10_000
+        assert [n for n in seen if 0 < n < sent], f"no scrape landed during the load: {seen}"
         samples = scrape(url)
         assert value(samples, "rocketmq_messages_in_total", topic="load", node_id="broker-a") == sent
         assert value(samples, "rocketmq_throughput_in_total", topic="load") > 100 * sent
@@ -146,6 +150,22 @@ def test_auth_refusals_are_counted_by_reason() -> None:
         refused = scrape(cluster.metrics_urls["nameserver"])
         assert value(refused, "rocketspark_auth_refusals_total", reason="authentication") >= 1
         assert value(refused, "rocketspark_auth_refusals_total", reason="permission") == 0
+        with Admin(cluster.nameserver, **cluster.client_options) as root:
+            root.create_user("etl", "etl-secret-0123456789")
+            address = root.brokers()["broker-a"]
+
+        def offset() -> RemotingCommand:  # a request is signed in place: one each
+            return RemotingCommand.request(RequestCode.GET_MAX_OFFSET, {"topic": "orders", "queueId": 0})
+
+        with Admin(cluster.nameserver, access_key="etl", secret_key="etl-secret-0123456789") as etl:
+            with pytest.raises(NoPermissionError) as denied:
+                etl.call(address, offset())  # signed, but granted nothing
+            assert not isinstance(denied.value, AuthenticationError)
+        with Admin(cluster.nameserver) as anonymous, pytest.raises(AuthenticationError):
+            anonymous.call(address, offset())
+        broker = scrape(cluster.metrics_urls["broker-a"])
+        assert value(broker, "rocketspark_auth_refusals_total", reason="permission") == 1
+        assert value(broker, "rocketspark_auth_refusals_total", reason="authentication") >= 1
 
 
 def test_replica_groups_report_sync_state_set_and_replica_lag() -> None:

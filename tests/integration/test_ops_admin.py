@@ -11,11 +11,19 @@ from collections.abc import Callable
 import pytest
 
 from rocketspark import Admin, GroupConsumer, LocalCluster, Message, Producer
-from rocketspark.errors import InvalidParameterError, MessageNotFoundError, TopicNotExistError
+from rocketspark.errors import InvalidParameterError, MessageNotFoundError, NoRouteInfoError, TopicNotExistError
+from rocketspark.protocol.codec import pack
+from rocketspark.protocol.codes import RequestCode
+from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.types import MessageExt
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.integration
+
+
+def reset_request(group: str, topic: str, body: dict[str, object]) -> RemotingCommand:
+    ext = {"consumerGroup": group, "topic": topic}
+    return RemotingCommand.request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, ext, body=pack(body))
 
 
 def test_query_by_key_finds_messages_among_many_and_again_after_a_crash(
@@ -87,6 +95,27 @@ def test_lookups_with_bad_input_say_what_is_wrong(make_cluster: Callable[..., Lo
             admin.query_message_by_id(moved)
         with pytest.raises(InvalidParameterError, match="exactly one of"):
             admin.reset_offset("g", "orders", earliest=True, latest=True)
+        with pytest.raises(NoRouteInfoError, match="creates no topic"):
+            admin.send_messages("nosuch", b"typo")  # a smoke test creates no topic
+        assert "nosuch" not in admin.topics()
+        with pytest.raises(InvalidParameterError, match=r"reset 5 .* not newer than reset 9"):
+            for address in admin.brokers().values():
+                admin.call(address, reset_request("g", "orders", {"version": 9, "offsets": {"0": 0}}))
+                admin.call(address, reset_request("g", "orders", {"version": 5, "offsets": {"0": 0}}))
+
+
+def test_smoke_test_send_and_consume_move_no_group(make_cluster: Callable[..., LocalCluster]) -> None:
+    cluster = make_cluster(brokers=1)
+    with Admin(cluster.nameserver) as admin:
+        admin.create_topic("smoke", 2)
+        sent = admin.send_messages("smoke", b"ping", count=3, tags="t", keys=["k"])
+        assert [r.status.name for r in sent] == ["SEND_OK"] * 3
+        read = admin.consume_messages("smoke", count=10, wait_s=0.5)
+        assert sorted(m.body for m in read) == [b"ping 0", b"ping 1", b"ping 2"]
+        assert {m.msg_id for m in read} == {r.msg_id for r in sent}
+        assert len(admin.consume_messages("smoke", count=2)) == 2  # at most count
+        assert admin.consume_messages("smoke", new=True, wait_s=0.3) == []
+        assert admin.groups() == []  # nothing committed
 
 
 def test_a_running_group_consumer_follows_a_reset_and_groups_show_members_and_lag(
@@ -123,6 +152,11 @@ def test_a_running_group_consumer_follows_a_reset_and_groups_show_members_and_la
             eventually(lambda: sorted(got) == sorted(f"new {i}".encode() for i in range(10)))
             with lock:
                 got.clear()
+            # an earlier reset by an admin whose clock ran an hour ahead of this one's: the
+            # next reset must still be followed (its id goes above the planted one)
+            ahead = {"version": time.time_ns() + 3600 * 10**9, "offsets": {"0": 10, "1": 10}}
+            for address in admin.brokers().values():
+                admin.call(address, reset_request("invoices", "billing", ahead))
             admin.reset_offset("invoices", "billing", earliest=True)
             eventually(lambda: len(got) == 20)
             time.sleep(0.5)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import time
+import urllib.request
 from collections.abc import Callable
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from rocketspark import Admin, Consumer, LocalCluster, Message, Producer
 from rocketspark.errors import NoRouteInfoError
@@ -63,7 +65,20 @@ def test_a_subscribed_client_sees_route_changes_within_two_seconds(
         assert time.monotonic() - started < 2.0
         counters = admin.nameserver_counters()
         assert counters["notificationsSent"] >= 4 and counters["subscriptions"] >= 1
+        assert pushes(cluster, "sent") == counters["notificationsSent"]  # the metric counts the same pushes
         assert consumer.routes.counters.notifications >= 4  # each change reached the client by a push
+
+
+def pushes(cluster: LocalCluster, result: str) -> float:
+    """The nameserver's ``rocketspark_route_pushes_total`` of ``result``, as Prometheus reads it."""
+    with urllib.request.urlopen(cluster.metrics_urls["nameserver"], timeout=10) as response:
+        families = text_string_to_metric_families(response.read().decode())
+    return sum(
+        s.value
+        for family in families
+        for s in family.samples
+        if s.name == "rocketspark_route_pushes_total" and s.labels["result"] == result
+    )
 
 
 def test_a_broker_restart_with_500_topics_causes_no_notification_storm(
@@ -90,6 +105,7 @@ def test_a_broker_restart_with_500_topics_causes_no_notification_storm(
     assert after["notificationsSent"] == before["notificationsSent"]
     assert consumer.routes.counters.notifications == notified_before
     assert after["notificationsSuppressed"] - before["notificationsSuppressed"] >= 1000  # 500 gone, 500 back
+    assert pushes(cluster, "suppressed") == after["notificationsSuppressed"]
 
 
 def test_ten_thousand_sends_to_a_missing_topic_cost_a_handful_of_route_queries(

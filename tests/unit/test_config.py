@@ -68,6 +68,15 @@ def test_the_shipped_nameserver_config_lists_every_key_with_its_default() -> Non
     assert shipped == dataclasses.asdict(ns_config.NameServerConfig())
 
 
+@pytest.mark.parametrize("name", ["broker-a", "broker-b"])
+def test_the_shipped_broker_configs_list_every_key_with_its_default_unless_noted(name: str) -> None:
+    shipped = tomllib.loads((ROOT / "conf" / f"{name}.toml").read_text())
+    defaults = dataclasses.asdict(broker_config.BrokerConfig())
+    assert set(shipped) == set(defaults)
+    noted = {"broker_name", "listen_port", "data_dir", "nameservers"}  # each example broker's own
+    assert {k: v for k, v in shipped.items() if k not in noted} == {k: v for k, v in defaults.items() if k not in noted}
+
+
 def test_a_negative_subscription_cap_is_an_error() -> None:
     with pytest.raises(ConfigError, match="max_subscriptions_per_client -1 must be >= 0"):
         ns_config.NameServerConfig(max_subscriptions_per_client=-1)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from broker.consumers import ConsumerGroups
+from rocketspark.errors import InvalidParameterError
 
 
 def test_members_are_those_heard_from_recently() -> None:
@@ -19,3 +22,16 @@ def test_members_are_those_heard_from_recently() -> None:
     groups.unregister("g", "never-joined")
     assert groups.members("g") == []
     assert groups.members("other") == ["c"]
+
+
+def test_a_reset_id_not_above_the_last_one_is_refused_so_members_never_skip_a_reset() -> None:
+    groups = ConsumerGroups(expired_ms=60_000)
+    groups.reset("g", "orders", 2_000, {0: 5})
+    with pytest.raises(InvalidParameterError, match="not newer than reset 2000"):
+        groups.reset("g", "orders", 1_000, {0: 1})  # an admin whose clock is behind
+    with pytest.raises(InvalidParameterError):
+        groups.reset("g", "orders", 2_000, {0: 1})
+    assert groups.resets_for("g") == {"orders": [2_000, {"0": 5}]}
+    groups.reset("g", "orders", 2_001, {0: 1})
+    groups.reset("g", "other", 1, {0: 0})  # each topic has its own ids
+    assert groups.reset_version("g", "orders") == 2_001
