@@ -9,13 +9,14 @@
 
 It copies every message of a (static) topic to another topic, exactly once (a streaming query
 with ``Trigger.AvailableNow`` and a checkpoint: run it again and it continues where it stopped,
-sending nothing twice), each with the interpreter that processed it: the executors' Python is
-the archive's.
+sending nothing twice), each with the interpreter that processed it and where that interpreter
+found rocketspark: the executors' Python and rocketspark are the archive's.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 import time
 
@@ -44,6 +45,10 @@ def main() -> None:
     def interpreter() -> str:
         return sys.executable  # the executor's Python: the archive's
 
+    @F.udf(returnType=StringType())
+    def connector() -> str:
+        return str(importlib.util.find_spec("rocketspark").origin)  # where the executor found rocketspark
+
     source = (
         spark.readStream.format("rocketmq")
         .option("nameserver", args.nameserver)
@@ -59,6 +64,7 @@ def main() -> None:
                     F.col("queueOffset"),
                     F.col("body").cast("string").alias("body"),
                     interpreter().alias("python"),
+                    connector().alias("rocketspark"),
                 )
             ).alias("body"),
             F.concat_ws("-", F.col("queueId"), F.col("queueOffset")).alias("keys"),

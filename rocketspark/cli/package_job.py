@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -33,20 +32,34 @@ ENV_NAME = "environment"  # the directory spark-submit unpacks the archive into 
 
 
 def requirements() -> list[str]:
-    """rocketspark's own dependencies, as installed, without the ones the cluster provides."""
+    """rocketspark's own dependencies as installed (markers kept, for pip to weigh on the
+    target Python), without extras and without what the cluster provides."""
+    from packaging.requirements import Requirement
+
+    try:
+        specs = importlib.metadata.requires(DISTRIBUTION) or []
+    except importlib.metadata.PackageNotFoundError:
+        raise ConfigError(
+            "package-job needs rocketspark installed where it runs (pip install 'rocketspark[package]'): "
+            "it packs the same dependencies"
+        ) from None
     out = []
-    for spec in importlib.metadata.requires(DISTRIBUTION) or []:
-        if "extra ==" in spec:
+    for spec in specs:
+        requirement = Requirement(spec)
+        if requirement.marker is not None and "extra" in str(requirement.marker):
             continue
-        name = re.split(r"[<>=!~;\[ ]", spec, maxsplit=1)[0].strip().lower().replace("_", "-")
-        if name not in PROVIDED:
-            out.append(spec.split(";")[0].strip())
+        if requirement.name.lower().replace("_", "-") not in PROVIDED:
+            out.append(str(requirement))
     return out
 
 
-def project_source() -> str:
-    """What pip installs rocketspark from: this checkout when run from one, else the index at
-    this very version."""
+def project_source(given: str | None) -> str:
+    """What pip installs rocketspark from: ``--source`` (a wheel or a source tree), else this
+    checkout when run from one, else the package index at this very version."""
+    if given is not None:
+        if not Path(given).exists():
+            raise ConfigError(f"package-job: --source {given} does not exist: give a rocketspark wheel or source tree")
+        return given
     root = Path(__file__).resolve().parents[2]
     if (root / "pyproject.toml").is_file() and (root / "rocketspark").is_dir():
         return str(root)
@@ -66,42 +79,79 @@ def trim(env: Path) -> None:
                     shutil.rmtree(found)
 
 
-def _run(command: list[str], what: str) -> None:
-    done = subprocess.run(command, capture_output=True, text=True)
+# What the packed Python must import, the binary dependencies included (pyspark is the
+# cluster's, so the connector's own module is only looked for): an archive that cannot is
+# refused here, not on the executors.
+PROBE = (
+    "import importlib.util, rocketspark.client, grpc, pyarrow, numpy, msgpack; "
+    "assert importlib.util.find_spec('pyspark_rocketmq'), 'pyspark_rocketmq is missing'"
+)
+
+
+def _run(command: list[str], what: str, cwd: str | None = None) -> None:
+    """Run a step of the build; a failure is a ConfigError carrying the step's own output. No
+    PYTHONPATH reaches it: the packed Python must find everything in itself."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd)
     if done.returncode != 0:
         raise ConfigError(f"package-job: {what} failed: {(done.stderr or done.stdout).strip()[-2000:]}")
 
 
-def build(output: Path, python: str) -> tuple[int, float]:
-    """Make the archive at ``output``; its size in bytes and the seconds it took."""
-    import venv_pack  # the packing library; an optional dependency: rocketspark[package]
+def _packer() -> Any:
+    try:
+        import venv_pack  # the packing library; an optional dependency
+    except ImportError:
+        raise ConfigError("package-job needs venv-pack: pip install 'rocketspark[package]'") from None
+    return venv_pack
 
+
+def build(output: Path, python: str, source: str | None = None, extra: list[str] | None = None) -> tuple[int, float]:
+    """Make the archive at ``output`` with ``python``, rocketspark from ``source`` (see
+    :func:`project_source`) and the job's own ``extra`` requirements files; its size in bytes
+    and the seconds it took."""
+    packer = _packer()
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="rocketspark-job-") as tmp:
         env = Path(tmp) / "env"
-        _run([python, "-m", "venv", str(env)], f"making a virtualenv with {python}")
+        _run([python, "-m", "venv", str(env)], f"making a virtualenv with {python} (--python)")
         python_in = str(env / "bin" / "python")
         pip = [python_in, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile"]
         _run([*pip, *requirements()], "installing rocketspark's dependencies")
-        _run([*pip, "--no-deps", project_source()], "installing rocketspark")
+        _run([*pip, "--no-deps", project_source(source)], "installing rocketspark")
+        for requirements_file in extra or []:
+            _run([*pip, "-r", requirements_file], f"installing the job's requirements ({requirements_file})")
         _run([python_in, "-m", "pip", "uninstall", "--quiet", "-y", *INSTALLERS], "removing the installers")
         trim(env)
-        probe = "import importlib.util as u; assert u.find_spec('rocketspark') and u.find_spec('pyspark_rocketmq')"
-        _run([str(env / "bin" / "python"), "-c", probe], "checking the packed environment")
+        _run([python_in, "-c", PROBE], "importing rocketspark and its binary dependencies in the packed Python", tmp)
         output.parent.mkdir(parents=True, exist_ok=True)
-        venv_pack.pack(prefix=str(env), output=str(output), force=True, verbose=False, compress_level=4)
+        packer.pack(prefix=str(env), output=str(output), force=True, verbose=False, compress_level=4)
     return output.stat().st_size, time.monotonic() - started
 
 
 def submit_line(archive: Path, job: str) -> str:
+    """The spark-submit options that ship ``archive`` and make the workers run its Python."""
     return f"spark-submit --archives {archive}#{ENV_NAME} --conf spark.pyspark.python=./{ENV_NAME}/bin/python {job}"
 
 
-def package_job(args: argparse.Namespace) -> int:
-    output = Path(args.output)
+def check_arguments(args: argparse.Namespace) -> None:
+    """Every mistake in the command line named before anything is built (a build takes a while)."""
     if not Path(args.job).is_file():
         raise ConfigError(f"package-job: no job file {args.job}: give the job script spark-submit runs")
-    size, seconds = build(output, args.python)
+    if shutil.which(args.python) is None:
+        raise ConfigError(
+            f"package-job: --python {args.python} is not a Python found here: give the path of the Python the "
+            "cluster's nodes run (same version, same path)"
+        )
+    for requirements_file in args.requirement:
+        if not Path(requirements_file).is_file():
+            raise ConfigError(f"package-job: no requirements file {requirements_file} (-r)")
+
+
+def package_job(args: argparse.Namespace) -> int:
+    """The command: check, build, and print the spark-submit line to use."""
+    check_arguments(args)
+    output = Path(args.output)
+    size, seconds = build(output, args.python, args.source, args.requirement)
     mib = size / 2**20
     say(f"packed rocketspark and its dependencies (not pyspark) into {output}: {mib:.1f} MiB in {seconds:.0f} s")
     say(f"run it with:\n  {submit_line(output, args.job)}")
@@ -115,6 +165,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--python",
         default=os.environ.get("ROCKETSPARK_PACK_PYTHON", sys.executable),
-        help="the Python the executors run (same version and path on every node); default: this one",
+        help="the Python the executors run (same version and path on every node); default: this one "
+        "($ROCKETSPARK_PACK_PYTHON)",
+    )
+    p.add_argument("--source", help="rocketspark to pack: a wheel or source tree (default: this checkout or version)")
+    p.add_argument(
+        "-r", "--requirement", action="append", default=[], help="also install the job's own requirements file"
     )
     p.set_defaults(func=package_job)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pyspark import cloudpickle
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -97,17 +96,17 @@ class RocketMQDataSource(guard.Guarded, DataSource):
         return RocketMQBatchWriter(parse_writer(self.options), schema)
 
 
-# What travels to executors carries the guard's code along: see rocketspark.spark.guard.
-cloudpickle.register_pickle_by_value(guard)  # type: ignore[no-untyped-call]
-
-
 def register(spark: SparkSession) -> None:
     """Register ``format("rocketmq")``: for a session where automatic discovery is off, and for
     a packaged job (``rocketspark package-job``), whose executors' interpreter is the shipped
     archive. It checks first that the interpreter spark-submit was told to run is one an
     archive of the job provides: a mistake is reported here, naming the option to fix, not as
     a failed executor later."""
-    check_packaged(dict(spark.sparkContext.getConf().getAll()))
+    try:
+        conf = dict(spark.sparkContext.getConf().getAll())
+    except Exception:  # a Spark Connect session has no SparkContext: its server launches the workers
+        conf = {}
+    check_packaged(conf)
     spark.dataSource.register(RocketMQDataSource)
 
 

@@ -14,11 +14,18 @@ import pickle
 import sys
 from typing import Any
 
-HOW_TO_SHIP = (
-    "rocketspark is not installed in the Python this Spark executor runs ({python}): {missing}. Ship it with "
-    "the job: `rocketspark package-job job.py -o job-env.tar.gz`, then spark-submit --archives "
+from pyspark import cloudpickle
+
+OURS = ("rocketspark", "pyspark_rocketmq", "broker", "nameserver")  # top-level packages of the distribution
+SHIP = (
+    "Ship it with the job: `rocketspark package-job job.py -o job-env.tar.gz`, then spark-submit --archives "
     "job-env.tar.gz#environment --conf spark.pyspark.python=./environment/bin/python (see the README, "
     "'Running on a cluster')"
+)
+HOW_TO_SHIP = "rocketspark is not installed in the Python this Spark executor runs ({python}): {missing}. " + SHIP
+HALF_SHIPPED = (
+    "rocketspark is installed in the Python this Spark executor runs ({python}), but its dependency "
+    "{module!r} is not: {missing}. Was the archive made for another Python or by hand? " + SHIP
 )
 
 
@@ -31,7 +38,9 @@ def restore(payload: bytes) -> Any:
     try:
         cls, state = pickle.loads(payload)
     except ModuleNotFoundError as exc:
-        raise MissingOnExecutor(HOW_TO_SHIP.format(python=sys.executable, missing=exc)) from None
+        module = (exc.name or "").split(".")[0]
+        text = HOW_TO_SHIP if module in OURS or not module else HALF_SHIPPED
+        raise MissingOnExecutor(text.format(python=sys.executable, missing=exc, module=module)) from None
     obj = cls.__new__(cls)
     if hasattr(obj, "__setstate__"):
         obj.__setstate__(state)
@@ -46,3 +55,8 @@ class Guarded:
     def __reduce__(self) -> tuple[Any, tuple[bytes]]:
         state = self.__getstate__()
         return restore, (pickle.dumps((type(self), state), protocol=pickle.HIGHEST_PROTOCOL),)
+
+
+# Whatever imports a Guarded class imports this module first: from then on what Spark ships
+# carries this module's code, so an executor without rocketspark can still run ``restore``.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-untyped-call]

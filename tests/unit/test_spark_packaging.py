@@ -3,12 +3,16 @@ executor without rocketspark is told."""
 
 from __future__ import annotations
 
+import argparse
 import pickle
+import re
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
+from rocketspark.cli import package_job
 from rocketspark.errors import ConfigError
 from rocketspark.spark.datasource import check_packaged
 from rocketspark.spark.guard import Guarded, MissingOnExecutor
@@ -37,16 +41,52 @@ def test_guarded_objects_travel_and_come_back() -> None:
     assert isinstance(back, Shipped) and back.value == 7
 
 
-def test_an_executor_without_the_classes_gets_told_how_to_ship_them() -> None:
-    ghost = types.ModuleType("ghost_connector")
+def shipped_from(module_name: str) -> bytes:
+    """A Guarded object pickled on a driver whose ``module_name`` the executor lacks."""
+    ghost = types.ModuleType(module_name)
     exec("from rocketspark.spark.guard import Guarded\nclass Reader(Guarded):\n    pass\n", ghost.__dict__)
-    ghost.Reader.__module__ = "ghost_connector"
-    sys.modules["ghost_connector"] = ghost
+    ghost.Reader.__module__ = module_name
+    sys.modules[module_name] = ghost
     try:
-        payload = pickle.dumps(ghost.Reader())
+        return pickle.dumps(ghost.Reader())
     finally:
-        del sys.modules["ghost_connector"]  # the executor's Python has no such module
+        del sys.modules[module_name]  # the executor's Python has no such module
+
+
+def test_an_executor_without_the_classes_gets_told_how_to_ship_them() -> None:
     with pytest.raises(MissingOnExecutor, match="rocketspark is not installed in the Python this Spark executor") as e:
-        pickle.loads(payload)
+        pickle.loads(shipped_from("rocketspark.ghost_reader"))
     assert "--archives job-env.tar.gz#environment --conf spark.pyspark.python=./environment/bin/python" in str(e.value)
     assert e.value.__cause__ is None and e.value.__suppress_context__
+
+
+def test_an_executor_missing_a_dependency_is_told_which() -> None:
+    with pytest.raises(MissingOnExecutor, match=r"rocketspark is installed .* but its dependency 'fastwire' is not"):
+        pickle.loads(shipped_from("fastwire"))
+
+
+def package_args(tmp_path: Path, **given: object) -> argparse.Namespace:
+    job = tmp_path / "job.py"
+    job.write_text("print('job')\n")
+    defaults: dict[str, object] = {"job": str(job), "python": sys.executable, "requirement": [], "source": None}
+    return argparse.Namespace(**(defaults | given))
+
+
+def test_package_job_names_each_bad_argument_before_building(tmp_path: Path) -> None:
+    package_job.check_arguments(package_args(tmp_path))
+    with pytest.raises(ConfigError, match="no job file"):
+        package_job.check_arguments(package_args(tmp_path, job=str(tmp_path / "nope.py")))
+    with pytest.raises(ConfigError, match="--python /opt/no/python3 is not a Python found here"):
+        package_job.check_arguments(package_args(tmp_path, python="/opt/no/python3"))
+    with pytest.raises(ConfigError, match=r"no requirements file .*reqs.txt \(-r\)"):
+        package_job.check_arguments(package_args(tmp_path, requirement=[str(tmp_path / "reqs.txt")]))
+    with pytest.raises(ConfigError, match=r"--source .* does not exist"):
+        package_job.project_source(str(tmp_path / "rocketspark.whl"))
+
+
+def test_package_job_packs_rocketspark_s_requirements_but_not_pyspark_or_extras() -> None:
+    wanted = package_job.requirements()
+    names = {re.split(r"[<>=!~; \[]", spec, maxsplit=1)[0].lower() for spec in wanted}
+    assert {"pyarrow", "grpcio", "numpy", "msgpack", "protobuf"} <= names
+    assert "pyspark" not in names  # the cluster's own
+    assert not names & {"pytest", "venv-pack", "grpcio-tools"}  # extras
