@@ -14,14 +14,17 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from rocketspark import Admin, Consumer, LocalCluster, Message, Producer
 from rocketspark.cluster import ServerProcess, write_toml
 from rocketspark.errors import DiskFullError, StoreWriteError
+from rocketspark.ports import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -151,10 +154,27 @@ def test_disk_use_deletes_the_oldest_segments_then_refuses_writes_until_space_is
     """disk_max_used_ratio (75%): the oldest segments go first, loudly; disk_refuse_writes_ratio
     (90%): sends are refused with a clear error; nothing acknowledged and not deleted by the
     first rule is lost, and sends are taken again once space is freed."""
+    metrics_port = free_port()
     cluster, broker, data = small_disk(
-        {"segment_bytes": 256 * 1024, "max_message_bytes": 64 * 1024, "retention_check_interval_ms": 100},
+        {
+            "segment_bytes": 256 * 1024,
+            "max_message_bytes": 64 * 1024,
+            "retention_check_interval_ms": 100,
+            "metrics_port": metrics_port,
+        },
         filler_bytes=2 * 1024 * 1024,  # half the disk
     )
+
+    def metric(name: str, **labels: str) -> float:
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as response:
+            families = text_string_to_metric_families(response.read().decode())
+        return sum(
+            x.value
+            for f in families
+            for x in f.samples
+            if x.name == name and all(x.labels.get(k) == v for k, v in labels.items())
+        )
+
     with Admin(cluster.nameserver) as admin:
         admin.create_topic("filling", queues=1)
     acked: dict[int, bytes] = {}
@@ -166,6 +186,8 @@ def test_disk_use_deletes_the_oldest_segments_then_refuses_writes_until_space_is
         first = c.min_offset("filling", 0)
         assert first > 0  # the oldest segments went first
         assert "above disk_max_used_ratio (75%): deleted the oldest commit-log segment" in broker.tail(200)
+        assert metric("rocketspark_storage_segments_deleted_total", reason="disk") >= 1
+        assert metric("rocketspark_storage_segments_deleted_total", reason="retention") == 0
 
         def readable() -> None:  # every acknowledged message the rule did not delete reads back
             low = c.min_offset("filling", 0)
@@ -187,6 +209,8 @@ def test_disk_use_deletes_the_oldest_segments_then_refuses_writes_until_space_is
         assert refused is not None, "sends were never refused"
         assert "above disk_refuse_writes_ratio (90%); nothing of this send was stored" in refused.message
         assert "Free space on the file system of" in refused.message
+        assert metric("rocketspark_disk_refusing_writes") == 1
+        assert metric("rocketspark_disk_used_ratio") > 0.9
         readable()
         assert broker.alive()
 
@@ -202,4 +226,5 @@ def test_disk_use_deletes_the_oldest_segments_then_refuses_writes_until_space_is
                 time.sleep(0.2)
         assert offset == end  # no offset lost or handed out twice
         assert [m.body for m in c.pull("filling", 0, offset).messages] == [b"back"]
+        assert metric("rocketspark_disk_refusing_writes") == 0
     assert "sends are taken again" in broker.tail(200)
