@@ -27,9 +27,16 @@ class ConsumerGroups:
         # group -> topic -> (reset id, logical queue -> offset): the latest offset reset, told to
         # the group's members in heartbeat answers (kept in memory; the offsets are committed)
         self.resets: dict[str, dict[str, tuple[int, dict[int, int]]]] = {}
+        # group -> topic -> the newest reset id its members say they applied: a broker that
+        # restarted (resets are in memory) learns from them what a new reset must exceed
+        self.seen: dict[str, dict[str, int]] = {}
 
-    def heartbeat(self, group: str, client_id: str) -> None:
+    def heartbeat(self, group: str, client_id: str, resets_seen: dict[str, int] | None = None) -> None:
         self.groups.setdefault(group, {})[client_id] = time.monotonic()
+        if resets_seen:
+            seen = self.seen.setdefault(group, {})
+            for topic, version in resets_seen.items():
+                seen[topic] = max(seen.get(topic, 0), version)
 
     def unregister(self, group: str, client_id: str) -> None:
         self.groups.get(group, {}).pop(client_id, None)
@@ -67,7 +74,7 @@ class ConsumerGroups:
         """An admin reset the group's offsets of ``topic``: its members move there. Ids only
         grow (the admin picks one above every broker's, whatever its clock says): a member
         applies a reset whose id is above the last it applied, and no other."""
-        current = self.reset_version(group, topic)
+        current = self.newest_reset_id(group, topic)
         if version <= current:
             raise InvalidParameterError(
                 f"reset {version} of group {group} on {topic} is not newer than reset {current} made here "
@@ -76,7 +83,17 @@ class ConsumerGroups:
         self.resets.setdefault(group, {})[topic] = (version, offsets)
 
     def reset_version(self, group: str, topic: str) -> int:
+        """The id of the last reset made here (0: none): a commit made before it is dropped."""
         return self.resets.get(group, {}).get(topic, (0, {}))[0]
+
+    def newest_reset_id(self, group: str, topic: str) -> int:
+        """The highest reset id known here, made here or applied by a member: the next must be higher."""
+        return max(self.reset_version(group, topic), self.seen.get(group, {}).get(topic, 0))
+
+    def reset_ids(self, group: str) -> dict[str, int]:
+        """topic -> :meth:`newest_reset_id`, for the admin choosing a new reset's id."""
+        topics = set(self.resets.get(group, {})) | set(self.seen.get(group, {}))
+        return {topic: self.newest_reset_id(group, topic) for topic in sorted(topics)}
 
     def resets_for(self, group: str) -> dict[str, list[object]]:
         """The group's resets as a heartbeat answer carries them: topic -> [id, {queue: offset}]."""

@@ -60,7 +60,8 @@ def register(dispatcher: Dispatcher, ctx: ConsumersContext) -> None:
     async def heartbeat(cmd: RemotingCommand) -> RemotingCommand:
         group, client_id = get_str(cmd, "consumerGroup"), get_str(cmd, "clientId")
         await ensure_group_topics(ctx, group)
-        groups.heartbeat(group, client_id)
+        seen = cmd.ext.get("resetsSeen") or {}  # its shape was checked at the edge: MemberHeader
+        groups.heartbeat(group, client_id, {str(t): int(v) for t, v in seen.items()})
         return cmd.response(ext={"members": groups.members(group), "resets": groups.resets_for(group)})
 
     async def unregister(cmd: RemotingCommand) -> RemotingCommand:
@@ -70,7 +71,7 @@ def register(dispatcher: Dispatcher, ctx: ConsumersContext) -> None:
 
     async def member_list(cmd: RemotingCommand) -> RemotingCommand:
         group = get_str(cmd, "consumerGroup")
-        return cmd.response(ext={"members": groups.members(group), "resets": groups.resets_for(group)})
+        return cmd.response(ext={"members": groups.members(group), "resetIds": groups.reset_ids(group)})
 
     def lock_key(cmd: RemotingCommand) -> tuple[str, str, int, str]:
         return get_str(cmd, "consumerGroup"), get_str(cmd, "topic"), get_int(cmd, "queueId"), get_str(cmd, "clientId")

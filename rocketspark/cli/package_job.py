@@ -34,7 +34,10 @@ ENV_NAME = "environment"  # the directory spark-submit unpacks the archive into 
 def requirements() -> list[str]:
     """rocketspark's own dependencies as installed (markers kept, for pip to weigh on the
     target Python), without extras and without what the cluster provides."""
-    from packaging.requirements import Requirement
+    try:
+        from packaging.requirements import Requirement
+    except ImportError:
+        raise ConfigError("package-job needs packaging: pip install 'rocketspark[package]'") from None
 
     try:
         specs = importlib.metadata.requires(DISTRIBUTION) or []
@@ -105,19 +108,22 @@ def _packer() -> Any:
     return venv_pack
 
 
-def build(output: Path, python: str, source: str | None = None, extra: list[str] | None = None) -> tuple[int, float]:
-    """Make the archive at ``output`` with ``python``, rocketspark from ``source`` (see
+def build(
+    output: Path, python: str, given_source: str | None = None, extra: list[str] | None = None
+) -> tuple[int, float]:
+    """Make the archive at ``output`` with ``python``, rocketspark from ``given_source`` (see
     :func:`project_source`) and the job's own ``extra`` requirements files; its size in bytes
     and the seconds it took."""
     packer = _packer()
+    wanted, source = requirements(), project_source(given_source)  # their mistakes named before any work
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="rocketspark-job-") as tmp:
         env = Path(tmp) / "env"
         _run([python, "-m", "venv", str(env)], f"making a virtualenv with {python} (--python)")
         python_in = str(env / "bin" / "python")
         pip = [python_in, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile"]
-        _run([*pip, *requirements()], "installing rocketspark's dependencies")
-        _run([*pip, "--no-deps", project_source(source)], "installing rocketspark")
+        _run([*pip, *wanted], "installing rocketspark's dependencies")
+        _run([*pip, "--no-deps", source], "installing rocketspark")
         for requirements_file in extra or []:
             _run([*pip, "-r", requirements_file], f"installing the job's requirements ({requirements_file})")
         _run([python_in, "-m", "pip", "uninstall", "--quiet", "-y", *INSTALLERS], "removing the installers")
@@ -145,6 +151,7 @@ def check_arguments(args: argparse.Namespace) -> None:
     for requirements_file in args.requirement:
         if not Path(requirements_file).is_file():
             raise ConfigError(f"package-job: no requirements file {requirements_file} (-r)")
+    project_source(args.source)
 
 
 def package_job(args: argparse.Namespace) -> int:

@@ -186,7 +186,9 @@ class GroupConsumer:
 
     def _heartbeat(self) -> bool:
         """Heartbeat every broker; True when the membership changed."""
-        ext = {"consumerGroup": self.group, "clientId": self.client_id, "topics": self.topics}
+        ext: dict[str, object] = {"consumerGroup": self.group, "clientId": self.client_id, "topics": self.topics}
+        if self._resets_seen:  # so that a broker that restarted knows what a new reset must exceed
+            ext["resetsSeen"] = {t: v for t, v in self._resets_seen.items() if v > 0}
         brokers = self._brokers()
         answers = self._each_broker(RequestCode.HEART_BEAT, ext, brokers)
         self._follow_resets(answers, complete=bool(brokers) and len(answers) == len(brokers))

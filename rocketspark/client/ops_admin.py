@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 import zlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rocketspark.errors import InvalidParameterError, MessageNotFoundError, RocketSparkError
 from rocketspark.protocol.codec import pack, unpack
@@ -136,14 +136,14 @@ def query_message_by_id(admin: Admin, msg_id: str) -> MessageExt:
     return messages[0]
 
 
-def _next_reset_id(admin: Admin, group: str, topic: str, addresses: list[str]) -> int:
-    """An id above every reset the brokers know of: the time, unless an earlier admin's clock
-    ran ahead of this one's (a lower id would be ignored by the group's members)."""
+def _next_reset_id(admin: Admin, group: str, topic: str) -> int:
+    """An id above every reset id any broker knows of (made there, or applied by a member):
+    the time, unless an earlier admin's clock ran ahead of this one's (a lower id would be
+    ignored by the group's members)."""
     known = [0]
-    for address in addresses:
+    for address in admin.brokers().values():
         request = RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group})
-        resets = admin.call(address, request).ext.get("resets") or {}
-        known.append(int(resets.get(topic, (0, {}))[0]))
+        known.append(int((admin.call(address, request).ext.get("resetIds") or {}).get(topic, 0)))
     return max(time.time_ns(), max(known) + 1)
 
 
@@ -151,10 +151,10 @@ def reset_offsets(
     admin: Admin, group: str, topic: str, *, timestamp_ms: int | None, earliest: bool, latest: bool
 ) -> dict[int, int]:
     """Move ``group``'s progress on ``topic`` (every logical queue) to ``timestamp_ms``, the
-    earliest or the latest offset; return queue -> new offset. The offsets are committed, and
-    every broker of the topic is told, so that the group's running consumers, which hear of it
-    in their next heartbeat, move there too (without it they would commit their own progress
-    over the reset)."""
+    earliest or the latest offset; return queue -> new offset. Every broker is told first, so
+    that the group's running consumers, which hear of it in their next heartbeat, move there
+    too, and so that a commit of theirs from before the reset is dropped from then on; then the
+    offsets are committed, for queues no consumer holds now."""
     if (timestamp_ms is not None) + earliest + latest != 1:
         raise InvalidParameterError("reset-offset takes exactly one of --timestamp, --earliest and --latest")
     validate_topic_name(topic)
@@ -168,18 +168,12 @@ def reset_offsets(
         else:
             assert timestamp_ms is not None
             offsets[q] = admin.offset_for_timestamp(topic, q, timestamp_ms)
+    body = pack({"version": _next_reset_id(admin, group, topic), "offsets": {str(q): o for q, o in offsets.items()}})
+    for address in admin.brokers().values():  # a member heartbeats every broker of its topics and retry topic
+        ext = {"consumerGroup": group, "topic": topic}
+        admin.call(address, RemotingCommand.request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, ext, body=body))
     for q, offset in offsets.items():
         admin.commit_offset(group, topic, q, offset)
-    route = admin.topic_route(topic)
-    body: dict[str, Any] = {
-        "version": _next_reset_id(admin, group, topic, [b.address for b in route.brokers]),
-        "offsets": {str(q): o for q, o in offsets.items()},
-    }
-    for broker in route.brokers:
-        request = RemotingCommand.request(
-            RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, {"consumerGroup": group, "topic": topic}, body=pack(body)
-        )
-        admin.call(broker.address, request)
     return offsets
 
 
@@ -193,7 +187,7 @@ def send_messages(
     if count < 1:
         raise InvalidParameterError(f"count must be at least 1, got {count}")
     validate_topic_name(topic)
-    with admin.sibling(Producer, auto_create_topics=False) as producer:
+    with admin.sibling(Producer, auto_create_topics=False, send_timeout_ms=admin.timeout_ms) as producer:
         return [
             producer.send(Message(topic, body if count == 1 else body + f" {i}".encode(), tags=tags, keys=keys))
             for i in range(count)
@@ -211,7 +205,7 @@ def consume_messages(
     if count < 1:
         raise InvalidParameterError(f"count must be at least 1, got {count}")
     found: list[MessageExt] = []
-    with admin.sibling(Consumer) as consumer:
+    with admin.sibling(Consumer, timeout_ms=admin.timeout_ms) as consumer:
         start = consumer.max_offset if new else consumer.min_offset
         offsets = {q.queue_id: start(topic, q.queue_id) for q in consumer.queues(topic)}
         deadline = time.monotonic() + wait_s

@@ -195,6 +195,8 @@ class GroupHeader(Shape):
 class MemberHeader(GroupHeader):
     client_id: ClientId
     topics: Topics = []
+    # topic -> the last admin reset id the member applied or learnt (HEART_BEAT)
+    resets_seen: Annotated[dict[Topic, Offset], Meta(max_length=MAX_TOPICS_PER_REQUEST)] = {}
 
 
 class QueueLockHeader(Shape):

@@ -104,7 +104,7 @@ def register(spark: SparkSession) -> None:
     a failed executor later."""
     try:
         conf = dict(spark.sparkContext.getConf().getAll())
-    except Exception:  # a Spark Connect session has no SparkContext: its server launches the workers
+    except AttributeError:  # a Spark Connect session has no SparkContext: its server launches the workers
         conf = {}
     check_packaged(conf)
     spark.dataSource.register(RocketMQDataSource)

@@ -157,6 +157,11 @@ def test_a_running_group_consumer_follows_a_reset_and_groups_show_members_and_la
             ahead = {"version": time.time_ns() + 3600 * 10**9, "offsets": {"0": 10, "1": 10}}
             for address in admin.brokers().values():
                 admin.call(address, reset_request("invoices", "billing", ahead))
+            time.sleep(1)  # the members apply it (to where they are: nothing to read)
+            cluster.kill_broker("broker-a")  # and the broker forgets it: resets are kept in memory
+            cluster.start_broker("broker-a")
+            time.sleep(1)  # the members heartbeat it again, saying which reset they applied
+            assert got == []
             admin.reset_offset("invoices", "billing", earliest=True)
             eventually(lambda: len(got) == 20)
             time.sleep(0.5)

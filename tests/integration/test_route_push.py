@@ -63,9 +63,10 @@ def test_a_subscribed_client_sees_route_changes_within_two_seconds(
         admin.delete_topic("pushed")
         eventually(lambda: "pushed" not in consumer.routes.cached_topics(), timeout_s=2.5, interval_s=0.02)
         assert time.monotonic() - started < 2.0
+        sent = pushes(cluster, "sent")  # the metric counts the pushes the counters count (read after it)
         counters = admin.nameserver_counters()
         assert counters["notificationsSent"] >= 4 and counters["subscriptions"] >= 1
-        assert pushes(cluster, "sent") == counters["notificationsSent"]  # the metric counts the same pushes
+        assert 4 <= sent <= counters["notificationsSent"]
         assert consumer.routes.counters.notifications >= 4  # each change reached the client by a push
 
 
@@ -101,11 +102,12 @@ def test_a_broker_restart_with_500_topics_causes_no_notification_storm(
         cluster.stop_broker("broker-a")  # unregisters 500 topics
         cluster.start_broker("broker-a")  # registers them again, in one registration
         time.sleep(2.5)  # two notify rounds
+        suppressed = pushes(cluster, "suppressed")
         after = admin.nameserver_counters()
     assert after["notificationsSent"] == before["notificationsSent"]
     assert consumer.routes.counters.notifications == notified_before
     assert after["notificationsSuppressed"] - before["notificationsSuppressed"] >= 1000  # 500 gone, 500 back
-    assert pushes(cluster, "suppressed") == after["notificationsSuppressed"]
+    assert before["notificationsSuppressed"] + 1000 <= suppressed <= after["notificationsSuppressed"]
 
 
 def test_ten_thousand_sends_to_a_missing_topic_cost_a_handful_of_route_queries(
