@@ -136,12 +136,12 @@ def query_message_by_id(admin: Admin, msg_id: str) -> MessageExt:
     return messages[0]
 
 
-def _next_reset_id(admin: Admin, group: str, topic: str) -> int:
-    """An id above every reset id any broker knows of (made there, or applied by a member):
-    the time, unless an earlier admin's clock ran ahead of this one's (a lower id would be
-    ignored by the group's members)."""
+def _next_reset_id(admin: Admin, group: str, topic: str, addresses: list[str]) -> int:
+    """An id above every reset id the brokers at ``addresses`` know of (made there, or applied
+    by a member): the time, unless an earlier admin's clock ran ahead of this one's (a lower id
+    would be ignored by the group's members)."""
     known = [0]
-    for address in admin.brokers().values():
+    for address in addresses:
         request = RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group})
         known.append(int((admin.call(address, request).ext.get("resetIds") or {}).get(topic, 0)))
     return max(time.time_ns(), max(known) + 1)
@@ -168,8 +168,10 @@ def reset_offsets(
         else:
             assert timestamp_ms is not None
             offsets[q] = admin.offset_for_timestamp(topic, q, timestamp_ms)
-    body = pack({"version": _next_reset_id(admin, group, topic), "offsets": {str(q): o for q, o in offsets.items()}})
-    for address in admin.brokers().values():  # a member heartbeats every broker of its topics and retry topic
+    addresses = list(admin.brokers().values())  # a member heartbeats every broker of its topics and retry topic
+    version = _next_reset_id(admin, group, topic, addresses)
+    body = pack({"version": version, "offsets": {str(q): o for q, o in offsets.items()}})
+    for address in addresses:
         ext = {"consumerGroup": group, "topic": topic}
         admin.call(address, RemotingCommand.request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, ext, body=body))
     for q, offset in offsets.items():

@@ -142,9 +142,8 @@ class Producer(ClientBase):
                     if self.auto_create_topics
                     else "this producer creates no topic (auto_create_topics=False)"
                 )
-                hint = f"Create it with `rocketspark admin create-topic {topic}`"
-                text = f"{missing.message}; {why}" + ("" if hint in missing.message else f". {hint}")
-                raise NoRouteInfoError(text, topic=topic) from None
+                # the route cache says how to create a topic the nameserver does not know
+                raise NoRouteInfoError(f"{missing.message}; {why}", topic=topic) from None
             queues = [Target(r.broker_name, r.queue_id) for r in write_queues(template)]
             return PublishInfo(template, queues, list(queues), self.create_topic_key)
         return self.routes.derive(topic, publish_info_of)
