@@ -61,10 +61,11 @@ class NameServerConfig(SecuritySettings):
         for address in (self.controller_raft_address, *self.controller_peers):
             if not isinstance(address, str) or not _HOST_PORT.fullmatch(address):
                 raise ConfigError(f"controller address {address!r} is not host:port (e.g. 127.0.0.1:9878)")
-        if self.controller_enable and self.controller_peers and self.tls_enable and not self.cluster_secret:
+        if self.controller_enable and self.controller_peers and not self.cluster_secret:
             raise ConfigError(
-                "tls_enable with controller_peers needs cluster_secret: the controllers' Raft port is encrypted "
-                "with it (pysyncobj's own encryption; its port has no TLS)"
+                "controller_peers needs cluster_secret (the same secret of at least 16 characters on every "
+                "nameserver): the controllers' Raft port authenticates and encrypts every message with it, and "
+                "without it would run what anyone sends there"
             )
         if self.controller_raft_address in self.controller_peers:
             raise ConfigError(

@@ -18,9 +18,12 @@ commands; this module adapts it to the nameserver:
   state and rejoins. The dump is written in the tick thread, not in a forked child: forking
   a process that runs gRPC is unsafe.
 
-pysyncobj exchanges pickled messages between nodes: the Raft port must be reachable by the
-controller's nameservers only (it binds ``controller_raft_address`` itself, 127.0.0.1 by
-default, never every interface).
+Security: pysyncobj exchanges *pickled* messages between nodes, and unpickling runs code.
+So a controller with peers always has a password (``cluster_secret``; the config refuses
+peers without it): pysyncobj then checks every message's HMAC (Fernet, through
+``cryptography``) before it unpickles anything, so bytes from a process without the secret
+are dropped with their connection. A one-node controller has nobody to talk to and opens no
+Raft port at all (pysyncobj's base ``Transport``, which binds nothing).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from typing import Any
 
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
 from pysyncobj.syncobj import SyncObjException
+from pysyncobj.transport import TCPTransport, Transport
 
 from nameserver.controller.state import ControllerState, GroupState
 from rocketspark.errors import ControllerNotLeaderError, RocketSparkError, SystemError_
@@ -116,9 +120,12 @@ class RaftNode:
     """One pysyncobj node of the controller; ``start`` on the event loop, ``stop`` at the end."""
 
     def __init__(self, address: str, peers: list[str], data_dir: str, *, password: str | None = None) -> None:
-        """``password``: the cluster secret when security is on. pysyncobj then encrypts and
+        """``password``: the cluster secret, required with peers. pysyncobj encrypts and
         authenticates every Raft message with it (Fernet, through ``cryptography``), so a
-        process without it can neither vote nor read the controller's state."""
+        process without it can neither vote, read the controller's state, nor have anything
+        unpickled."""
+        if peers and not password:
+            raise ValueError("a controller with peers needs a password (cluster_secret) for its Raft port")
         self.address = address
         self.password = password
         self.peers = sorted(peers)
@@ -143,7 +150,9 @@ class RaftNode:
             password=self.password,
         )
         # Created on the event loop's thread: pysyncobj's thread stops when its creator's does.
-        node = SyncObj(self.address, self.peers, conf, consumers=[self.state])
+        # A one-node controller talks to nobody: its transport binds no port
+        transport = TCPTransport if self.peers else Transport
+        node = SyncObj(self.address, self.peers, conf, consumers=[self.state], transportClass=transport)
         self._node = node
         try:
             await asyncio.to_thread(node.waitBinded)

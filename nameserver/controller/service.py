@@ -68,7 +68,7 @@ class Controller:
             config.controller_raft_address,
             config.controller_peers,
             config.controller_data_dir,
-            password=config.cluster_secret or None,  # with auth or TLS on: Raft is encrypted too
+            password=config.cluster_secret or None,  # required with peers (config): Raft is authenticated
         )
         self.liveness = Liveness(config.controller_broker_heartbeat_timeout_ms)
         self.leading = False

@@ -37,7 +37,7 @@ class LocalSecurity:
             certificates,
             ADMIN_ACCESS_KEY if auth else None,
             secrets.token_hex(16) if auth else None,
-            secrets.token_hex(24) if auth or tls else "",  # with TLS alone it still encrypts the controllers' Raft
+            secrets.token_hex(24),  # always: it authenticates the controllers' Raft port, auth or not
         )
 
     def server_values(self) -> dict[str, Any]:

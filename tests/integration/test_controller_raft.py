@@ -4,13 +4,19 @@ state from its journal."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import pickle
+import socket
+import struct
+import zlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pysyncobj import SyncObj, SyncObjConf
 
-from rocketspark import Admin
+from rocketspark import Admin, LocalCluster
 from rocketspark.cluster import ServerProcess
 from rocketspark.errors import ControllerGroupNotExistError
 from rocketspark.protocol.codes import RequestCode
@@ -20,6 +26,7 @@ from tests.helpers import eventually, free_port
 
 pytestmark = pytest.mark.integration
 TIMEOUT_MS = 1500
+SECRET = "raft-secret-" + "x" * 20  # controllers with peers must share one (it authenticates Raft)
 
 
 class Nameservers:
@@ -35,6 +42,7 @@ class Nameservers:
                     "controller_enable": True,
                     "controller_raft_address": address,
                     "controller_peers": [a for a in self.raft if a != address],
+                    "cluster_secret": SECRET,
                     "controller_data_dir": str(directory / f"ns{i}-controller"),
                     "controller_broker_heartbeat_timeout_ms": TIMEOUT_MS,
                 },
@@ -163,3 +171,68 @@ def test_a_one_node_controller_keeps_its_state_across_a_restart(tmp_path: Path) 
     finally:
         proc.kill()
         client.close()
+
+
+class _RunsACommand:
+    """What an attacker pickles: unpickling it runs a shell command that leaves a marker file."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (os.system, (f"touch {self.marker}",))
+
+
+def _send_pysyncobj_frame(address: str, payload: object) -> bool:
+    """One pysyncobj frame (int32 length, zlib'd pickle) to a Raft port, as an unsecured node
+    parses it; True when the peer then closed the connection on us."""
+    host, port = address.rsplit(":", 1)
+    data = zlib.compress(pickle.dumps(payload), 3)
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(struct.pack("i", len(data)) + data)
+        sock.settimeout(5)
+        try:
+            return sock.recv(1) == b""
+        except TimeoutError:
+            return False
+
+
+def test_the_exploit_runs_on_an_unsecured_pysyncobj_port(tmp_path: Path) -> None:
+    """The payload of the next test is a real exploit: a pysyncobj node without a password
+    (what our controllers ran before) executes it."""
+    marker = tmp_path / "pwned"
+    me, other = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    node = SyncObj(me, [other], SyncObjConf(autoTick=True, connectionRetryTime=60))
+    try:
+        node.waitBinded()
+        _send_pysyncobj_frame(me, _RunsACommand(marker))
+        eventually(marker.exists, 10, 0.05)
+    finally:
+        node.destroy()
+
+
+def test_a_pickle_sent_to_the_raft_port_runs_nothing_and_the_controller_keeps_working(
+    nameservers: Nameservers, tmp_path: Path
+) -> None:
+    marker = tmp_path / "pwned"
+    leader = nameservers.leader_index([0, 1, 2])
+    for address in nameservers.raft:  # every node, the leader included
+        assert _send_pysyncobj_frame(address, _RunsACommand(marker)), f"{address} kept a stranger's connection"
+    with replicas(nameservers.addresses, "g", 2) as (r1, r2):  # Raft still commits
+        r1.register(nameservers.addresses[leader])
+        r2.register(nameservers.addresses[(leader + 1) % 3])
+        r1.alter([1, 2], nameservers.addresses[(leader + 2) % 3])
+        for i in range(3):
+            eventually(lambda i=i: nameservers.group(i)["syncStateSet"] == [1, 2], 5)
+    assert nameservers.leader_index([0, 1, 2]) == leader  # no node fell over
+    assert not marker.exists()
+
+
+def test_a_one_node_controller_opens_no_raft_port(make_cluster: Callable[..., LocalCluster]) -> None:
+    cluster = make_cluster(brokers=1, replicas=2)
+    with Admin(cluster.nameserver) as admin:
+        raft = admin.controller_metadata(cluster.nameserver_addresses[0])["self"]
+        assert admin.replica_groups()["broker-a"].master  # the controller works
+    host, port = raft.rsplit(":", 1)
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection((host, int(port)), timeout=5).close()

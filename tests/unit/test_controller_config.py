@@ -27,3 +27,11 @@ def test_the_peers_are_the_other_nodes() -> None:
         NameServerConfig(controller_peers=["127.0.0.1:9878", "127.0.0.1:9879"])
     with pytest.raises(ConfigError, match="controller_broker_heartbeat_timeout_ms must be positive"):
         NameServerConfig(controller_broker_heartbeat_timeout_ms=0)
+
+
+def test_a_controller_with_peers_and_no_cluster_secret_is_refused_naming_the_key() -> None:
+    with pytest.raises(ConfigError, match=r"^controller_peers needs cluster_secret \("):
+        NameServerConfig(controller_enable=True, controller_peers=["127.0.0.1:9879"])
+    secured = NameServerConfig(controller_enable=True, controller_peers=["127.0.0.1:9879"], cluster_secret="s" * 24)
+    assert secured.cluster_secret and not secured.auth_enable  # the secret is enough; auth may stay off
+    assert NameServerConfig(controller_enable=True).controller_peers == []  # one node: no secret needed
