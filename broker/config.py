@@ -55,6 +55,9 @@ class BrokerConfig(SecuritySettings):
 
     register_interval_ms: int = 30_000  # re-register with every nameserver this often
     register_timeout_ms: int = 3000
+    nameserver_heartbeat_interval_ms: int = (
+        1000  # ask each nameserver if it holds this registration (QUERY_DATA_VERSION)
+    )
     consumer_expired_ms: int = 120_000  # a consumer silent this long leaves its group
     offset_flush_interval_ms: int = 5000  # persist consumer offsets this often
     mapping_clean_interval_ms: int = 300_000  # drop expired static-topic segments this often
@@ -121,6 +124,8 @@ class BrokerConfig(SecuritySettings):
                 f"segment_bytes ({self.segment_bytes}) must be at least the batch limit ({self.batch_limit}: "
                 "max_batch_bytes, or twice max_message_bytes) plus 4096, so that any batch fits in a segment"
             )
+        if self.nameserver_heartbeat_interval_ms <= 0 or self.register_interval_ms <= 0:
+            raise ConfigError("nameserver_heartbeat_interval_ms and register_interval_ms must be positive")
         if self.queue_entries_per_file < 1 or self.default_topic_queue_nums < 1:
             raise ConfigError("queue_entries_per_file and default_topic_queue_nums must be at least 1")
         if not 0 <= self.replica_id < 1024:

@@ -4,6 +4,13 @@ A broker registers its address, permission and full topic table (RocketMQ's
 ``registerBrokerAll``). Nameservers share nothing, so the broker tells each of them; one
 being down never blocks the others. Failures are logged once per nameserver until it is
 back, not every period.
+
+Between registrations, every ``nameserver_heartbeat_interval_ms`` (1 s) the broker asks each
+nameserver whether it holds its registration at its current version (RocketMQ's
+QUERY_DATA_VERSION, a few bytes) and registers again at once with one that does not: a
+restarted nameserver, or one that missed a change, is repaired within a second, not at the
+next 30 s registration (until then a restarted nameserver answers "not ready", see
+``nameserver.readiness``).
 """
 
 from __future__ import annotations
@@ -34,7 +41,8 @@ Registration = Callable[[list[str] | None], dict[str, Any]]  # what to tell: all
 
 class Registry:
     """``registration(None)`` gives a full registration, ``registration(topics)`` an
-    increment; ``address()`` is this broker's address once it is bound. ``transport`` carries
+    increment, ``version()`` the version a registration would carry; ``address()`` is this
+    broker's address once it is bound. ``transport`` carries
     the calls to the nameservers: by default a client of the registry's own (closed with it);
     a test hands in a scripted nameserver."""
 
@@ -47,9 +55,11 @@ class Registry:
         security: PeerSecurity,
         acl: AclStore,
         *,
+        version: Callable[[], int],
         transport: Transport | None = None,
     ) -> None:
         self.config = config
+        self.registration_version = version  # the "version" of ``registration``, without building one
         self.name = config.broker_name
         self.role = role
         self.registration = registration
@@ -85,6 +95,42 @@ class Registry:
         while True:
             await asyncio.sleep(interval)
             await self.register_now()
+
+    async def watch(self) -> None:
+        """Every ``nameserver_heartbeat_interval_ms``: register again with each nameserver that
+        lacks this broker's current registration."""
+        interval = self.config.nameserver_heartbeat_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            await self.check_now()
+
+    async def check_now(self) -> None:
+        if not self.role.is_master or self._stopped:
+            return
+        ext = {
+            "brokerName": self.name,
+            "clusterName": self.config.cluster_name,
+            "addr": self.address(),
+            "version": self.registration_version(),
+        }
+        lacking = await asyncio.gather(
+            *(asyncio.to_thread(self._lacks, addr, self._lock(addr), ext) for addr in self.nameservers)
+        )
+        stale = [addr for addr, lacks in zip(self.nameservers, lacking, strict=True) if lacks]
+        if stale:
+            body = pack(self.registration(None))
+            await asyncio.gather(*(asyncio.to_thread(self._register_one, a, self._lock(a), body) for a in stale))
+
+    def _lacks(self, address: str, lock: threading.Lock, ext: dict[str, object]) -> bool:
+        """Whether the nameserver lacks this broker's registration (False when it cannot be
+        asked: the 30 s registration and its failure log cover an unreachable one)."""
+        request = RemotingCommand.request(RequestCode.QUERY_DATA_VERSION, ext)
+        try:
+            with lock:
+                return bool(check(self.client.invoke(address, request)).ext.get("changed", True))
+        except RocketSparkError as exc:
+            log.debug("broker %s: data version check with nameserver %s failed: %s", self.name, address, exc)
+            return False
 
     async def register_now(self, changed: list[str] | None = None, *, incremental: bool = False) -> None:
         """Register now. ``changed`` names the one topic an admin just changed, so that the

@@ -88,6 +88,7 @@ class Broker:
             lambda: self.address,
             self.security,
             self.acl,
+            version=lambda: self.topics.version,
             transport=nameserver_transport,
         )
         self.epochs = EpochFile(self.data_dir / "config" / "epochs.json")
@@ -327,6 +328,7 @@ class Broker:
         return [
             *([self.controller.run()] if self.controller is not None else []),
             self.registry.run(),
+            self.registry.watch(),
             self._every(self.config.offset_flush_interval_ms, "offset persist", self.offsets.save),
             self._every(self.config.checkpoint_interval_ms, "producer table persist", self.save_producers),
             self._every(self.config.retention_check_interval_ms, "retention", self.apply_retention),

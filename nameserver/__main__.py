@@ -21,6 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--conf", help="TOML config file (see conf/nameserver.toml)")
     parser.add_argument("--host", dest="listen_host", help="address to listen on")
     parser.add_argument("--port", dest="listen_port", type=int, help="port to listen on; 0 picks a free one")
+    parser.add_argument("--data-dir", dest="data_dir", help="where it keeps the brokers it served (known-brokers.json)")
     parser.add_argument("--log-level", default="INFO")
     parser.add_argument("--log-format", choices=logs.FORMATS, help="text (default) or json: one event a line")
     args = parser.parse_args(argv)
@@ -30,7 +31,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"nameserver: {exc}", file=sys.stderr)
         return 2
     try:
-        config = ns_config.load(args.conf, listen_host=args.listen_host, listen_port=args.listen_port)
+        config = ns_config.load(
+            args.conf, listen_host=args.listen_host, listen_port=args.listen_port, data_dir=args.data_dir
+        )
         asyncio.run(run(config))
     except (ConfigError, OSError) as exc:
         print(f"nameserver: {exc}", file=sys.stderr)

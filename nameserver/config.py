@@ -29,6 +29,8 @@ class NameServerConfig(SecuritySettings):
     notify_max_load_per_cpu: float = 2.0  # run queue over twice the cores: pause pushes
     notify_max_memory_used: float = 0.95  # above this fraction of memory used, pause pushes
     max_subscriptions_per_client: int = 10_000  # route subscriptions one client may hold; 0: none
+    data_dir: str = "data/nameserver"  # the brokers it served (known-brokers.json), to know when it is ready
+    startup_wait_ms: int = 10_000  # after a restart, "not ready" at most this long for a broker that never returns
     controller_enable: bool = False  # run the replica-group controller in this nameserver
     controller_raft_address: str = "127.0.0.1:9878"  # this node's Raft address (fixed: peers name it)
     controller_peers: list[str] = field(default_factory=list)  # the other controller nodes' Raft addresses
@@ -41,6 +43,8 @@ class NameServerConfig(SecuritySettings):
             raise ConfigError(f"listen_port {self.listen_port} is not a port number (0-65535)")
         if not -1 <= self.metrics_port < 65536:
             raise ConfigError(f"metrics_port {self.metrics_port} is not a port number (0-65535), or -1 (off)")
+        if self.startup_wait_ms < 0:
+            raise ConfigError(f"startup_wait_ms {self.startup_wait_ms} must be >= 0 (0: ready at once)")
         if self.scan_interval_ms <= 0 or self.broker_expired_ms <= 0 or self.notify_scan_interval_ms <= 0:
             raise ConfigError("scan_interval_ms, broker_expired_ms and notify_scan_interval_ms must be positive")
         if self.notify_max_load_per_cpu < 0:

@@ -31,6 +31,10 @@ class BrokerLive:
     last_update: float = field(default_factory=time.monotonic)
     topics: set[str] = field(default_factory=set)
 
+    def touch(self) -> None:
+        """Heard from (a registration, or a data-version check that found it current)."""
+        self.last_update = time.monotonic()
+
 
 class RouteTable:
     def __init__(self, broker_expired_ms: int) -> None:
@@ -55,7 +59,7 @@ class RouteTable:
             self.clusters.setdefault(cluster, set()).add(name)
         live.perm = int(registration.get("perm", live.perm))
         live.version = int(registration.get("version", 0))
-        live.last_update = time.monotonic()
+        live.touch()
         current = {t.name for t in topics}
         incremental = bool(registration.get("incremental", False))  # only these topics; keep the rest
         for gone in set() if incremental else live.topics - current:

@@ -16,13 +16,14 @@ from nameserver.config import NameServerConfig
 from nameserver.controller.service import SCAN_INTERVAL_MS, Controller, register_disabled
 from nameserver.metrics import nameserver_metrics
 from nameserver.notify import RouteNotifier
+from nameserver.readiness import Readiness
 from nameserver.routes import RouteTable
-from rocketspark.errors import BrokerNotExistError, TopicNotExistError
+from rocketspark.errors import BrokerNotExistError, NameserverNotReadyError, TopicNotExistError
 from rocketspark.metrics.node import NodeMetrics
 from rocketspark.protocol.codec import pack, unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.protocol.headers import get_list, get_str
+from rocketspark.protocol.headers import get_int, get_list, get_str
 from rocketspark.protocol.types import BrokerData
 from rocketspark.remoting.server import Dispatcher, PushHub, client_key, run_every, serve_until_signalled
 from rocketspark.remoting.server import create_server as bind_server
@@ -35,6 +36,7 @@ class NameServer:
     def __init__(self, config: NameServerConfig) -> None:
         self.config = config
         self.routes = RouteTable(config.broker_expired_ms)
+        self.readiness = Readiness(Path(config.data_dir) if config.data_dir else None, config.startup_wait_ms)
         self.acl = config.acl_store(Path(config.controller_data_dir).parent / "acl.json")
         self.dispatcher = Dispatcher("nameserver", guard=config.guard(self.acl))
         self.push = PushHub()
@@ -55,6 +57,7 @@ class NameServer:
         d = self.dispatcher
         d.register(RequestCode.REGISTER_BROKER, self.register_broker)
         d.register(RequestCode.UNREGISTER_BROKER, self.unregister_broker)
+        d.register(RequestCode.QUERY_DATA_VERSION, self.query_data_version)
         d.register(RequestCode.GET_ROUTEINFO_BY_TOPIC, self.route)
         d.register(RequestCode.GET_BROKER_CLUSTER_INFO, self.cluster_info)
         d.register(RequestCode.DELETE_TOPIC_IN_NAMESRV, self.delete_topic)
@@ -76,6 +79,8 @@ class NameServer:
         if registration["broker"] not in self.routes.brokers:
             log.info("broker %s registered from %s", registration["broker"], registration["addr"])
         changed = self.routes.register(registration)
+        self.readiness.registered(registration["broker"])
+        self.readiness.serving(self.routes.brokers)
         declared = registration.get("changed")
         named = {str(t) for t in declared} if isinstance(declared, list) else set()
         self.notifier.mark(named)  # topics the broker created or changed: tell their subscribers
@@ -87,13 +92,32 @@ class NameServer:
     async def unregister_broker(self, cmd: RemotingCommand) -> RemotingCommand:
         name = get_str(cmd, "brokerName")
         changed = self.routes.unregister(name)
+        self.readiness.serving(self.routes.brokers)
         self.notifier.suppress(changed)  # a broker going away does not notify (hotspot rule)
         log.info("broker %s unregistered", name)
         return cmd.response()
 
+    async def query_data_version(self, cmd: RemotingCommand) -> RemotingCommand:
+        """A broker's check (every second): ``changed`` unless this nameserver holds its
+        registration at its version and address; the broker then registers again at once
+        (a restarted nameserver hears from every broker within a second or so)."""
+        live = self.routes.brokers.get(get_str(cmd, "brokerName"))
+        held = live is not None and live.address == get_str(cmd, "addr") and live.version == get_int(cmd, "version")
+        if held:
+            assert live is not None
+            live.touch()
+        return cmd.response(ext={"changed": not held})
+
     async def route(self, cmd: RemotingCommand) -> RemotingCommand:
         topic = get_str(cmd, "topic")
         route = self.routes.route(topic)
+        if route is None and not self.readiness.ready:
+            raise NameserverNotReadyError(
+                f'the nameserver at {self.address} cannot say whether topic "{topic}" exists: it restarted '
+                f"{self.readiness.uptime_s():.1f} s ago and has not heard again from "
+                f"{', '.join(self.readiness.waiting_for())} (at most {self.readiness.ready_in_s():.1f} s more). "
+                "Ask another nameserver, or retry in a second"
+            )
         if route is None:
             raise TopicNotExistError(f"No topic route info in name server for the topic: {topic}")
         if self.controller is not None:
@@ -188,6 +212,7 @@ class NameServer:
     def expire_brokers(self) -> None:
         """Drop brokers silent for too long; their routes change without notifying (hotspot rule)."""
         dropped = self.routes.scan_inactive()
+        self.readiness.serving(self.routes.brokers)
         for name in dropped:
             self.dropped_brokers += 1
             log.warning("broker %s dropped: silent for more than %d ms", name, self.config.broker_expired_ms)

@@ -220,6 +220,7 @@ class LocalCluster:
                 "listen_host": "127.0.0.1",
                 "listen_port": 0,
                 "acl_file": str(self.data_dir / f"{_nameserver_key(index)}-acl.json"),
+                "data_dir": str(self.data_dir / _nameserver_key(index)),
             }
             if self.replica_count > 1:  # replica groups: the controller runs inside the nameserver
                 values |= {

@@ -54,6 +54,7 @@ built from the classes themselves, so adding a class is the only step::
         ├── StoreDamagedError          9105   a record the commit log lost to damage
         │   └── QueueRebuiltError      9105   an index entry disagreed; rebuilt (retriable)
         ├── NotMasterError             9106   not (surely) the group's master (retriable)
+        ├── NameserverNotReadyError    9110   restarted, not yet heard from every broker (retriable)
         └── ProducerFencedError        9107   an idempotent producer's epoch went backwards
 
 Translation happens in two places only: the server turns an exception into a response in
@@ -277,6 +278,15 @@ class NotMasterError(ServerError):
     sure it still is (its lease from the controller ran out): re-read the route and retry."""
 
     code = int(ResponseCode.NOT_MASTER)
+    retriable = True
+
+
+class NameserverNotReadyError(ServerError):
+    """A nameserver restarted and has not yet heard from every broker it served, so it cannot
+    say whether a topic exists: ask another nameserver, or again in a moment. Never a
+    NoRouteInfoError: nothing may conclude from it that the topic is missing (and create it)."""
+
+    code = int(ResponseCode.NAMESERVER_NOT_READY)
     retriable = True
 
 

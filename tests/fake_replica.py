@@ -117,7 +117,7 @@ def child_env() -> dict[str, str]:
 def nameserver_process(directory: Path, name: str, values: dict[str, Any]) -> ServerProcess:
     """A ``python -m nameserver`` child (not started) with ``values`` as its config file."""
     conf = directory / f"{name}.toml"
-    write_toml(conf, {"listen_host": "127.0.0.1", "listen_port": 0, **values})
+    write_toml(conf, {"listen_host": "127.0.0.1", "listen_port": 0, "data_dir": str(directory / name), **values})
     return ServerProcess(name, [sys.executable, "-m", "nameserver", "--conf", str(conf)], directory / f"{name}.log")
 
 

@@ -4,19 +4,35 @@ Addresses come from the argument or ``ROCKETSPARK_NAMESRV`` (the broker's ``__ma
 them the same way). One nameserver, picked at random, is used until it cannot be reached;
 the others are then tried in turn, and the one that answered becomes the sticky one (whoever
 listens to ``on_change``, the route-push subscriber, follows it).
+
+A route lookup (``lookup``) takes no single nameserver's "no such topic" as final: nameservers
+share nothing, and one that restarted or missed a registration may not know a topic the
+others do. It asks the others in turn, and concludes the topic is missing only when every
+nameserver it reached said so. A restarted nameserver that has not yet heard from its brokers
+answers "not ready"; while every nameserver reached is not ready, the lookup asks again until
+its deadline.
 """
 
 from __future__ import annotations
 
 import os
 import random
+import time
 from collections.abc import Callable
 
-from rocketspark.errors import ConnectError, NoNameServerError, RequestTimeoutError, TlsError
+from rocketspark.errors import (
+    ConnectError,
+    NameserverNotReadyError,
+    NoNameServerError,
+    RequestTimeoutError,
+    TlsError,
+    TopicNotExistError,
+)
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.client import RemotingClient, check, parse_address
 
 ENV_NAMESRV = "ROCKETSPARK_NAMESRV"
+NOT_READY_PAUSE_S = 0.2  # between rounds of asking while every nameserver reached is not ready
 
 
 def resolve_nameservers(nameserver: str | list[str] | tuple[str, ...] | None) -> list[str]:
@@ -84,3 +100,51 @@ class Nameservers:
     ) -> RemotingCommand:
         """Send to one given nameserver (changes go to every one of them); checked like ``call``."""
         return check(self.remoting.invoke(address, request, timeout_ms, peer="nameserver"), *ok)
+
+    def lookup(self, request: RemotingCommand, timeout_ms: int | None = None) -> RemotingCommand:
+        """A route query answered by the first nameserver that knows the topic (see the module
+        docstring). Raises TopicNotExistError naming every nameserver that said so, or
+        NameserverNotReadyError when only not-ready ones answered until the deadline."""
+        deadline = time.monotonic() + (timeout_ms or self.remoting.default_timeout_ms) / 1000
+        while True:
+            missing: list[str] = []
+            not_ready: list[str] = []
+            unreachable: list[str] = []
+            kinds: set[type[ConnectError | RequestTimeoutError]] = set()
+            for attempt in range(len(self.addresses)):
+                index = (self._current + attempt) % len(self.addresses)
+                address = self.addresses[index]
+                try:
+                    response = check(self.remoting.invoke(address, request, timeout_ms, peer="nameserver"))
+                except (ConnectError, RequestTimeoutError) as exc:
+                    unreachable.append(exc.message)
+                    kinds.add(type(exc))
+                    continue
+                except TopicNotExistError:
+                    missing.append(address)
+                    continue
+                except NameserverNotReadyError as exc:
+                    not_ready.append(exc.message)
+                    continue
+                if index != self._current % len(self.addresses):
+                    self._current = index
+                    self.on_change()
+                return response
+            if missing:
+                missing.sort()
+                said = (
+                    f"the nameserver at {missing[0]} knows"
+                    if len(missing) == 1
+                    else (f"the nameservers at {', '.join(missing)} know")
+                )
+                others = len(self.addresses) - len(missing)
+                also = (
+                    f" ({others} other{' was' if others == 1 else 's were'} not ready or unreachable)" if others else ""
+                )
+                raise TopicNotExistError(f"{said} no such topic{also}", nameservers=missing)
+            if not not_ready:
+                error = TlsError if kinds == {TlsError} else ConnectError
+                raise error("no nameserver answered: " + "; ".join(unreachable), nameservers=self.addresses)
+            if time.monotonic() + NOT_READY_PAUSE_S >= deadline:
+                raise NameserverNotReadyError("; ".join(not_ready + unreachable), nameservers=self.addresses)
+            time.sleep(NOT_READY_PAUSE_S)

@@ -22,6 +22,7 @@ from rocketspark.client.route_push import RouteSubscriber
 from rocketspark.errors import (
     ConnectError,
     InvalidParameterError,
+    NameserverNotReadyError,
     NoRouteInfoError,
     RocketSparkError,
     TopicNotExistError,
@@ -163,6 +164,7 @@ class RouteCache:
         self.counters = RouteCounters()
         self._routes: dict[str, TopicRouteData] = {}
         self._missing: dict[str, float] = {}  # topic -> monotonic time the negative entry ends
+        self._missing_said: dict[str, str] = {}  # topic -> which nameservers said it is missing
         self._used: dict[str, float] = {}  # topic -> monotonic time of last use
         self._flights: dict[str, _Flight] = {}  # topic -> the nameserver lookup in progress
         # topic -> build function -> (the route it was built from, the value): see derive()
@@ -182,15 +184,15 @@ class RouteCache:
     def fetch(self, topic: str) -> TopicRouteData:
         """Ask a nameserver for a route now; TopicNotExistError when it has none."""
         self.counters.queries += 1
-        response = self.namesrv.call(RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}))
+        response = self.namesrv.lookup(RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}))
         return TopicRouteData.from_wire(unpack(response.body))
 
     # -- cache -----------------------------------------------------------------------------------
 
     def _not_found(self, topic: str) -> NoRouteInfoError:
+        said = self._missing_said.get(topic) or f"no nameserver ({', '.join(self.namesrv.addresses)}) knows it"
         return NoRouteInfoError(
-            f'No route info of this topic "{topic}": the nameserver at {self.namesrv.current} knows no such '
-            f"topic. Create it with `rocketspark admin create-topic {topic}`",
+            f'No route info of this topic "{topic}": {said}. Create it with `rocketspark admin create-topic {topic}`',
             topic=topic,
         )
 
@@ -231,13 +233,14 @@ class RouteCache:
     def _load(self, topic: str) -> TopicRouteData:
         try:
             route = self.fetch(topic)
-        except TopicNotExistError:
+        except TopicNotExistError as missing:  # every nameserver reached said so (Nameservers.lookup)
             with self._lock:
                 self._missing[topic] = time.monotonic() + self.options.not_found_ttl_ms / 1000
+                self._missing_said[topic] = missing.message
             self._watch(topic)  # hear at once when it is created
             self._refresher.ensure()
             raise self._not_found(topic) from None
-        except ConnectError as exc:  # stays a ConnectError (or its TlsError): the topic may well exist
+        except (ConnectError, NameserverNotReadyError) as exc:  # kept as they are: the topic may well exist
             raise type(exc)(f'cannot look up the route of topic "{topic}": {exc.message}', topic=topic) from None
         return self.put(topic, route)
 
@@ -253,6 +256,7 @@ class RouteCache:
                 self._routes[topic] = route
                 self._derived.pop(topic, None)
             self._missing.pop(topic, None)
+            self._missing_said.pop(topic, None)
             self._used.setdefault(topic, time.monotonic())
         if old is None:
             self._watch(topic)
@@ -285,6 +289,7 @@ class RouteCache:
         with self._lock:
             self._routes.pop(topic, None)
             self._missing.pop(topic, None)
+            self._missing_said.pop(topic, None)
             self._derived.pop(topic, None)
 
     def refresh(self, topic: str) -> TopicRouteData | None:
@@ -305,6 +310,7 @@ class RouteCache:
         for topic in topics:
             with self._lock:
                 self._missing.pop(topic, None)
+                self._missing_said.pop(topic, None)
             if topic in self._routes:
                 self.refresh(topic)
 
@@ -357,10 +363,12 @@ class RouteCache:
             for topic in gone:
                 self._routes.pop(topic, None)
                 self._missing.pop(topic, None)
+                self._missing_said.pop(topic, None)
                 self._used.pop(topic, None)
                 self._derived.pop(topic, None)
             for topic in [t for t, until in self._missing.items() if until < now and t not in self._used]:
                 self._missing.pop(topic, None)
+                self._missing_said.pop(topic, None)
         if gone:
             self.counters.expired += len(gone)
             if self.subscriber is not None:

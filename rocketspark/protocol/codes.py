@@ -33,6 +33,7 @@ code  name                                 served by
 104   UNREGISTER_BROKER                    nameserver
 105   GET_ROUTEINFO_BY_TOPIC               nameserver
 106   GET_BROKER_CLUSTER_INFO              nameserver
+322   QUERY_DATA_VERSION                   nameserver (a broker asks: do you hold my registration?)
 202   GET_TOPIC_STATS_INFO                 broker
 206   GET_ALL_TOPIC_LIST_FROM_NAMESERVER   nameserver
 205   WIPE_WRITE_PERM_OF_BROKER            nameserver
@@ -107,6 +108,7 @@ class RequestCode(IntEnum):
     INVOKE_BROKER_TO_RESET_OFFSET = 222
     DELETE_TOPIC_IN_NAMESRV = 216
     SEND_BATCH_MESSAGE = 320
+    QUERY_DATA_VERSION = 322
     ADD_WRITE_PERM_OF_BROKER = 327
     GET_TOPIC_CONFIG = 351
     UPDATE_AND_CREATE_STATIC_TOPIC = 513
@@ -172,6 +174,7 @@ class ResponseCode(IntEnum):
     STORE_DAMAGED = 9105  # a record is damaged or its index entry disagreed with it
     PRODUCER_FENCED = 9107  # an idempotent producer's epoch went backwards
     NOT_MASTER = 9106  # a write reached a replica that is not (or no longer surely) its group's master
+    NAMESERVER_NOT_READY = 9110  # restarted, and not yet heard from every broker: cannot say a topic is missing
 
 
 class ClientErrorCode(IntEnum):

@@ -217,6 +217,14 @@ class RegisterHeader(Shape):
     cluster_name: Name | None = None
 
 
+class DataVersionHeader(BrokerHeader):
+    """QUERY_DATA_VERSION: does the nameserver hold this broker's registration at this version?"""
+
+    cluster_name: Name
+    addr: Address
+    version: Offset
+
+
 class UnregisterHeader(BrokerHeader):
     cluster_name: Name | None = None
     addr: Address | None = None
@@ -391,6 +399,7 @@ SHAPES: Final[dict[int, RequestShape]] = {
     # nameserver
     _C.REGISTER_BROKER: RequestShape(RegisterHeader, Registration),
     _C.UNREGISTER_BROKER: RequestShape(UnregisterHeader),
+    _C.QUERY_DATA_VERSION: RequestShape(DataVersionHeader),
     _C.GET_ROUTEINFO_BY_TOPIC: RequestShape(TopicHeader),
     _C.GET_BROKER_CLUSTER_INFO: RequestShape(NoFields),
     _C.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: RequestShape(NoFields),

@@ -142,6 +142,7 @@ RULES: Final[dict[int, Rule]] = {
     # nameserver
     _C.REGISTER_BROKER: CLUSTER_ONLY,
     _C.UNREGISTER_BROKER: CLUSTER_ONLY,
+    _C.QUERY_DATA_VERSION: CLUSTER_ONLY,
     _C.GET_ROUTEINFO_BY_TOPIC: topic(*_LOOKUP),
     _C.GET_BROKER_CLUSTER_INFO: ANY_USER,  # broker addresses: a reader needs them to find a moved broker
     _C.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: cluster(Action.LIST),

@@ -172,7 +172,11 @@ def test_subscriptions_move_when_the_nameserver_list_changes(make_cluster: Calla
     from rocketspark.cluster import ServerProcess
 
     cluster = make_cluster(brokers=1)
-    second = ServerProcess("ns2", [sys.executable, "-m", "nameserver", "--port", "0"], cluster.data_dir / "ns2.log")
+    second = ServerProcess(
+        "ns2",
+        [sys.executable, "-m", "nameserver", "--port", "0", "--data-dir", str(cluster.data_dir / "ns2")],
+        cluster.data_dir / "ns2.log",
+    )
     other = second.start()
     try:
         cluster.stop_broker("broker-a")

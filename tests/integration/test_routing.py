@@ -91,7 +91,9 @@ def test_brokers_register_with_every_nameserver_and_clients_fail_over(
 ) -> None:
     cluster = make_cluster(brokers=1)
     second = ServerProcess(
-        "nameserver-2", [sys.executable, "-m", "nameserver", "--port", "0"], cluster.data_dir / "ns2.log"
+        "nameserver-2",
+        [sys.executable, "-m", "nameserver", "--port", "0", "--data-dir", str(cluster.data_dir / "ns2")],
+        cluster.data_dir / "ns2.log",
     )
     second_address = second.start()
     try:

@@ -115,7 +115,7 @@ def served_codes(cluster: LocalCluster) -> dict[str, tuple[set[int], set[int]]]:
     from nameserver.server import NameServer
 
     broker = Broker(BrokerConfig(data_dir=str(cluster.data_dir / "probe"))).dispatcher
-    nameserver = NameServer(NameServerConfig()).dispatcher
+    nameserver = NameServer(NameServerConfig(data_dir="")).dispatcher
     return {
         cluster.brokers["broker-a"]: (set(broker.handlers), set(broker.stream_handlers)),
         cluster.nameserver_addresses[0]: (set(nameserver.handlers), set(nameserver.stream_handlers)),

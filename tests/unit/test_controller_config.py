@@ -10,7 +10,7 @@ from rocketspark.errors import ConfigError
 
 
 def test_the_controller_is_off_by_default_and_its_requests_still_have_handlers() -> None:
-    nameserver = NameServer(NameServerConfig())
+    nameserver = NameServer(NameServerConfig(data_dir=""))
     assert nameserver.controller is None
     assert {904, 1001, 1002, 1003, 1004, 1005, 1006} <= set(nameserver.dispatcher.handlers)
 

@@ -25,7 +25,7 @@ def _register(ns: NameServer, broker: str, topics: list[str], changed: list[str]
 
 
 def test_a_full_registration_notifies_nobody_and_named_topics_notify() -> None:
-    ns = NameServer(NameServerConfig())
+    ns = NameServer(NameServerConfig(data_dir=""))
     _register(ns, "a", [f"t{i}" for i in range(50)])
     assert ns.notifier.changed == set() and ns.notifier.counters.suppressed == 50
     _register(ns, "a", [f"t{i}" for i in range(52)], changed=["t50", "t51", "t3"])
@@ -34,7 +34,7 @@ def test_a_full_registration_notifies_nobody_and_named_topics_notify() -> None:
 
 
 def test_expired_brokers_count_each_changed_topic_once() -> None:
-    ns = NameServer(NameServerConfig(broker_expired_ms=1))
+    ns = NameServer(NameServerConfig(broker_expired_ms=1, data_dir=""))
     _register(ns, "a", ["shared", "only-a"])
     _register(ns, "bb", ["shared", "only-b"])
     _register(ns, "ccc", ["only-c"])
@@ -46,7 +46,7 @@ def test_expired_brokers_count_each_changed_topic_once() -> None:
 
 
 def test_wiping_write_permission_notifies_the_brokers_topics_only() -> None:
-    ns = NameServer(NameServerConfig())
+    ns = NameServer(NameServerConfig(data_dir=""))
     _register(ns, "a", ["x", "y"])
     _register(ns, "bb", ["y", "z"])
     request = RemotingCommand.request(RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": "a"})

@@ -28,6 +28,8 @@ def route(topic: str, queues: int = 2, broker: str = "broker-a") -> TopicRouteDa
 class FakeNameserver:
     """Stands in for the RemotingClient: answers route queries from ``routes``."""
 
+    default_timeout_ms = 3000
+
     def __init__(self, routes: dict[str, TopicRouteData] | None = None) -> None:
         self.routes = dict(routes or {})
         self.queries = 0

@@ -59,7 +59,7 @@ def broker(tmp_path: Path) -> Iterator[Broker]:
 
 
 def test_every_code_the_servers_serve_has_a_shape_and_every_shape_a_server(broker: Broker) -> None:
-    nameserver = NameServer(NameServerConfig())
+    nameserver = NameServer(NameServerConfig(data_dir=""))
     served = {
         *broker.dispatcher.handlers,
         *broker.dispatcher.stream_handlers,
