@@ -14,6 +14,7 @@ from typing import Any
 from broker.store.store import StoreConfig
 from rocketspark import configfile
 from rocketspark.errors import ConfigError
+from rocketspark.hosts import host_of, is_loopback, is_wildcard
 from rocketspark.protocol.types import Perm
 from rocketspark.security.settings import SecuritySettings
 
@@ -81,8 +82,8 @@ class BrokerConfig(SecuritySettings):
     transaction_check_max: int = 15  # checks before a half message is discarded
     ha_chunk_bytes: int = 1 * MiB  # the most of the log the master pushes to a slave at once
     ha_metadata_interval_ms: int = 1000  # how often a slave copies topics, mappings and offsets
-    controller_heartbeat_interval_ms: int = 1000  # heartbeats to every nameserver's controller
-    master_lease_ms: int = 5000  # a master stops acknowledging this long after its last heartbeat answer
+    controller_heartbeat_interval_ms: int = 500  # heartbeats to every nameserver's controller
+    master_lease_ms: int = 2000  # a master stops acknowledging this long after its last answered heartbeat was sent
 
     def __post_init__(self) -> None:
         self.check_security(self.listen_host)
@@ -130,6 +131,11 @@ class BrokerConfig(SecuritySettings):
             raise ConfigError("queue_entries_per_file and default_topic_queue_nums must be at least 1")
         if not 0 <= self.replica_id < 1024:
             raise ConfigError(f"replica_id {self.replica_id} must be between 0 and 1023")
+        if not 0 < self.controller_heartbeat_interval_ms < self.master_lease_ms:
+            raise ConfigError(
+                f"controller_heartbeat_interval_ms ({self.controller_heartbeat_interval_ms}) must be positive and "
+                f"below master_lease_ms ({self.master_lease_ms}), or a master's lease would run out between heartbeats"
+            )
         if self.in_sync_replicas < 1:
             raise ConfigError(f"in_sync_replicas must be at least 1 (the master itself), not {self.in_sync_replicas}")
         if self.in_sync_replicas > 1 and not self.controller_mode:
@@ -137,6 +143,7 @@ class BrokerConfig(SecuritySettings):
                 f"in_sync_replicas = {self.in_sync_replicas} needs replicas: set controller_mode = true and start "
                 "the group's other replicas (same broker_name, their own replica_id)"
             )
+        self._check_advertised()
         if self.broker_permission & ~Perm.READ_WRITE:
             raise ConfigError("broker_permission may only combine 4 (read) and 2 (write)")
 
@@ -148,7 +155,37 @@ class BrokerConfig(SecuritySettings):
 
     @property
     def advertised_address(self) -> str:
-        return self.advertised_host or self.listen_host
+        """The host registered with the nameservers: ``advertised_host``; else ``listen_host``,
+        or 127.0.0.1 for a wildcard one with nameservers on loopback (``_check_advertised``
+        refuses the cases no client could use)."""
+        if self.advertised_host:
+            return self.advertised_host
+        return "127.0.0.1" if is_wildcard(self.listen_host) else self.listen_host
+
+    def _check_advertised(self) -> None:
+        """A broker is reached at the address it registers: never a wildcard, and never
+        loopback when its nameservers (and so its clients) are on other hosts."""
+        remote = [a for a in self.nameservers if ":" in a and not is_loopback(host_of(a))]  # bad ones: named later
+        if self.advertised_host and is_wildcard(self.advertised_host):
+            raise ConfigError(
+                f'advertised_host "{self.advertised_host}" is every interface, not an address: set it to the host '
+                "name or IP address clients reach this broker at"
+            )
+        if not remote:
+            return
+        if is_wildcard(self.listen_host) and not self.advertised_host:
+            raise ConfigError(
+                f'listen_host "{self.listen_host}" (every interface) is no address to register with the nameservers '
+                f"at {', '.join(remote)}: set advertised_host to the host name or IP address clients reach this "
+                "broker at"
+            )
+        if not is_loopback(self.advertised_address):
+            return
+        raise ConfigError(
+            f'this broker would register the loopback address "{self.advertised_address}" with the nameservers at '
+            f"{', '.join(remote)}, which are on other hosts: their clients could not reach it. Set advertised_host "
+            "to the host name or IP address clients reach this broker at (and listen_host to it, or 0.0.0.0)"
+        )
 
     def store_config(self) -> StoreConfig:
         return StoreConfig(

@@ -38,6 +38,7 @@ from broker.store.metafile import MetadataCorrupted, read_json, write_json_atomi
 from broker.store.recovery import RecoveryReport
 from broker.store.store import MessageStore
 from broker.topics import TopicTable
+from rocketspark.dirlock import DirLock
 from rocketspark.errors import ControllerInvalidRequestError, ControllerReplicaIdInvalidError, RocketSparkError
 from rocketspark.grpcv2.clients import Cluster as GrpcCluster
 from rocketspark.grpcv2.clients import InProcess
@@ -66,6 +67,7 @@ class Broker:
         self.name = config.broker_name
         self.cluster = config.cluster_name
         self.data_dir = Path(config.data_dir)
+        self.lock = DirLock(self.data_dir, "data_dir")
         self.topics = TopicTable(self.data_dir / "config" / "topics.json", self.name, config.broker_permission)
         self.offsets = ConsumerOffsets(self.data_dir / "config" / "consumerOffset.json")
         self.static = StaticTopics(self.data_dir / "config" / "topicQueueMapping.json", self.name)
@@ -190,12 +192,23 @@ class Broker:
     # -- state ---------------------------------------------------------------------------
 
     def open(self) -> RecoveryReport:
+        self.lock.acquire()  # before anything in data_dir is read: a second process touches nothing
+        try:
+            return self._open()
+        except BaseException:
+            self.lock.release()
+            raise
+
+    def _open(self) -> RecoveryReport:
         self.topics.load()
         if not self.topics.path.exists():
             self._rebuild_lost_topics()
         self.offsets.load()
         self.static.load()
         self.epochs.load()
+        # An epoch in the log is one this replica lived through before its restart: leading it
+        # again would build on a history that may have moved on. It leads only newer ones.
+        self.role.min_epoch = self.epochs.last_epoch + 1
         check_identity(self.data_dir, self.name, self.config.replica_id)
         self.producers.load()
         saved = read_json(self.data_dir / "config" / "broker.json", default={}, shape=BrokerFile)
@@ -274,6 +287,7 @@ class Broker:
         self.store.close()
         self.producers.persist(self.store.flushed_offset)  # after the store flushed everything
         self.registry.close()
+        self.lock.release()
 
     def set_permission(self, perm: int) -> None:
         self.topics.broker_perm = perm

@@ -185,11 +185,13 @@ class RouteNotifier:
     def suppress(self, topics: Iterable[str]) -> None:
         self.counters.suppressed += len(set(topics))
 
-    def scan(self) -> int:
-        """Push the changed topics to their subscribers; return the pushes sent."""
+    def scan(self, *, urgent: bool = False) -> int:
+        """Push the changed topics to their subscribers; return the pushes sent. ``urgent``
+        (a replica group's new master: rare, and producers wait on it) pushes even under
+        resource pressure, which pauses only the ordinary rounds."""
         if not self.changed:
             return 0
-        pressure = resource_pressure(self.max_load_per_cpu, self.max_memory_used)
+        pressure = None if urgent else resource_pressure(self.max_load_per_cpu, self.max_memory_used)
         if pressure is not None:
             self.counters.degraded_rounds += 1
             if not self._degraded:

@@ -135,16 +135,29 @@ class NameServer:
         return replace(broker, address=master, replicas=slaves)
 
     def watch_masters(self) -> None:
-        """A group whose master changed: its topics' subscribers re-read their routes."""
+        """A group whose master changed: its topics' subscribers re-read their routes, told
+        at once (not at the next notification round, and even under resource pressure):
+        producers wait on it."""
         assert self.controller is not None
         masters = self.controller.masters()
+        moved = False
         for name, now in masters.items():
             before = self._masters.get(name)
             if before is not None and before != now:
                 live = self.routes.brokers.get(name)
                 self.notifier.mark(live.topics if live is not None else ())
+                moved = True
                 log.info("group %s: master now %s (epoch %d); its routes' subscribers are told", name, now[0], now[1])
         self._masters = masters
+        if moved:
+            self.notifier.scan(urgent=True)
+
+    async def elect_and_watch(self) -> None:
+        """The controller's election scan, then (on every node: followers apply elections
+        through Raft) the master watch, so that a new master is pushed within one scan."""
+        assert self.controller is not None
+        await self.controller.scan()
+        self.watch_masters()
 
     async def topic_list(self, cmd: RemotingCommand) -> RemotingCommand:
         return cmd.response(body=pack(sorted(self.routes.topic_queues)))
@@ -227,10 +240,8 @@ class NameServer:
             ),
         ]
         if self.controller is not None:
-            scan = self.controller.scan
+            scan = self.elect_and_watch
             tasks.append(asyncio.create_task(run_every(SCAN_INTERVAL_MS, "controller election scan", scan, log)))
-            watch = self.watch_masters
-            tasks.append(asyncio.create_task(run_every(SCAN_INTERVAL_MS, "master change watch", watch, log)))
         return tasks
 
 

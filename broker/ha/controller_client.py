@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -67,10 +68,16 @@ class ControllerLink:
             tls=security.client_tls if security is not None else None,
         )
         self.registered = False
+        self._fresh = True  # until a registration succeeds: this process has just started
         self._failing = False
 
     def _ext(self) -> dict[str, Any]:
         return {"brokerName": self.role.group, "clusterName": self.cluster, "replicaId": self.role.replica_id}
+
+    def _state(self) -> dict[str, Any]:
+        """Where this replica is: its address, log end and the newest epoch its log holds."""
+        epoch = max(self.role.epoch, self.replication.epochs.last_epoch)
+        return {"address": self.address(), "maxOffset": self.replication.store.log_max_offset, "masterEpoch": epoch}
 
     async def _call(self, nameserver: str, code: int, ext: dict[str, Any]) -> GroupView:
         request = RemotingCommand.request(code, {**self._ext(), **ext})
@@ -79,14 +86,17 @@ class ControllerLink:
     async def register(self) -> None:
         """Join the group (idempotent); the first replica a group ever has becomes its master."""
         last: Exception | None = None
+        ext = {**self._state(), "fresh": self._fresh}  # fresh from a master: it restarted, a new epoch follows
         for nameserver in self.nameservers:
+            sent = time.monotonic()
             try:
-                view = await self._call(nameserver, RequestCode.CONTROLLER_REGISTER_BROKER, {"address": self.address()})
+                view = await self._call(nameserver, RequestCode.CONTROLLER_REGISTER_BROKER, ext)
             except RocketSparkError as exc:
                 last = exc
                 continue
             self.registered = True
-            self._learn(view)
+            self._fresh = False
+            self._learn(view, sent)
             return
         raise last or RocketSparkError("no nameserver is configured for the controller")
 
@@ -94,11 +104,8 @@ class ControllerLink:
         """One round: heartbeat every nameserver, act on the newest view, tend the SyncStateSet."""
         if not self.registered:
             await self.register()
-        ext = {
-            "address": self.address(),
-            "maxOffset": self.replication.store.log_max_offset,
-            "masterEpoch": self.role.epoch,
-        }
+        ext = {**self._state(), "masterUnreachable": self.replication.master_unreachable}
+        sent = time.monotonic()
         answers = await asyncio.gather(
             *(self._call(ns, RequestCode.BROKER_HEARTBEAT, ext) for ns in self.nameservers), return_exceptions=True
         )
@@ -107,7 +114,7 @@ class ControllerLink:
             self.registered = False
         if not views:
             raise next((a for a in answers if isinstance(a, Exception)), RocketSparkError("no answer"))
-        self._learn(max(views, key=lambda v: (v.master_epoch, v.sync_state_set_epoch)))
+        self._learn(max(views, key=lambda v: (v.master_epoch, v.sync_state_set_epoch)), sent)
         await self._tend_sync_state_set()
 
     async def _tend_sync_state_set(self) -> None:
@@ -122,18 +129,19 @@ class ControllerLink:
             "syncStateSetEpoch": view.sync_state_set_epoch,
         }
         for nameserver in self.nameservers:
+            sent = time.monotonic()
             try:
                 new = await self._call(nameserver, RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET, ext)
             except RocketSparkError as exc:
                 log.info("group %s: SyncStateSet change to %s not made: %s", self.role.group, sorted(wanted), exc)
                 continue
             log.info("group %s: SyncStateSet is now %s", self.role.group, sorted(new.sync_state_set))
-            self._learn(new)
+            self._learn(new, sent)
             return
 
-    def _learn(self, view: GroupView) -> None:
+    def _learn(self, view: GroupView, sent: float) -> None:
         was = (self.role.is_master, self.role.epoch)
-        self.role.learn(view)
+        self.role.learn(view, sent)
         self.replication.role_changed()
         if (self.role.is_master, self.role.epoch) != was:
             self.on_role_change()

@@ -39,11 +39,13 @@ class EpochFile:
         return self.entries[-1][0] if self.entries else 0
 
     def begin(self, epoch: int, start_offset: int) -> None:
-        """Record that ``epoch`` began at ``start_offset`` (a newer epoch only)."""
+        """Record that ``epoch`` began at ``start_offset``. Taking office again in the epoch
+        already recorded last (the same term, seen again) keeps where it began; an older
+        epoch is refused (``Role.min_epoch`` keeps a replica from ever being asked)."""
         if self.entries and epoch <= self.entries[-1][0]:
-            if self.entries[-1] == (epoch, start_offset):
+            if epoch == self.entries[-1][0]:
                 return
-            raise ValueError(f"epoch {epoch} is not newer than the last one recorded, {self.entries[-1][0]}")
+            raise ValueError(f"epoch {epoch} is older than the last one recorded, {self.entries[-1][0]}")
         self.entries = [e for e in self.entries if e[1] <= start_offset]
         self.entries.append((epoch, start_offset))
         write_json_atomic(self.path, {"epochs": [list(e) for e in self.entries]})

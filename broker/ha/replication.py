@@ -34,6 +34,7 @@ from rocketspark.security.settings import PeerSecurity
 
 log = logging.getLogger(__name__)
 
+PROBE_TIMEOUT_S = 0.5  # a master's port that neither accepts nor refuses in this time is not "gone"
 INDEX_DELAY_S = 0.015  # a slave indexes what it copied this long after it arrived: ~2,000 records a pass
 # at 130k msg/s, where a pass costs least per record (0.5 us; 0.7 at 400 records)
 
@@ -45,6 +46,20 @@ class Metadata(Protocol):
     def snapshot(self) -> dict[str, Any]: ...
     def adopt(self, snapshot: dict[str, Any]) -> None: ...
     def take_office(self, records_after: Callable[[int], Iterator[ScannedRecord]]) -> None: ...
+
+
+async def refuses_connections(address: str) -> bool:
+    """Whether nothing listens at ``address`` (its process is gone). A paused or overloaded
+    process's port still accepts (the kernel completes the handshake), so it is not."""
+    host, port = address.rsplit(":", 1)
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), PROBE_TIMEOUT_S)
+    except ConnectionRefusedError:
+        return True
+    except (OSError, TimeoutError):
+        return False
+    writer.close()
+    return False
 
 
 class Replication:
@@ -86,6 +101,7 @@ class Replication:
         self._term: tuple[str, int] | None = None  # (role, epoch) acted on last
         self._floor = 0  # where an empty slave starts copying: the master's first segment
         self._backoff = 0.05  # before following the master again after an error
+        self.master_unreachable = False  # the master's port refused a connection: told to the controller
 
     # -- the master --------------------------------------------------------------------------
 
@@ -155,6 +171,15 @@ class Replication:
             view = self.role.view
             self.acks.reset(set(view.sync_state_set) - {self.role.replica_id} if view else set())
             log.info("replica %d of %s is master at epoch %d", self.role.replica_id, self.role.group, self.role.epoch)
+        elif self.role.named_master:
+            log.warning(
+                "replica %d of %s is named master at epoch %d, which its log held before it restarted (it "
+                "leads epoch %d or newer only): it waits for the controller to elect anew",
+                self.role.replica_id,
+                self.role.group,
+                self.role.epoch,
+                self.role.min_epoch,
+            )
         elif self.role.master_address is not None:
             log.info(
                 "replica %d of %s follows master %s (epoch %d)",
@@ -176,9 +201,11 @@ class Replication:
         replica's own disk), waiting longer each time the master cannot be followed."""
         epoch = self.role.epoch
         self._backoff = 0.05
+        self.master_unreachable = False
         while True:
             try:
                 port = await self._rejoin(master, epoch)
+                self.master_unreachable = False
                 await self._receive(master, port, epoch)
             except Exception as exc:  # not CancelledError: that ends the task
                 log.warning(
@@ -189,6 +216,7 @@ class Replication:
                     str(exc) or type(exc).__name__,
                 )
                 self._index_copied()  # what arrived is readable while the master is away
+                self.master_unreachable = await refuses_connections(master)
                 await asyncio.sleep(self._backoff)
                 self._backoff = min(self._backoff * 2, 1.0)
 

@@ -3,8 +3,8 @@
 In controller mode a broker learns its role from the controller's answer to each heartbeat:
 the group's master, the master epoch and the SyncStateSet. A master may acknowledge writes
 only while its lease holds: the lease is renewed by every heartbeat answer that still names
-it master at its epoch, and lasts ``master_lease_ms``, less than the controller's heartbeat
-timeout. So a master that was paused (SIGSTOP) and resumes finds its lease run out and
+it master at its epoch, and lasts ``master_lease_ms`` from when that heartbeat was sent, less
+than the controller's heartbeat timeout. So a master that was paused (SIGSTOP) and resumes finds its lease run out and
 refuses writes until the controller has told it where it stands: by then another master may
 have been elected, and this one learns it is deposed (fencing by lease, as Patroni does).
 
@@ -42,11 +42,17 @@ class Role:
     lease_ms: int
     view: GroupView | None = None
     lease_until: float = 0.0
+    min_epoch: int = 0  # the oldest epoch it may lead: newer than any its log held when it started
 
     @property
     def is_master(self) -> bool:
         if not self.controller_mode:
             return True
+        return self.named_master and self.view is not None and self.view.master_epoch >= self.min_epoch
+
+    @property
+    def named_master(self) -> bool:
+        """The view names this replica master (whether or not its epoch is one it may lead)."""
         return self.view is not None and self.view.master_replica_id == self.replica_id
 
     @property
@@ -57,11 +63,13 @@ class Role:
     def master_address(self) -> str | None:
         return self.view.master if self.view is not None else None
 
-    def learn(self, view: GroupView) -> None:
-        """A heartbeat answer: the group as the controller sees it now."""
+    def learn(self, view: GroupView, sent: float | None = None) -> None:
+        """A heartbeat answer: the group as the controller sees it now. The lease runs from
+        when the heartbeat was *sent* (``sent``, monotonic): the controller's timeout runs from
+        when it arrived, later, so the lease always ends first."""
         self.view = view
         if self.is_master:
-            self.lease_until = time.monotonic() + self.lease_ms / 1000
+            self.lease_until = (time.monotonic() if sent is None else sent) + self.lease_ms / 1000
 
     def check_writable(self) -> None:
         """Refuse a write unless this replica is the master and its lease holds."""

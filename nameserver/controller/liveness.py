@@ -7,6 +7,11 @@ address, so a second process claiming a held replica id cannot make the holder l
 or dead. Only registered replicas' beats are kept (the controller checks before it records),
 so the table is as large as the registrations, whatever a client sends.
 
+A master is replaced when it has been silent for the heartbeat timeout (``lapsed``), or
+sooner when it is plainly gone (``abandoned``): silent for a second while a live member of
+its SyncStateSet reports that its port refuses connections, which a killed process's does
+and a paused or slow one's does not.
+
 A node that has just become Raft leader may have been partitioned, restarted or slow, and
 its table may be old or empty: ``grant_grace`` makes it wait one heartbeat timeout before
 it judges any replica dead (``lapsed``). Likewise a replica this node has never heard from
@@ -24,12 +29,16 @@ from dataclasses import dataclass
 Clock = Callable[[], float]
 
 
+QUICK_LAPSE_S = 1.0  # a master this silent is replaced at once if a member of its set cannot connect to it
+
+
 @dataclass(frozen=True, slots=True)
 class Beat:
     address: str
     max_offset: int  # the replica's commit-log end when it beat
     master_epoch: int  # the master epoch it believed in; -1: none
     seen: float  # this node's monotonic clock, seconds
+    master_unreachable: bool = False  # a slave: its master's port refuses connections (the process is gone)
 
 
 class Liveness:
@@ -40,8 +49,18 @@ class Liveness:
         self._first_asked: dict[tuple[str, int, str], float] = {}  # never heard from: judged from here
         self._grace_until = float("-inf")
 
-    def record(self, group: str, replica_id: int, address: str, max_offset: int, master_epoch: int) -> None:
-        self._beats[(group, replica_id, address)] = Beat(address, max_offset, master_epoch, self.clock())
+    def record(
+        self,
+        group: str,
+        replica_id: int,
+        address: str,
+        max_offset: int,
+        master_epoch: int,
+        *,
+        master_unreachable: bool = False,
+    ) -> None:
+        beat = Beat(address, max_offset, master_epoch, self.clock(), master_unreachable)
+        self._beats[(group, replica_id, address)] = beat
 
     def beat(self, group: str, replica_id: int, address: str | None) -> Beat | None:
         return None if address is None else self._beats.get((group, replica_id, address))
@@ -60,6 +79,26 @@ class Liveness:
         beat = self._beats.get(key)
         last = beat.seen if beat is not None else self._first_asked.setdefault(key, now)
         return now >= self._grace_until and now - last > self.timeout_s
+
+    def abandoned(self, group: str, master: tuple[int, str | None], members: dict[int, str | None]) -> bool:
+        """The master has been silent for ``QUICK_LAPSE_S`` and a live member of its set,
+        heard from since, finds its port refusing connections: its process is gone (killed,
+        crashed), and waiting out the whole timeout would only keep producers waiting. A
+        master that is merely slow or paused keeps its port open and waits for the timeout."""
+        now = self.clock()
+        last = self.beat(group, *master)
+        if now < self._grace_until or last is None or now - last.seen <= QUICK_LAPSE_S:
+            return False
+        for replica_id, address in members.items():
+            beat = self.beat(group, replica_id, address)
+            if (
+                beat is not None
+                and beat.master_unreachable
+                and beat.seen > last.seen
+                and self.alive(group, replica_id, address)
+            ):
+                return True
+        return False
 
     def grant_grace(self) -> None:
         """Judge no replica dead for one timeout from now (this node just became leader)."""

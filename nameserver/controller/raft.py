@@ -40,6 +40,7 @@ from pysyncobj.syncobj import SyncObjException
 from pysyncobj.transport import TCPTransport, Transport
 
 from nameserver.controller.state import ControllerState, GroupState
+from rocketspark.dirlock import DirLock
 from rocketspark.errors import ControllerNotLeaderError, RocketSparkError, SystemError_
 
 log = logging.getLogger("nameserver.controller")
@@ -131,12 +132,13 @@ class RaftNode:
         self.peers = sorted(peers)
         self.data_dir = Path(data_dir)
         self.state = ReplicatedState()
+        self.lock = DirLock(self.data_dir, "controller_data_dir")
         self._node: SyncObj | None = None
 
     async def start(self) -> None:
         """Bind the Raft port and join the peers. A one-node controller also waits (briefly)
         to lead itself, so that the nameserver's first requests find a leader."""
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.lock.acquire()  # one controller per journal: a second process stops before touching it
         conf = SyncObjConf(
             journalFile=str(self.data_dir / "raft.journal"),
             fullDumpFile=str(self.data_dir / "raft.dump"),
@@ -152,7 +154,11 @@ class RaftNode:
         # Created on the event loop's thread: pysyncobj's thread stops when its creator's does.
         # A one-node controller talks to nobody: its transport binds no port
         transport = TCPTransport if self.peers else Transport
-        node = SyncObj(self.address, self.peers, conf, consumers=[self.state], transportClass=transport)
+        try:
+            node = SyncObj(self.address, self.peers, conf, consumers=[self.state], transportClass=transport)
+        except BaseException:
+            self.lock.release()
+            raise
         self._node = node
         try:
             await asyncio.to_thread(node.waitBinded)
@@ -183,6 +189,7 @@ class RaftNode:
         node, self._node = self._node, None
         if node is not None:
             await asyncio.to_thread(node.destroy_synchronous)
+        self.lock.release()
 
     # -- status --------------------------------------------------------------------------------
 

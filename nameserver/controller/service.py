@@ -16,7 +16,7 @@ import logging
 from typing import Any
 
 from nameserver.config import NameServerConfig
-from nameserver.controller.election import elections
+from nameserver.controller.election import after_restart, elections
 from nameserver.controller.liveness import Liveness
 from nameserver.controller.raft import RaftNode
 from nameserver.controller.state import GroupState
@@ -31,12 +31,13 @@ from rocketspark.errors import (
 from rocketspark.protocol.codec import pack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.protocol.headers import get_int, get_list, get_str
+from rocketspark.protocol.headers import get_bool, get_int, get_list, get_str
 from rocketspark.remoting.server import Dispatcher, Handler
 
 log = logging.getLogger("nameserver.controller")
 
-SCAN_INTERVAL_MS = 500
+SCAN_INTERVAL_MS = 200
+STALLED_S = 1.0  # a scan this late means this node itself stalled: it judges nobody this round
 CODES = (
     RequestCode.BROKER_HEARTBEAT,
     RequestCode.CONTROLLER_REGISTER_BROKER,
@@ -73,6 +74,7 @@ class Controller:
         self.liveness = Liveness(config.controller_broker_heartbeat_timeout_ms)
         self.leading = False
         self.elections = 0  # new masters (or none) this node installed as leader
+        self._last_scan = self.liveness.clock()
 
     def register(self, dispatcher: Dispatcher) -> None:
         handlers: dict[RequestCode, Handler] = {
@@ -161,10 +163,20 @@ class Controller:
                 f'replica {replica_id} at {address} is not registered in group "{name}" with the controller at '
                 f"{self.raft.address}; register it (CONTROLLER_REGISTER_BROKER), then heartbeat"
             )
-        self.liveness.record(name, replica_id, address, get_int(cmd, "maxOffset", 0), get_int(cmd, "masterEpoch", -1))
+        self.liveness.record(
+            name,
+            replica_id,
+            address,
+            get_int(cmd, "maxOffset", 0),
+            get_int(cmd, "masterEpoch", -1),
+            master_unreachable=get_bool(cmd, "masterUnreachable", False),
+        )
         return self._answer(cmd, group)
 
     async def register_broker(self, cmd: RemotingCommand) -> RemotingCommand:
+        """A replica joins its group. A ``fresh`` registration is a process's first: if it
+        comes from the group's master, the master restarted, and the group is given a master
+        of a new epoch at once (``election.after_restart``), whoever that is."""
         name, replica_id, address = get_str(cmd, "brokerName"), get_int(cmd, "replicaId"), get_str(cmd, "address")
         known = self.raft.group(name)
         holder = None if known is None else known.replicas.get(replica_id)
@@ -174,6 +186,20 @@ class Controller:
         )
         if silent is not None:
             log.warning("group %s: replica %d moved from %s (silent) to %s", name, replica_id, silent, address)
+        restarted = known is not None and known.master_id == replica_id and known.master_epoch == group.master_epoch
+        if restarted and get_bool(cmd, "fresh", False):
+            offset, epoch = get_int(cmd, "maxOffset", 0), get_int(cmd, "masterEpoch", -1)
+            self.liveness.record(name, replica_id, address, offset, epoch)
+            chosen = after_restart(group, self.liveness, replica_id, offset, epoch)
+            group = await self.raft.propose("elect_master", name, chosen, group.master_epoch)
+            self.elections += 1
+            log.warning(
+                "group %s: master %s restarted; %s is master at epoch %d",
+                name,
+                address,
+                group.master_address,
+                group.master_epoch,
+            )
         return self._answer(cmd, group)
 
     async def alter_sync_state_set(self, cmd: RemotingCommand) -> RemotingCommand:
@@ -236,11 +262,21 @@ class Controller:
     # -- the election scan ---------------------------------------------------------------------
 
     async def scan(self) -> None:
-        """On the Raft leader: replace lapsed masters from their SyncStateSets."""
+        """On the Raft leader: replace lapsed masters from their SyncStateSets.
+
+        A scan that runs long after the last one shows this nameserver was stalled (paused,
+        starved of CPU): the heartbeats it did not read in that time say nothing of the
+        brokers, so it grants them a fresh timeout instead of deposing every master at once."""
+        now = self.liveness.clock()
+        stalled = now - self._last_scan > STALLED_S
+        self._last_scan = now
         leading = self.raft.is_leader()
         if leading and not self.leading:
             self.liveness.grant_grace()  # its table may be stale: judge no one dead for a timeout
             log.info("controller %s leads Raft now; elections start after a grace period", self.raft.address)
+        elif leading and stalled:
+            self.liveness.grant_grace()
+            log.warning("controller %s was stalled; it judges no broker dead for one timeout", self.raft.address)
         self.leading = leading
         if not leading:
             return

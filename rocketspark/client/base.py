@@ -6,6 +6,7 @@ from types import TracebackType
 from typing import Any, Self, TypeVar, Unpack, cast
 
 from rocketspark.client.routes import RouteCache, RouteKwargs, RouteOptions
+from rocketspark.client.selection import no_master
 from rocketspark.errors import NoRouteInfoError
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.types import TopicRouteData
@@ -75,6 +76,8 @@ class ClientBase:
                 f'broker "{broker_name}" is not in the route of topic "{route.topic}"; known brokers: '
                 f"{', '.join(b.broker_name for b in route.brokers) or 'none'}"
             )
+        if not address:
+            raise no_master(route.topic, {broker_name})
         return address
 
     def call(self, address: str, request: RemotingCommand, timeout_ms: int | None = None, *ok: int) -> RemotingCommand:

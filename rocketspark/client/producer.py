@@ -32,8 +32,10 @@ from rocketspark.client.selection import (
     RoundRobin,
     Target,
     key_hash,
+    no_master,
     pinned_target,
     publish_info_of,
+    replicated,
 )
 from rocketspark.client.send_retries import RETRIABLE, RETRY_ON, SendRetries
 from rocketspark.codec.build import BODY, chunk_messages, encode_messages
@@ -43,6 +45,7 @@ from rocketspark.errors import (
     InvalidParameterError,
     MessageTooLargeError,
     NoRouteInfoError,
+    NotMasterError,
     RocketSparkError,
 )
 from rocketspark.protocol.codes import RequestCode
@@ -52,6 +55,7 @@ from rocketspark.protocol.validation import AUTO_CREATE_TOPIC, validate_topic_na
 from rocketspark.remoting.client import check
 
 log = logging.getLogger(__name__)
+MASTER_WATCH_S = 0.05  # how often a send waiting on a replica group's master looks for a new one
 _ROUTING = (attrgetter("topic"), attrgetter("queue_id"), attrgetter("sharding_key"))  # what decides a send's queue
 
 MiB = 1024 * 1024
@@ -170,8 +174,13 @@ class Producer(ClientBase):
 
     def _target(self, info: PublishInfo, pinned: Message | None, avoid: str | None) -> Target:
         """Where an attempt goes: a pinned message's queue (fixed, or by its sharding key),
-        else the next writable queue in turn."""
-        return (pinned_target(pinned, info.stable) if pinned else None) or self._next(info.queues, avoid)
+        else the next writable queue in turn. With none writable because replica groups are
+        electing masters, NotMasterError: the send waits for one within its timeout."""
+        if pinned:
+            return pinned_target(pinned, info.stable) or self._next(info.queues, avoid)
+        if not info.queues and info.electing:
+            raise no_master(info.route.topic, info.electing)
+        return self._next(info.queues, avoid)
 
     def _next(self, queues: list[Target], avoid: str | None) -> Target:
         return self._selector.next(queues, avoid)
@@ -265,18 +274,42 @@ class Producer(ClientBase):
     def _attempt(
         self, info: PublishInfo, topic: str, ref: Target, body: bytes, batch: bool, retries: SendRetries
     ) -> RemotingCommand:
-        """One attempt: send to ``ref``'s broker, wait for the answer, note its latency."""
+        """One attempt: send to ``ref``'s broker, wait for the answer, note its latency. An
+        attempt on a replica group's master stops waiting as soon as the route names another
+        master (a hung master is replaced while the attempt waits: the send moves on at once;
+        the hung one, fenced by its lease, can acknowledge nothing when it wakes)."""
         address = self.broker_address(info.route, ref.broker_name)
         request = self._request(info, topic, ref, body, batch)
         started = time.monotonic()
         wait_ms = self._attempt_timeout_ms(retries.deadline - started, retries.pinned, retries.attempts_left)
         try:
-            response = self.call(address, request, wait_ms)
+            future = self.remoting.invoke_async(address, request, wait_ms)
+            if replicated(info.route, ref.broker_name):
+                response = check(self._until_master_moves(future, topic, ref.broker_name, address))
+            else:
+                response = check(future.result())
         except RETRY_ON:
             self._record(ref.broker_name, started, failed=True)
             raise
         self._record(ref.broker_name, started, failed=False)
         return response
+
+    def _until_master_moves(
+        self, future: concurrent.futures.Future[RemotingCommand], topic: str, group: str, master: str
+    ) -> RemotingCommand:
+        """The answer, unless the cached route moves the group's master away from ``master``
+        first (a route push re-reads it): then NotMasterError, and the send goes again."""
+        while True:
+            try:
+                return future.result(timeout=MASTER_WATCH_S)
+            except concurrent.futures.TimeoutError:
+                route = self.routes.cached(topic)
+                now = route.address_of(group) if route is not None else master
+                if now != master:
+                    raise NotMasterError(
+                        f"broker group {group} has a new master ({now or 'none yet: an election is under way'}); "
+                        f"{master} had not answered a send of {topic}, which goes again"
+                    ) from None
 
     def _attempt_timeout_ms(self, left_s: float, pinned: bool, attempts_left: int) -> int:
         """How long one attempt may wait for its answer. A pinned send is retried on the same
@@ -315,11 +348,12 @@ class Producer(ClientBase):
                 return None
             pinned = message if message.queue_id is not None or message.sharding_key is not None else None
             ref = self._target(info, pinned, None)
+            address = self.broker_address(info.route, ref.broker_name)
         except RocketSparkError:
-            return None  # e.g. a queue being remapped: a send (with its retries) sorts it out
+            return None  # e.g. a queue being remapped, a master being elected: a send (with its retries) sorts it out
         body = encode_messages(message.topic, [message], compression_kind=self.compression, born_ms=born_ms)
         request = self._request(info, message.topic, ref, body, False)
-        return FirstAttempt(self.broker_address(info.route, ref.broker_name), request, message.topic, ref)
+        return FirstAttempt(address, request, message.topic, ref)
 
     def result_of(self, attempt: FirstAttempt, response: RemotingCommand) -> SendResult:
         """The outcome of a first attempt delivered by the caller; raises for a refusal."""

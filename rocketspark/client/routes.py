@@ -30,7 +30,7 @@ from rocketspark.errors import (
 from rocketspark.protocol.codec import unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.protocol.types import Perm, TopicRouteData
+from rocketspark.protocol.types import Perm, QueueData, TopicRouteData
 from rocketspark.remoting.client import RemotingClient
 
 log = logging.getLogger(__name__)
@@ -57,12 +57,18 @@ def read_queues(route: TopicRouteData) -> list[QueueRef]:
 
 
 def write_queues(route: TopicRouteData, *, writable_only: bool = True) -> list[QueueRef]:
-    """The topic's write queues in view order; with ``writable_only=False`` also those of
-    brokers whose write permission is wiped, so that indexes into the list stay stable."""
+    """The topic's write queues in view order. With ``writable_only=False`` also those of
+    brokers whose write permission is wiped and of replica groups electing a master (no
+    address right now), so that indexes into the list stay stable: a key keeps its queue."""
+
+    def included(q: QueueData) -> bool:
+        address = route.address_of(q.broker_name)
+        return bool(q.perm & Perm.WRITE and address) if writable_only else address is not None
+
     return [
         QueueRef(q.broker_name, i)
         for q in sorted(route.queues, key=lambda q: q.broker_name)
-        if (q.perm & Perm.WRITE or not writable_only) and route.address_of(q.broker_name)
+        if included(q)
         for i in range(q.write_queue_nums)
     ]
 

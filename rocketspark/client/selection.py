@@ -21,7 +21,13 @@ import numpy.typing as npt
 from rocketspark.client.fault import LatencyFaultTolerance
 from rocketspark.client.logical import logical_view
 from rocketspark.client.routes import write_queues
-from rocketspark.errors import InvalidParameterError, NoPermissionError, NoRouteInfoError, NotLeaderForQueueError
+from rocketspark.errors import (
+    InvalidParameterError,
+    NoPermissionError,
+    NoRouteInfoError,
+    NotLeaderForQueueError,
+    NotMasterError,
+)
 from rocketspark.protocol.types import Message, Perm, TopicRouteData
 
 
@@ -61,6 +67,7 @@ class PublishInfo:
     queues: list[Target]  # writable now: what round robin picks from
     stable: list[Target | None]  # every queue, writable or not: what keys and ids index (None: no leader)
     template: str | None  # "TBW102" when sending through the auto-create template
+    electing: frozenset[str] = frozenset()  # writable replica groups with no master right now
 
 
 def replicated(route: TopicRouteData, broker_name: str) -> bool:
@@ -87,7 +94,18 @@ def publish_info_of(route: TopicRouteData) -> PublishInfo:
                 f'No route info of this topic "{route.topic}": its route lists no queues', topic=route.topic
             )
     writable = {q.broker_name for q in route.queues if q.perm & Perm.WRITE}
-    return PublishInfo(route, [t for t in stable if t and t.broker_name in writable], stable, None)
+    electing = frozenset(b for b in writable if route.address_of(b) == "")
+    queues = [t for t in stable if t and t.broker_name in writable and t.broker_name not in electing]
+    return PublishInfo(route, queues, stable, None, electing)
+
+
+def no_master(topic: str, groups: frozenset[str] | set[str]) -> NotMasterError:
+    """What a send is told while a replica group it must go to elects a master."""
+    names = ", ".join(sorted(groups))
+    return NotMasterError(
+        f'broker group(s) {names} of topic "{topic}" have no master right now (an election is under way); the '
+        "send waits for the new one within its send timeout"
+    )
 
 
 def pinned_target(message: Message, queues: list[Target | None]) -> Target | None:

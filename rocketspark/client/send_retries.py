@@ -105,12 +105,16 @@ class SendRetries:
             raise exc
         if isinstance(exc, ROUTE_WRONG) and not info.template:
             self.routes.invalidate(self.topic)
-        if isinstance(exc, ConnectError) and ref is not None and replicated(info.route, ref.broker_name):
+        failing_group = ref is not None and replicated(info.route, ref.broker_name)
+        if isinstance(exc, (ConnectError, RequestTimeoutError)) and failing_group:
             self.routes.invalidate(self.topic)  # a replica group: the route may name a new master soon
-        if self.pinned and isinstance(exc, ConnectError):
-            # A pinned queue cannot move to another broker: its broker may be a replica group
-            # electing a new master, which the route will name. Wait for it.
-            return self._moved(exc)
+            assert ref is not None
+            if self.pinned or not {t.broker_name for t in info.queues} - {ref.broker_name}:
+                # A pinned queue cannot move, and nothing else takes the send: the group is
+                # electing a new master, which the route will name. Wait for it.
+                return self._moved(exc)
+        elif self.pinned and isinstance(exc, ConnectError):
+            return self._moved(exc)  # a broker restarting: wait for it within the timeout
         self.failures += 1
         if self.failures >= self.attempts or self.deadline - time.monotonic() < MIN_ATTEMPT_S:
             raise exc

@@ -243,17 +243,21 @@ class UnsubscribeHeader(ClientHeader):
 
 
 class ReplicaHeader(Shape):
-    """A replica of a group, as it registers with the controller."""
+    """A replica of a group, as it registers with the controller (and heartbeats)."""
 
     broker_name: Name
     cluster_name: Name
     replica_id: ReplicaId
     address: Address
+    max_offset: Offset = 0  # the replica's commit-log end
+    master_epoch: OffsetOrNone = -1  # the master epoch it believes in
+    fresh: bool = False  # a registration: the process's first (it has just started)
 
 
 class BrokerHeartbeatHeader(ReplicaHeader):
-    max_offset: Offset = 0  # the replica's commit-log end
-    master_epoch: OffsetOrNone = -1  # the master epoch it believes in
+    """BROKER_HEARTBEAT: a replica's log end and epoch, every controller_heartbeat_interval_ms."""
+
+    master_unreachable: bool = False  # a slave whose master's port refuses connections
 
 
 class AlterSyncStateSetHeader(Shape):

@@ -9,27 +9,18 @@ configured admin is a super user that no table change can remove: the way in on 
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
 from rocketspark.errors import ConfigError
+from rocketspark.hosts import is_loopback
 from rocketspark.security.guard import DEFAULT_SKEW_S, Guard
 from rocketspark.security.signing import CLUSTER_ACCESS_KEY, Credentials
 from rocketspark.security.store import AclStore
 from rocketspark.security.tls import ClientTls, ServerTls
 
 MIN_SECRET: Final = 16
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +68,7 @@ class SecuritySettings:
                 f"{MIN_SECRET} characters on every broker and nameserver of the cluster (e.g. python -c 'import "
                 "secrets; print(secrets.token_hex(24))')"
             )
-        if self.auth_enable and not self.tls_enable and not _loopback(listen_host):
+        if self.auth_enable and not self.tls_enable and not is_loopback(listen_host):
             raise ConfigError(
                 f"auth_enable on listen_host {listen_host} needs tls_enable: without TLS the user table (with every "
                 "user's secret) and the signed requests cross the network in the clear, and a signed request can be "

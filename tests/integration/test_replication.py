@@ -7,6 +7,7 @@ every 200 ms and a master's lease lasts 1 s.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -286,9 +287,19 @@ def test_a_second_replica_claiming_a_live_replica_id_or_another_groups_data_is_r
     twin = run_broker(tmp_path / "twin.toml", {**base, "replica_id": 1, "data_dir": str(tmp_path / "twin")})
     assert twin.returncode == 2
     assert "broker: " in twin.stderr and "replica" in twin.stderr.splitlines()[-1]
+    live = cluster.data_dir / "broker-a-r0"
+    before = sorted((p.relative_to(live), p.stat().st_size) for p in live.rglob("*") if p.is_file())
+    intruder = run_broker(tmp_path / "i.toml", {**base, "replica_id": 0, "data_dir": str(live)})
+    assert intruder.returncode == 2  # a live replica's directory: the lock stops it before it reads anything
+    assert f"is in use by process {cluster.broker_pid('broker-a-r0')}" in intruder.stderr.splitlines()[-1]
+    after = sorted((p.relative_to(live), p.stat().st_size) for p in live.rglob("*") if p.is_file())
+    assert {name for name, _ in after} == {name for name, _ in before}  # nothing made, nothing removed
+    copied = tmp_path / "copied" / "config"
+    copied.mkdir(parents=True)
+    shutil.copy(live / "config" / "identity.json", copied / "identity.json")
     stranger = run_broker(
         tmp_path / "b.toml",
-        {**base, "broker_name": "broker-b", "replica_id": 0, "data_dir": str(cluster.data_dir / "broker-a-r0")},
+        {**base, "broker_name": "broker-b", "replica_id": 0, "data_dir": str(copied.parent)},
     )
     assert stranger.returncode == 2
     assert "holds the data of replica 0 of broker group broker-a" in stranger.stderr.splitlines()[-1]

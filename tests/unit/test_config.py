@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import tomllib
 from pathlib import Path
 
@@ -94,3 +95,38 @@ def test_the_replica_group_example_configs_load_as_one_group_of_three() -> None:
 def test_in_sync_replicas_above_one_needs_controller_mode() -> None:
     with pytest.raises(ConfigError, match="in_sync_replicas = 2 needs replicas: set controller_mode = true"):
         broker_config.BrokerConfig(in_sync_replicas=2)
+
+
+def _table_keys(heading: str) -> set[str]:
+    """Every `key` named in the README's table headed ``| heading | default | meaning |``."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {heading} |"))
+    keys: set[str] = set()
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        keys.update(re.findall(r"`([a-z0-9_]+)`", line.split("|")[1] + line.split("|")[3]))
+    return keys
+
+
+@pytest.mark.parametrize(
+    ("heading", "config"), [("broker key", broker_config.BrokerConfig), ("nameserver key", ns_config.NameServerConfig)]
+)
+def test_the_readme_tables_list_every_key(heading: str, config: type) -> None:
+    missing = {f.name for f in dataclasses.fields(config)} - _table_keys(heading)
+    assert not missing, f"README's '{heading}' table lacks {sorted(missing)}"
+
+
+def test_a_broker_will_not_register_an_address_its_nameservers_clients_cannot_reach() -> None:
+    remote = ["10.1.2.3:9876"]
+    with pytest.raises(ConfigError, match=r'listen_host "0\.0\.0\.0" .* set advertised_host'):
+        broker_config.BrokerConfig(listen_host="0.0.0.0", nameservers=remote)
+    with pytest.raises(ConfigError, match=r'loopback address "127\.0\.0\.1" .* Set advertised_host'):
+        broker_config.BrokerConfig(nameservers=remote)
+    with pytest.raises(ConfigError, match=r'advertised_host "0\.0\.0\.0" is every interface'):
+        broker_config.BrokerConfig(advertised_host="0.0.0.0")
+    reachable = broker_config.BrokerConfig(listen_host="0.0.0.0", advertised_host="10.1.2.4", nameservers=remote)
+    assert reachable.advertised_address == "10.1.2.4"
+    assert broker_config.BrokerConfig(listen_host="10.1.2.4", nameservers=remote).advertised_address == "10.1.2.4"
+    local = broker_config.BrokerConfig(listen_host="0.0.0.0", nameservers=["127.0.0.1:9876"])
+    assert local.advertised_address == "127.0.0.1"  # everything on this host: reachable on loopback

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nameserver.controller.election import Election, choose_master, elections
+from nameserver.controller.election import Election, after_restart, choose_master, elections
 from nameserver.controller.liveness import Liveness
 from nameserver.controller.state import ControllerState
 
@@ -100,3 +100,38 @@ def test_a_beat_counts_only_at_the_registered_address() -> None:
     liveness.record("g", 2, "127.0.0.1:6666", 99, 1)  # someone else claiming replica 2
     assert not liveness.alive("g", 2, B) and liveness.alive("g", 2, "127.0.0.1:6666")
     assert choose_master(state.group("g"), liveness) is None
+
+
+def test_a_master_whose_port_refuses_connections_is_replaced_after_a_second_not_the_timeout() -> None:
+    state, liveness, clock = setup([1, 2])
+    beat_all(liveness, {1: 10, 2: 10})
+    clock.now += 0.9
+    liveness.record("g", 2, B, 10, 1, master_unreachable=True)
+    assert elections(state.groups.values(), liveness) == []  # silent under a second: maybe a blip
+    clock.now += 0.2
+    liveness.record("g", 2, B, 10, 1, master_unreachable=True)
+    assert elections(state.groups.values(), liveness) == [Election("g", 2, 1)]
+
+
+def test_a_refusal_reported_by_a_replica_outside_the_set_or_before_the_masters_last_beat_counts_for_nothing() -> None:
+    state, liveness, clock = setup([1, 2])
+    liveness.record("g", 3, C, 10, 1, master_unreachable=True)  # 3 is not in the set
+    liveness.record("g", 2, B, 10, 1, master_unreachable=True)
+    beat_all(liveness, {1: 10})  # the master beat after 2's report: it is there
+    clock.now += 1.2
+    liveness.record("g", 3, C, 10, 1, master_unreachable=True)
+    assert elections(state.groups.values(), liveness) == []
+    clock.now += 0.4  # lapsed at 1.5 s all the same
+    beat_all(liveness, {2: 10})
+    assert elections(state.groups.values(), liveness) == [Election("g", 2, 1)]
+
+
+def test_a_restarted_master_is_reelected_against_the_live_members_of_its_set() -> None:
+    state, liveness, _clock = setup([1, 2, 3])
+    group = state.group("g")
+    beat_all(liveness, {2: 50, 3: 80})
+    assert after_restart(group, liveness, 1, 60, 1) == 3  # a slave holds more than it kept
+    assert after_restart(group, liveness, 1, 90, 1) == 1  # it holds the most: it leads again
+    assert after_restart(group, liveness, 1, 10, 2) == 1  # the newest epoch first
+    fresh = state.elect_master("g", after_restart(group, liveness, 1, 90, 1), group.master_epoch)
+    assert (fresh.master_id, fresh.master_epoch) == (1, group.master_epoch + 1)  # a new epoch, even for itself

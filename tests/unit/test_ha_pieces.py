@@ -26,6 +26,7 @@ from broker.ha.transfer import (
     TransferError,
     auth_frame,
 )
+from rocketspark.errors import NotMasterError
 
 
 def test_a_replica_that_shares_every_epoch_keeps_its_whole_log() -> None:
@@ -52,7 +53,8 @@ def test_the_epoch_file_records_new_epochs_only_and_survives_a_reload(tmp_path: 
     epochs.begin(1, 0)
     epochs.begin(2, 300)
     epochs.begin(2, 300)  # the same term again: nothing to do
-    with pytest.raises(ValueError, match="not newer"):
+    epochs.begin(2, 900)  # taking office again in the same term: it began where it began
+    with pytest.raises(ValueError, match="older than the last one recorded"):
         epochs.begin(1, 400)
     again = EpochFile(tmp_path / "epochs.json")
     again.load()
@@ -220,3 +222,17 @@ def test_a_master_with_security_on_takes_only_a_fresh_proof_of_the_cluster_secre
         await server.stop()
 
     asyncio.run(scenario())
+
+
+def test_a_replica_never_leads_an_epoch_its_log_held_before_it_restarted_and_its_lease_runs_from_the_send() -> None:
+    role = Role("broker-a", 0, controller_mode=True, lease_ms=2000, min_epoch=4)  # its log held epoch 3
+    role.learn(GroupView("127.0.0.1:1", 0, 3, frozenset({0})))
+    assert role.named_master and not role.is_master  # the old term, resumed: refused
+    with pytest.raises(NotMasterError):
+        role.check_writable()
+    sent = time.monotonic() - 1.9  # the heartbeat went out 1.9 s ago; its answer came only now
+    role.learn(GroupView("127.0.0.1:1", 0, 4, frozenset({0})), sent)
+    assert role.is_master and role.lease_until == pytest.approx(sent + 2.0)
+    time.sleep(0.15)
+    with pytest.raises(NotMasterError, match="lease"):
+        role.check_writable()
