@@ -141,10 +141,14 @@ class NameServer:
         return cmd.response(ext={"existed": existed})
 
     async def subscribe(self, cmd: RemotingCommand) -> RemotingCommand:
-        """Subscriptions are kept only for a client whose push stream is open; ``refused``
-        names the topics over the client's cap (the client polls those)."""
+        """Subscriptions are kept only for a client whose push stream is open, up to its cap;
+        unless every topic was kept the answer is SUBSCRIPTION_REFUSED, with ``streamOpen``
+        and ``refused`` (the topics not kept: the client polls those)."""
         outcome = self.notifier.subscribe(client_key(cmd), [str(t) for t in get_list(cmd, "topics")])
-        return cmd.response(ext={"streamOpen": outcome.stream_open, "refused": outcome.refused})
+        refusal = outcome.error()
+        if refusal is not None:
+            raise refusal
+        return cmd.response(ext={"streamOpen": True, "refused": []})
 
     async def unsubscribe(self, cmd: RemotingCommand) -> RemotingCommand:
         topics = get_list(cmd, "topics", None)
