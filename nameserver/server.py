@@ -222,7 +222,11 @@ def create_server(config: NameServerConfig) -> tuple[aio.Server, int, NameServer
         nameserver.metrics = nameserver_metrics(nameserver, nameserver.address)
         try:
             url = nameserver.metrics.serve(
-                config.listen_host, config.metrics_port, config.listen_host, config.server_tls()
+                config.listen_host,
+                config.metrics_port,
+                config.listen_host,
+                config.server_tls(),
+                config.scrape_access(nameserver.acl),
             )
         except BaseException:  # nothing is left bound
             nameserver.metrics = None
