@@ -189,7 +189,8 @@ class LocalCluster:
         from rocketspark.console.server import start_console
 
         signer = Credentials(self.console_access_key, self.console_secret)
-        self._console = start_console(self.nameserver, self.client_options, signer, port=self.console_port)
+        tls = self.security.console_tls()  # the servers' certificate: the admin's secret never crosses in the clear
+        self._console = start_console(self.nameserver, self.client_options, signer, port=self.console_port, tls=tls)
         self.console_url = self._console.url
 
     def stop(self) -> None:
