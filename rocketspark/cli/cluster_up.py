@@ -118,7 +118,7 @@ def _announce_metrics(cluster: Any) -> None:
     """Where Prometheus scrapes, and (in a file only this user can read) the token it sends."""
     if not cluster.metrics_urls:
         return
-    console.print(f"metrics for Prometheus: {' '.join(cluster.metrics_urls.values())}")
+    print(f"metrics for Prometheus: {' '.join(cluster.metrics_urls.values())}", flush=True)
     if cluster.metrics_token:
         token_file = Path(cluster.data_dir) / "metrics.token"
         write_private(token_file, cluster.metrics_token.encode())
