@@ -374,7 +374,11 @@ def create_server(config: BrokerConfig) -> tuple[aio.Server, int, Broker]:
             (log.warning if report.damage else log.info)("broker %s: %s", broker.name, line)
         if broker.metrics is not None:
             url = broker.metrics.serve(
-                config.listen_host, config.metrics_port, config.advertised_address, broker.security.server_tls
+                config.listen_host,
+                config.metrics_port,
+                config.advertised_address,
+                broker.security.server_tls,
+                config.scrape_access(broker.acl),
             )
             log.info("broker %s: metrics on %s", broker.name, url)
         server, port = bind_server(

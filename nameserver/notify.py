@@ -19,14 +19,16 @@ A full registration (start-up, heartbeat) names no topic, so a broker restarting
 hundreds of topics notifies nobody.
 
 Subscriptions belong to the client's live push stream. A subscription asked for while the
-client has no open stream is refused (the answer says ``streamOpen: false``) and nothing is
-kept; when the stream ends, for whatever reason (closed, cancelled, the client killed), every
+client has no open stream is refused (SUBSCRIPTION_REFUSED, ``streamOpen: false``) and nothing
+is kept; when the stream ends, for whatever reason (closed, cancelled, the client killed), every
 subscription of the client goes with it. Both happen on the event loop, one after the other,
 so a subscribe that arrives after its stream closed finds no stream and keeps nothing. A
 client that reopens its stream under the same id keeps its subscriptions on the new stream
 (``PushHub`` replaces the stream without a close), and subscribes again anyway. Each client
-holds at most ``max_per_client`` subscriptions; topics past the cap are refused, named in the
-answer and counted, and the client keeps them fresh by polling.
+holds at most ``max_per_client`` subscriptions; topics past the cap are refused
+(SUBSCRIPTION_REFUSED, ``streamOpen: true``, the topics in ``refused``; the rest were kept),
+counted, and the client keeps them fresh by polling. A subscription is answered SUCCESS only
+when every topic it named is kept.
 
 Under resource pressure (load average per CPU or memory use above configurable
 thresholds) the scan skips its round: pushes stop, route queries go on, and the skipped
@@ -42,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from rocketspark.errors import SubscriptionRefusedError
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 
@@ -73,8 +76,35 @@ class PushStreams(Protocol):
 class Subscribed:
     """The outcome of a subscribe request."""
 
+    client_id: str
+    asked: int  # topics the request named
     stream_open: bool  # false: nothing was kept; the client subscribes again once its stream is open
-    refused: list[str] = field(default_factory=list)  # over the per-client cap
+    refused: list[str] = field(default_factory=list)  # not kept: all of them without a stream, else those over the cap
+    cap: int = 0  # the client's cap (max_subscriptions_per_client)
+
+    def error(self) -> SubscriptionRefusedError | None:
+        """What the client is answered when not every topic was kept: what was refused, why,
+        and what to do; None when all were."""
+        if not self.stream_open:
+            return SubscriptionRefusedError(
+                f'route subscription refused: client "{self.client_id}" has no open push stream on this nameserver, '
+                f"so none of its {self.asked} topic(s) was kept. Open the push stream first (OPEN_PUSH_STREAM with "
+                "this clientId), wait for its first answer, then subscribe again; until then, poll the routes",
+                streamOpen=False,
+                refused=self.refused,
+            )
+        if not self.refused:
+            return None
+        kept = self.asked - len(self.refused)
+        return SubscriptionRefusedError(
+            f'route subscription partly refused: client "{self.client_id}" is at its cap of {self.cap} route '
+            f"subscriptions (the nameserver's max_subscriptions_per_client), so {len(self.refused)} of its "
+            f'{self.asked} topic(s) were not kept (e.g. "{self.refused[0]}"; all are named in "refused") and {kept} '
+            "were. Poll the refused topics' routes, unsubscribe topics no longer used to make room, or raise "
+            "max_subscriptions_per_client",
+            streamOpen=True,
+            refused=self.refused,
+        )
 
 
 def resource_pressure(max_load_per_cpu: float, max_memory_used: float) -> str | None:
@@ -123,10 +153,10 @@ class RouteNotifier:
 
     def subscribe(self, client_id: str, topics: Iterable[str]) -> Subscribed:
         """Subscribe a client with an open push stream, up to its cap."""
-        wanted = list(topics)
+        wanted = list(dict.fromkeys(topics))
         if not self.push.is_open(client_id):
             self.counters.without_stream += len(wanted)
-            return Subscribed(stream_open=False)
+            return Subscribed(client_id, len(wanted), stream_open=False, refused=wanted, cap=self.max_per_client)
         mine = self.by_client.setdefault(client_id, set())
         refused = []
         for topic in wanted:
@@ -151,7 +181,7 @@ class RouteNotifier:
                 len(refused),
                 refused[0],
             )
-        return Subscribed(stream_open=True, refused=refused)
+        return Subscribed(client_id, len(wanted), stream_open=True, refused=refused, cap=self.max_per_client)
 
     def unsubscribe(self, client_id: str, topics: Iterable[str] | None = None) -> None:
         mine = self.by_client.get(client_id)

@@ -178,10 +178,14 @@ class NameServer:
         return cmd.response(ext={"existed": existed})
 
     async def subscribe(self, cmd: RemotingCommand) -> RemotingCommand:
-        """Subscriptions are kept only for a client whose push stream is open; ``refused``
-        names the topics over the client's cap (the client polls those)."""
+        """Subscriptions are kept only for a client whose push stream is open, up to its cap;
+        unless every topic was kept the answer is SUBSCRIPTION_REFUSED, with ``streamOpen``
+        and ``refused`` (the topics not kept: the client polls those)."""
         outcome = self.notifier.subscribe(client_key(cmd), [str(t) for t in get_list(cmd, "topics")])
-        return cmd.response(ext={"streamOpen": outcome.stream_open, "refused": outcome.refused})
+        refusal = outcome.error()
+        if refusal is not None:
+            raise refusal
+        return cmd.response(ext={"streamOpen": True, "refused": []})
 
     async def unsubscribe(self, cmd: RemotingCommand) -> RemotingCommand:
         topics = get_list(cmd, "topics", None)
@@ -254,7 +258,11 @@ def create_server(config: NameServerConfig) -> tuple[aio.Server, int, NameServer
         nameserver.metrics = nameserver_metrics(nameserver, nameserver.address)
         try:
             url = nameserver.metrics.serve(
-                config.listen_host, config.metrics_port, config.listen_host, config.server_tls()
+                config.listen_host,
+                config.metrics_port,
+                config.listen_host,
+                config.server_tls(),
+                config.scrape_access(nameserver.acl),
             )
         except BaseException:  # nothing is left bound
             nameserver.metrics = None

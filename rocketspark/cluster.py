@@ -66,6 +66,9 @@ class LocalCluster:
     cluster secret and an admin super user, ``admin_access_key``/``admin_secret_key`` (pass
     them to clients, or create users with ``Admin.create_user``).
 
+    With ``auth`` the servers' ``/metrics`` want a bearer token, ``metrics_token``; a scraper
+    sends ``metrics_headers``.
+
     With ``tls`` every port speaks TLS: a development CA and certificates are made in
     ``<data_dir>/tls`` (``tls_ca_file`` is what clients trust); with ``tls_mutual`` too the
     servers ask clients for a certificate (``tls_client_cert_file``/``tls_client_key_file``).
@@ -123,6 +126,8 @@ class LocalCluster:
         self.grpc_endpoints: dict[str, str] = {}  # broker or replica name -> its v2 endpoint
         self._metrics_ports: dict[str, int] = {}  # a server's metrics port, kept across restarts
         self.metrics_urls: dict[str, str] = {}  # server name -> its /metrics URL (Prometheus scrapes it)
+        self._fresh_metrics_token = secrets.token_urlsafe(24)
+        self.metrics_token = ""  # the bearer token scrapers send, when the servers want one (the default with auth)
         self._want_console = console
         self.console_port = console_port
         self._console: Console | None = None
@@ -138,6 +143,13 @@ class LocalCluster:
         if not self.grpc_endpoints:
             raise ClusterError("no broker of this cluster serves the grpc v2 endpoint (grpc_listen_port = -1)")
         return next(iter(self.grpc_endpoints.values()))
+
+    @property
+    def metrics_headers(self) -> dict[str, str]:
+        """The headers a scraper of ``metrics_urls`` sends: ``Authorization: Bearer
+        <metrics_token>`` when the servers want the token (the default with ``auth``), else
+        none (with ``metrics_auth = "basic"`` a scraper signs in as a cluster user instead)."""
+        return {"Authorization": f"Bearer {self.metrics_token}"} if self.metrics_token else {}
 
     @property
     def client_options(self) -> dict[str, Any]:
@@ -177,7 +189,8 @@ class LocalCluster:
         from rocketspark.console.server import start_console
 
         signer = Credentials(self.console_access_key, self.console_secret)
-        self._console = start_console(self.nameserver, self.client_options, signer, port=self.console_port)
+        tls = self.security.console_tls()  # the servers' certificate: the admin's secret never crosses in the clear
+        self._console = start_console(self.nameserver, self.client_options, signer, port=self.console_port, tls=tls)
         self.console_url = self._console.url
 
     def stop(self) -> None:
@@ -311,6 +324,10 @@ class LocalCluster:
             port = self._metrics_ports.setdefault(key, free_port())
         if port > 0:
             self.metrics_urls[key] = f"{'https' if self.tls else 'http'}://127.0.0.1:{port}/metrics"
+        scheme = values.get("metrics_auth", "")
+        if scheme == "bearer" or (scheme == "" and (values.get("auth_enable") or values.get("metrics_token"))):
+            values = {"metrics_token": self._fresh_metrics_token} | values  # a token of the caller's own wins
+            self.metrics_token = values["metrics_token"]
         return values | {"metrics_port": port}
 
     # -- replica groups -----------------------------------------------------------------------

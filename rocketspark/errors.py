@@ -55,7 +55,8 @@ built from the classes themselves, so adding a class is the only step::
         │   └── QueueRebuiltError      9105   an index entry disagreed; rebuilt (retriable)
         ├── NotMasterError             9106   not (surely) the group's master (retriable)
         ├── NameserverNotReadyError    9110   restarted, not yet heard from every broker (retriable)
-        └── ProducerFencedError        9107   an idempotent producer's epoch went backwards
+        ├── ProducerFencedError        9107   an idempotent producer's epoch went backwards
+        └── SubscriptionRefusedError   9108   a route subscription not (all) kept: no push stream, or the cap
 
 Translation happens in two places only: the server turns an exception into a response in
 ``rocketspark.remoting.server``; the client turns a response or a ``grpc.RpcError`` into
@@ -74,6 +75,9 @@ class RocketSparkError(Exception):
 
     code: ClassVar[int] = int(ResponseCode.SYSTEM_ERROR)
     retriable: ClassVar[bool] = False
+    # details a server sends with the error, in its response's ext (msgpack-able values), and
+    # the client puts back into ``details``: what a caller needs besides the message
+    wire_details: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, message: str, **details: Any) -> None:
         super().__init__(message)
@@ -154,8 +158,14 @@ class SystemError_(ServerError):  # noqa: N801 - the trailing underscore avoids 
 
 
 class SystemBusyError(ServerError):
+    """A broker refused a request at once because its in-flight request budget
+    (``max_inflight_request_bytes``) was full; nothing was stored. The broker's answer carries
+    the numbers (``inflightBytes``, ``requestBytes``, ``limitBytes``); a producer that gives up
+    after such answers says which broker, how many times and the budget."""
+
     code = int(ResponseCode.SYSTEM_BUSY)
     retriable = True
+    wire_details = ("inflightBytes", "requestBytes", "limitBytes")
 
 
 class RequestCodeNotSupported(ServerError):
@@ -297,6 +307,16 @@ class ProducerFencedError(ServerError):
     code = int(ResponseCode.PRODUCER_FENCED)
 
 
+class SubscriptionRefusedError(ServerError):
+    """A nameserver kept none, or not all, of a route-change subscription: the client had no
+    open push stream there (``streamOpen`` false: nothing was kept), or topics were over its
+    per-client cap (``refused`` names them; the rest were kept). The client polls what was
+    refused; the same request succeeds once the stream is open or room was made."""
+
+    code = int(ResponseCode.SUBSCRIPTION_REFUSED)
+    wire_details = ("streamOpen", "refused")
+
+
 class ControllerNotEnabledError(RequestCodeNotSupported):
     """A controller request reached a nameserver started without ``controller_enable``."""
 
@@ -383,18 +403,30 @@ def _build_tables() -> tuple[dict[int, type[ServerError]], dict[str, type[Rocket
 _BY_CODE, _BY_NAME = _build_tables()
 
 
-def error_for_response(code: int, remark: str, error_name: str | None = None) -> RocketSparkError:
+def error_for_response(
+    code: int, remark: str, error_name: str | None = None, ext: dict[str, Any] | None = None
+) -> RocketSparkError:
     """The exception a client raises for a non-success response.
 
     ``error_name`` is the server's exception class name (sent in the response's ext); it picks
-    a more specific subclass of the code's class when there is one.
+    a more specific subclass of the code's class when there is one. The class's
+    ``wire_details`` found in ``ext`` become the error's ``details``.
     """
     base: type[RocketSparkError] = _BY_CODE.get(code, ServerError)
     if error_name:
         named = _BY_NAME.get(error_name)
         if named is not None and issubclass(named, base) and named.code == code:
             base = named
-    err = base(remark or f"request failed with response code {code}")
+    found = ext or {}
+    err = base(
+        remark or f"request failed with response code {code}",
+        **{key: found[key] for key in base.wire_details if key in found},
+    )
     if base is ServerError:
         err.details["code"] = code
     return err
+
+
+def wire_details(exc: RocketSparkError) -> dict[str, Any]:
+    """What of ``exc``'s details a server sends in its response's ext."""
+    return {key: exc.details[key] for key in type(exc).wire_details if key in exc.details}

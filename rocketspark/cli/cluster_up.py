@@ -57,6 +57,7 @@ def cluster_up(args: argparse.Namespace) -> int:
         )
         console.print(f"data in {cluster.data_dir}; export ROCKETSPARK_NAMESRV={cluster.nameserver}; Ctrl-C stops")
         _announce_security(cluster)
+        _announce_metrics(cluster)
         _announce_console(cluster)
         if cluster.grpc_endpoints:  # what the official RocketMQ 5 clients are given as endpoints
             print(f"grpc v2 endpoint ready on {cluster.grpc_endpoint}", flush=True)
@@ -111,6 +112,20 @@ def _announce_security(cluster: Any) -> None:
     write_private(env_file, ("\n".join(lines) + "\n").encode())
     who = f'the admin user "{cluster.admin_access_key}"' if cluster.auth else "clients"
     console.print(f"to connect as {who}: source {env_file}")
+
+
+def _announce_metrics(cluster: Any) -> None:
+    """Where Prometheus scrapes, and (in a file only this user can read) the token it sends."""
+    if not cluster.metrics_urls:
+        return
+    print(f"metrics for Prometheus: {' '.join(cluster.metrics_urls.values())}", flush=True)
+    if cluster.metrics_token:
+        token_file = Path(cluster.data_dir) / "metrics.token"
+        write_private(token_file, cluster.metrics_token.encode())
+        console.print(
+            f"/metrics want a bearer token: the one in {token_file} (Prometheus: authorization: "
+            f"{{credentials_file: {token_file}}})"
+        )
 
 
 def _announce_console(cluster: Any) -> None:

@@ -37,7 +37,7 @@ from rocketspark.client.selection import (
     publish_info_of,
     replicated,
 )
-from rocketspark.client.send_retries import RETRIABLE, RETRY_ON, SendRetries
+from rocketspark.client.send_retries import MIN_ATTEMPT_S, RETRIABLE, RETRY_ON, SendRetries
 from rocketspark.codec.build import BODY, chunk_messages, encode_messages
 from rocketspark.codec.layout import COMPRESSIONS
 from rocketspark.errors import (
@@ -315,11 +315,14 @@ class Producer(ClientBase):
         """How long one attempt may wait for its answer. A pinned send is retried on the same
         queue and the last attempt has nothing after it: they get all that is left. Any other
         gets ``send_attempt_timeout_ms``, by default an equal share of what is left among the
-        attempts left (1 s each of the default 3 s and 2 retries)."""
+        attempts left (1 s each of the default 3 s and 2 retries), and never less than
+        ``MIN_ATTEMPT_S`` of what is left: busy answers use up no attempt, so a share of what
+        they left over could be too short for any broker to answer."""
         left_ms = max(1, int(left_s * 1000))
         if pinned or attempts_left <= 1:
             return left_ms
-        return max(1, min(left_ms, self.send_attempt_timeout_ms or left_ms // attempts_left))
+        share = self.send_attempt_timeout_ms or max(left_ms // attempts_left, int(MIN_ATTEMPT_S * 1000))
+        return max(1, min(left_ms, share))
 
     def _record(self, broker_name: str, started: float, *, failed: bool) -> None:
         if self.fault is not None:

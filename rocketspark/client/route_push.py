@@ -13,10 +13,13 @@ nameserver changes (the list changed, or it stopped answering) the stream is can
 drops the subscriptions there, and the loop reconnects to the new one. A broken stream is
 reopened with a short backoff.
 
-A nameserver refuses topics past its per-client cap (``max_subscriptions_per_client``) and
-names them in its answer: they are kept in ``refused``, counted in the route cache's
-``subscriptions_refused``, logged once, and kept fresh by the 30 s refresh; each refresh
-round asks for them again, in case room was made.
+A nameserver answers a subscription it did not keep whole with SUBSCRIPTION_REFUSED, which is
+an outcome here, not a failure of the call: ``streamOpen`` false (the stream closed meanwhile:
+nothing was kept, and the reconnect subscribes everything again), or topics past its
+per-client cap (``max_subscriptions_per_client``) named in ``refused`` (the rest were kept).
+Those are kept in ``refused``, counted in the route cache's ``subscriptions_refused``, logged
+once with the nameserver's reason, and kept fresh by the 30 s refresh; each refresh round asks
+for them again, in case room was made.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from typing import TYPE_CHECKING
 
 from rocketspark.client.daemon import DaemonThread
 from rocketspark.errors import RocketSparkError
-from rocketspark.protocol.codes import RequestCode
+from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.shapes import MAX_TOPICS_PER_REQUEST
 from rocketspark.remoting.client import ResponseStream, check
@@ -111,16 +114,17 @@ class RouteSubscriber:
 
     def _answered(self, topics: list[str], future: concurrent.futures.Future[RemotingCommand]) -> None:
         try:
-            self._record(topics, check(future.result()))
+            self._record(topics, check(future.result(), ResponseCode.SUBSCRIPTION_REFUSED))
         except RocketSparkError as exc:
             log.debug("route subscription of %d topic(s) failed: %s", len(topics), exc)
 
     def _record(self, topics: list[str], response: RemotingCommand) -> None:
-        """Note what the nameserver refused. An answer without ``streamOpen`` means the stream
-        closed meanwhile: nothing was kept, and the reconnect subscribes everything again."""
-        if not response.ext.get("streamOpen"):
+        """Note what the nameserver refused (SUCCESS: nothing). ``streamOpen`` false means the
+        stream closed meanwhile: nothing was kept, and the reconnect subscribes everything again."""
+        if response.ext.get("streamOpen") is False:
+            log.debug("route subscription of %d topic(s) not kept: %s", len(topics), response.remark)
             return
-        answer = response.ext.get("refused")
+        answer = response.ext.get("refused") if response.code == ResponseCode.SUBSCRIPTION_REFUSED else None
         refused = {str(t) for t in answer} if isinstance(answer, list) else set()
         with self._lock:
             self.refused = (self.refused - set(topics)) | (refused & self.topics)
@@ -130,10 +134,8 @@ class RouteSubscriber:
         if not self._warned:
             self._warned = True
             log.warning(
-                "nameserver refused route-change subscriptions of %d topic(s), e.g. %s (its "
-                "max_subscriptions_per_client cap): their routes refresh every %d ms instead",
-                len(refused),
-                sorted(refused)[0],
+                "%s; this client polls them: their routes refresh every %d ms instead",
+                response.remark or f"nameserver refused route subscriptions of {len(refused)} topic(s)",
                 self.cache.options.poll_interval_ms,
             )
 
@@ -154,7 +156,8 @@ class RouteSubscriber:
         for chunk in _chunks(topics):
             request = self._request(RequestCode.SUBSCRIBE_TOPIC_ROUTE, chunk)
             try:
-                self._record(chunk, check(self.cache.remoting.invoke(nameserver, request, peer="nameserver")))
+                answer = self.cache.remoting.invoke(nameserver, request, peer="nameserver")
+                self._record(chunk, check(answer, ResponseCode.SUBSCRIPTION_REFUSED))
             except RocketSparkError as exc:
                 log.debug("route subscription at %s failed: %s", nameserver, exc)
                 return

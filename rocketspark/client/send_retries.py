@@ -13,6 +13,13 @@ One policy for every failure, so that a send is one attempt in a loop (``Produce
   added).
 
 All attempts together keep within the send timeout, as RocketMQ's ``sendDefaultImpl`` does.
+
+A send that gives up after busy answers says so: when the time left is too short for another
+attempt, or the attempts made after a busy answer failed too (a loaded broker may answer a
+short leftover attempt too late), the error is a ``SystemBusyError`` naming the brokers that
+answered busy, how often, and the budget they were out of (``max_inflight_request_bytes``,
+from the broker's answer), with the last failure appended: never the ``RequestTimeoutError``
+of a tiny leftover attempt.
 """
 
 from __future__ import annotations
@@ -20,9 +27,10 @@ from __future__ import annotations
 import logging
 import random
 import time
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Protocol
 
-from rocketspark.client.routes import RouteCache
 from rocketspark.client.selection import PublishInfo, Target, replicated
 from rocketspark.errors import (
     ConnectError,
@@ -54,6 +62,12 @@ RETRIABLE = (*RETRY_ON, *MOVED, *BUSY, InvalidParameterError)
 MIN_ATTEMPT_S = 0.05
 
 
+class Routes(Protocol):
+    """What retries do to the route cache (``RouteCache``): drop a topic's route."""
+
+    def invalidate(self, topic: str) -> None: ...
+
+
 def _backoff(attempt: int) -> float:
     return float(min(0.025 * 2**attempt, 0.4))
 
@@ -69,7 +83,7 @@ class SendRetries:
     """The state of one send's retries; ``after`` decides on each failure."""
 
     topic: str
-    routes: RouteCache
+    routes: Routes
     attempts: int  # 1 + retry_times_when_send_failed
     deadline: float  # monotonic
     pinned: bool
@@ -78,6 +92,9 @@ class SendRetries:
     moves: int = 0
     busy: int = 0
     refreshed: bool = False
+    started: float = field(default_factory=time.monotonic)
+    busy_by_broker: Counter[str] = field(default_factory=Counter)  # SYSTEM_BUSY answers, by broker
+    last_busy: SystemBusyError | SlaveNotAvailableError | None = None
 
     @property
     def attempts_left(self) -> int:
@@ -95,9 +112,12 @@ class SendRetries:
             return self._moved(exc)
         if isinstance(exc, BUSY):
             self.busy += 1
+            self.last_busy = exc
+            if isinstance(exc, SystemBusyError):
+                self.busy_by_broker[ref.broker_name if ref is not None else "?"] += 1
             pause = _busy_backoff(self.busy)
             if time.monotonic() + pause + MIN_ATTEMPT_S > self.deadline:
-                raise exc
+                raise self.gave_up_busy(None) from exc
             self.avoid = ref.broker_name if ref is not None else None
             log.debug("broker %s busy for a send of %s; retrying in %.0f ms", self.avoid, self.topic, pause * 1000)
             return pause
@@ -117,10 +137,43 @@ class SendRetries:
             return self._moved(exc)  # a broker restarting: wait for it within the timeout
         self.failures += 1
         if self.failures >= self.attempts or self.deadline - time.monotonic() < MIN_ATTEMPT_S:
+            if self.last_busy is not None and isinstance(exc, (ConnectError, RequestTimeoutError)):
+                raise self.gave_up_busy(exc) from exc  # the busy answers are why the time or tries ran out
             raise exc
         self.avoid = ref.broker_name if ref is not None else None
         log.debug("send of %s failed (attempt %d/%d): %s", self.topic, self.failures, self.attempts, exc)
         return 0.0
+
+    def gave_up_busy(self, last: RocketSparkError | None) -> SystemBusyError | SlaveNotAvailableError:
+        """The error of a send that gives up after busy answers: which brokers answered busy,
+        how often, the budget they were out of, and what happened last if that was no busy
+        answer (``last``)."""
+        busy = self.last_busy
+        assert busy is not None
+        spent = f"{time.monotonic() - self.started:.1f} s"
+        after = f"; after that, {last.message}" if last is not None else ""
+        if isinstance(busy, SlaveNotAvailableError):
+            return SlaveNotAvailableError(
+                f"{busy.message} (the send gave up after {self.busy} such answers in {spent}){after}"
+            )
+        brokers = ", ".join(f'"{name}" ({n})' for name, n in self.busy_by_broker.most_common())
+        details = busy.details
+        limit, inflight = details.get("limitBytes"), details.get("inflightBytes")
+        budget = (
+            f"its in-flight request budget (max_inflight_request_bytes) is {limit} bytes and "
+            f"{inflight} bytes were in flight when this {details.get('requestBytes')}-byte request came"
+            if isinstance(limit, int)
+            else "its in-flight request budget (max_inflight_request_bytes) was full"
+        )
+        return SystemBusyError(
+            f'send to topic "{self.topic}" gave up after {spent}: broker{"s" if len(self.busy_by_broker) > 1 else ""} '
+            f"{brokers} answered SYSTEM_BUSY {sum(self.busy_by_broker.values())} time(s): {budget}; nothing of this "
+            "send was stored. Send fewer or smaller batches at once, give sends more time (send_timeout_ms), or "
+            f"raise the broker's max_inflight_request_bytes{after}",
+            broker=self.busy_by_broker.most_common(1)[0][0],
+            busyAnswers=sum(self.busy_by_broker.values()),
+            **{k: v for k, v in details.items() if k in SystemBusyError.wire_details},
+        )
 
     def _moved(self, exc: RocketSparkError) -> float:
         self.routes.invalidate(self.topic)

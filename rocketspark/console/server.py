@@ -7,12 +7,20 @@ answers only to loopback names), so a page of another site cannot reach it throu
 rebinding. Changing anything (creating a topic, resetting a group's
 offsets) needs a session, opened by signing in with the admin's access key and secret (the
 cluster's admin user with security on; otherwise the console's own secret). The session is
-an HttpOnly, SameSite=Strict cookie; every change must also carry the ``X-Console`` header,
-which a page of another site cannot send without a preflight this server never grants.
+an HttpOnly, SameSite=Strict cookie (and Secure over HTTPS); every change must also carry the
+``X-Console`` header, which a page of another site cannot send without a preflight this server
+never grants. Wrong sign-ins are slowed down (:mod:`rocketspark.console.throttle`): past a few,
+a sign-in is answered 429 with ``Retry-After`` until an exponentially growing wait is over,
+while a browser that signed in before (its device cookie) is judged by its own failures only.
+
+When the cluster runs TLS the console serves HTTPS with the servers' certificate (no client
+certificate asked: signing in is the console's access control), so the admin's secret never
+crosses in the clear; a plain-HTTP request is answered 400, saying to use https.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hmac
 import ipaddress
 import json
@@ -28,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from rocketspark.console import views
+from rocketspark.console.throttle import DeviceCookies, SignInThrottle, Throttled
 from rocketspark.errors import (
     BrokerNotExistError,
     ConfigError,
@@ -42,6 +51,7 @@ from rocketspark.errors import (
 )
 from rocketspark.metrics import http
 from rocketspark.security.signing import Credentials
+from rocketspark.security.tls import ServerTls
 
 if TYPE_CHECKING:
     from rocketspark.client.admin import Admin
@@ -50,6 +60,8 @@ log = logging.getLogger(__name__)
 
 SESSION_S = 8 * 3600
 COOKIE = "rocketspark_console"
+DEVICE_COOKIE = "rocketspark_console_device"  # a browser that signed in before (see throttle)
+DEVICE_S = 90 * 24 * 3600
 ASSETS = {"index.html": "text/html", "console.js": "text/javascript", "console.css": "text/css"}
 HEADERS = {
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
@@ -68,22 +80,29 @@ class Console:
         self.sessions: dict[str, float] = {}  # token -> expiry (epoch seconds)
         self._sessions_lock = threading.Lock()
         self.throughput = views.Throughput(_Locked(admin, self.lock), sample_interval_s)
+        self.throttle = SignInThrottle()
+        self.devices = DeviceCookies(signer.secret_key)
         self.httpd: http.Server | None = None
         self.url = ""
+        self.secure = False  # served over HTTPS
         self.hosts: set[str] = set()  # the Host headers it answers to (empty: any)
 
-    def serve(self, host: str = "127.0.0.1", port: int = 0) -> str:
+    def serve(self, host: str = "127.0.0.1", port: int = 0, tls: ServerTls | None = None) -> str:
+        """Listen on ``host:port`` (0: a free port); with ``tls``, HTTPS with its certificate
+        (a client certificate is never asked, whatever ``tls.mutual`` says)."""
         console = self
 
         class Handler(_Handler):
             owner = console
 
-        self.httpd = http.serve(host, port, Handler, None, "console")
+        context = dataclasses.replace(tls, mutual=False).ssl_context() if tls is not None else None
+        self.httpd = http.serve(host, port, Handler, context, "console")
+        self.secure = tls is not None
         self.throughput.start()
         bound = http.port_of(self.httpd)
         if ipaddress.ip_address(host).is_loopback:
             self.hosts = {f"{name}:{bound}" for name in ("127.0.0.1", "localhost", "[::1]")}
-        self.url = f"http://{host}:{bound}/"
+        self.url = f"{'https' if self.secure else 'http'}://{host}:{bound}/"
         return self.url
 
     def close(self) -> None:
@@ -95,12 +114,27 @@ class Console:
 
     # -- sessions ------------------------------------------------------------------------------
 
-    def sign_in(self, access_key: str, secret: str) -> str:
-        good = hmac.compare_digest(access_key.encode(), self.signer.access_key.encode()) & hmac.compare_digest(
-            secret.encode(), self.signer.secret_key.encode()
-        )
-        if not good:
-            raise PermissionError("wrong access key or secret: sign in as the cluster's admin")
+    def sign_in(
+        self, access_key: str, secret: str, address: str = "", device_cookie: str | None = None
+    ) -> tuple[str, str | None]:
+        """A new session for the admin, and a device cookie to set (None: the browser's is
+        valid); PermissionError for wrong credentials, Throttled while ``address`` (or the
+        device) must wait after wrong sign-ins."""
+
+        def right() -> bool:
+            return hmac.compare_digest(access_key.encode(), self.signer.access_key.encode()) & hmac.compare_digest(
+                secret.encode(), self.signer.secret_key.encode()
+            )
+
+        device = self.devices.device(device_cookie, access_key)
+        verdict = self.throttle.attempt(address, device, right)
+        if not verdict.right:
+            left = verdict.tries_left
+            more = f"{left} more before each wrong one makes you wait" if left else "the next one must wait"
+            raise PermissionError(f"wrong access key or secret: sign in as the cluster's admin ({more})")
+        return self._open_session(), None if device is not None else self.devices.issue(access_key)
+
+    def _open_session(self) -> str:
         token = secrets.token_urlsafe(32)
         now = time.time()
         with self._sessions_lock:
@@ -147,25 +181,35 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- answers ---------------------------------------------------------------------------------
 
-    def _send(self, status: int, body: bytes, kind: str, extra: dict[str, str] | None = None) -> None:
+    def _send(
+        self, status: int, body: bytes, kind: str, extra: dict[str, str] | None = None, cookies: tuple[str, ...] = ()
+    ) -> None:
         self.send_response(status)
         for name, value in {**HEADERS, **(extra or {}), "Content-Type": kind}.items():
             self.send_header(name, value)
+        for cookie in cookies:
+            self.send_header("Set-Cookie", cookie)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-store")
         self.end_headers()
         self.wfile.write(body)
 
-    def _json(self, value: Any, status: int = 200, extra: dict[str, str] | None = None) -> None:
-        self._send(status, json.dumps(value, default=str).encode(), "application/json", extra)
+    def _json(
+        self, value: Any, status: int = 200, extra: dict[str, str] | None = None, cookies: tuple[str, ...] = ()
+    ) -> None:
+        self._send(status, json.dumps(value, default=str).encode(), "application/json", extra, cookies)
 
-    def _error(self, status: int, message: str) -> None:
-        self._json({"error": message}, status)
+    def _error(self, status: int, message: str, extra: dict[str, str] | None = None) -> None:
+        self._json({"error": message}, status, extra)
 
-    def _token(self) -> str | None:
+    def _cookie(self, value: str, max_age_s: int, path: str = "/") -> str:
+        secure = "; Secure" if self.owner.secure else ""
+        return f"{value}; HttpOnly; SameSite=Strict; Path={path}; Max-Age={max_age_s}{secure}"
+
+    def _token(self, cookie: str = COOKIE) -> str | None:
         for part in self.headers.get("Cookie", "").split(";"):
             name, _, value = part.strip().partition("=")
-            if name == COOKIE:
+            if name == cookie:
                 return value
         return None
 
@@ -255,9 +299,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             body = self._body()
             if route == "/api/session":
-                token = self.owner.sign_in(str(body.get("accessKey", "")), str(body.get("secret", "")))
-                cookie = f"{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/; Max-Age={SESSION_S}"
-                self._json({"admin": True}, extra={"Set-Cookie": cookie})
+                self._sign_in(body)
             elif route == "/api/topics":
                 queues = body.get("queues", 8)
                 if not isinstance(queues, int) or isinstance(queues, bool):
@@ -269,6 +311,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._json({"offsets": self.owner.call(lambda a: _reset(a, group, body))})
             else:
                 self._error(404, f"no API {route}")
+        except Throttled as exc:
+            self._error(429, str(exc), {"Retry-After": str(exc.retry_after_s)})
         except PermissionError as exc:
             self._error(401, str(exc))
         except RocketSparkError as exc:
@@ -276,6 +320,18 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception as exc:  # never a dropped connection: the page shows what went wrong
             log.exception("console: POST %s failed", self.path)
             self._error(500, f"the console failed: {exc}")
+
+    def _sign_in(self, body: dict[str, Any]) -> None:
+        token, device = self.owner.sign_in(
+            str(body.get("accessKey", "")),
+            str(body.get("secret", "")),
+            self.client_address[0],
+            self._token(DEVICE_COOKIE),
+        )
+        cookies = [self._cookie(f"{COOKIE}={token}", SESSION_S)]  # first: what scripts take as the session
+        if device is not None:
+            cookies.append(self._cookie(f"{DEVICE_COOKIE}={device}", DEVICE_S, "/api/session"))
+        self._json({"admin": True}, cookies=tuple(cookies))
 
     def do_DELETE(self) -> None:
         if not self._host_ok():
@@ -285,7 +341,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if urlparse(self.path).path == "/api/session":
             self.owner.sign_out(self._token())
-            self._json({"admin": False}, extra={"Set-Cookie": f"{COOKIE}=; Max-Age=0; Path=/"})
+            self._json({"admin": False}, cookies=(self._cookie(f"{COOKIE}=", 0),))
         else:
             self._error(404, f"no API {self.path}")
 
@@ -316,15 +372,21 @@ def _status(exc: RocketSparkError) -> int:
 
 
 def start_console(
-    nameserver: str, client_options: dict[str, Any], signer: Credentials, host: str = "127.0.0.1", port: int = 0
+    nameserver: str,
+    client_options: dict[str, Any],
+    signer: Credentials,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    tls: ServerTls | None = None,
 ) -> Console:
-    """A console for the cluster at ``nameserver``, serving on ``host:port`` (0: a free port)."""
+    """A console for the cluster at ``nameserver``, serving on ``host:port`` (0: a free port),
+    over HTTPS with ``tls`` (the cluster servers' certificate)."""
     from rocketspark.client.admin import Admin
 
     admin = Admin(nameserver, **client_options)
     console = Console(admin, signer)
     try:
-        console.serve(host, port)
+        console.serve(host, port, tls)
     except OSError as exc:
         admin.close()
         raise ConfigError(f"the console cannot listen on {host}:{port}: {exc.strerror or exc}") from exc

@@ -8,19 +8,24 @@ with ``rocketspark_``.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from typing import Any, Protocol
 
-from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from rocketspark.errors import ConfigError
 from rocketspark.metrics import http
+from rocketspark.metrics.access import Refusal, ScrapeAccess
 from rocketspark.security.tls import ServerTls
+
+log = logging.getLogger(__name__)
+REFUSAL_LOG_INTERVAL_S = 60.0  # a refused scrape is logged at most this often (Prometheus retries every scrape)
 
 RPC_LATENCY_BUCKETS_MS = (1, 3, 5, 10, 100, 1000, 3000)  # RocketMQ's le_1_ms ... le_3_s
 FLUSH_LATENCY_BUCKETS_MS = (1, 5, 10, 50, 100, 500, 1000, 5000)
@@ -94,8 +99,18 @@ class NodeMetrics:
             buckets=RPC_LATENCY_BUCKETS_MS,
             registry=self.registry,
         )
+        self.scrape_refusals = Counter(
+            "rocketspark_scrape_refusals",
+            "Scrapes of /metrics refused: reason is credentials (none or wrong) or permission (a user without Get "
+            "or List on Cluster)",
+            [*node.names, "reason"],
+            registry=self.registry,
+        )
+        for reason in ("credentials", "permission"):
+            self.scrape_refusals.labels(*node.values, reason)
         self._children: dict[tuple[str, int | str, int], Histogram] = {}
         self._server: http.Server | None = None
+        self._refusal_logged = 0.0
         self.url = ""
 
     def observe_request(self, protocol: str, code: int | str, response_code: int, started: float) -> None:
@@ -111,14 +126,50 @@ class NodeMetrics:
     def add(self, collector: Collecting) -> None:
         self.registry.register(collector)
 
-    def serve(self, host: str, port: int, shown_host: str, tls: ServerTls | None = None) -> str:
+    def refused(self, refusal: Refusal, client: str) -> None:
+        """Count a refused scrape, and log it now and then: Prometheus shows only the status."""
+        self.scrape_refusals.labels(*self.node.values, refusal.reason).inc()
+        now = time.monotonic()
+        if now - self._refusal_logged >= REFUSAL_LOG_INTERVAL_S:
+            self._refusal_logged = now
+            log.warning(
+                "%s %s refused a scrape of /metrics from %s (%d): %s",
+                self.node.node_type,
+                self.node.node_id,
+                client,
+                refusal.status,
+                refusal.body,
+            )
+
+    def serve(
+        self,
+        host: str,
+        port: int,
+        shown_host: str,
+        tls: ServerTls | None = None,
+        access: ScrapeAccess | None = None,
+    ) -> str:
         """Listen on ``host:port`` (0: a free port) and return the ``/metrics`` URL, on
         ``shown_host`` (the address the server advertises). With TLS the server's own
-        certificate is used and the URL is https."""
+        certificate is used and the URL is https; with ``access`` every request must carry
+        the credentials it asks for (401 with a challenge, or 403, otherwise)."""
         registry = self.registry
+        metrics = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
+                refusal = access.check(self.headers.get("Authorization")) if access is not None else None
+                if refusal is not None:
+                    metrics.refused(refusal, self.client_address[0])
+                    body = (refusal.body + "\n").encode()
+                    self.send_response(refusal.status)
+                    if refusal.challenge:
+                        self.send_header("WWW-Authenticate", refusal.challenge)
+                    self.send_header("Content-Type", "text/plain; charset=utf-8")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
                 if self.path.split("?")[0] not in ("/metrics", "/"):
                     self.send_error(404, "metrics are at /metrics")
                     return

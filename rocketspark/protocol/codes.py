@@ -174,6 +174,7 @@ class ResponseCode(IntEnum):
     STORE_DAMAGED = 9105  # a record is damaged or its index entry disagreed with it
     PRODUCER_FENCED = 9107  # an idempotent producer's epoch went backwards
     NOT_MASTER = 9106  # a write reached a replica that is not (or no longer surely) its group's master
+    SUBSCRIPTION_REFUSED = 9108  # a route subscription not (all) kept: no open push stream, or over the cap
     NAMESERVER_NOT_READY = 9110  # restarted, and not yet heard from every broker: cannot say a topic is missing
 
 

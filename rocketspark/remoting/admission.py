@@ -57,7 +57,10 @@ class InflightBudget:
             raise SystemBusyError(
                 f"{self.server_name} is busy: {self.inflight_bytes} bytes of requests are in flight and this "
                 f"{size}-byte request would pass its budget of {limit} bytes (max_inflight_request_bytes); "
-                "retry after a short backoff (the rocketspark Producer does so within its send timeout)"
+                "retry after a short backoff (the rocketspark Producer does so within its send timeout)",
+                inflightBytes=self.inflight_bytes,
+                requestBytes=size,
+                limitBytes=limit,
             )
         self.inflight_bytes += size
         self.peak_bytes = max(self.peak_bytes, self.inflight_bytes)

@@ -110,7 +110,7 @@ def check(response: RemotingCommand, *ok_codes: int) -> RemotingCommand:
     if response.code == ResponseCode.SUCCESS or response.code in ok_codes:
         return response
     name = response.ext.get("error")
-    raise error_for_response(response.code, response.remark, name if isinstance(name, str) else None)
+    raise error_for_response(response.code, response.remark, name if isinstance(name, str) else None, response.ext)
 
 
 class _Peer:

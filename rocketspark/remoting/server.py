@@ -26,7 +26,7 @@ from typing import Any, Protocol, TypeVar
 import grpc
 from grpc import aio
 
-from rocketspark.errors import MalformedRequestError, RocketSparkError
+from rocketspark.errors import MalformedRequestError, RocketSparkError, wire_details
 from rocketspark.protocol import service, shapes
 from rocketspark.protocol.codec import MalformedBody
 from rocketspark.protocol.codes import Flag, ResponseCode
@@ -49,7 +49,7 @@ _UNDECODED = RemotingCommand(-1)  # stands for a request that did not decode: no
 def response_for_exception(request: RemotingCommand, exc: BaseException, server_name: str) -> RemotingCommand:
     """Translate an exception raised by a handler into the response the client receives."""
     if isinstance(exc, RocketSparkError):
-        return request.response(exc.code, remark=exc.message, ext={"error": type(exc).__name__})
+        return request.response(exc.code, remark=exc.message, ext={"error": type(exc).__name__, **wire_details(exc)})
     if isinstance(exc, (MalformedBody, MalformedCommand)):
         return request.response(ResponseCode.MALFORMED_REQUEST, remark=f"malformed request: {exc}")
     log.exception("%s: unexpected error serving request code %s", server_name, request.code)

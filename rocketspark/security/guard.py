@@ -11,6 +11,7 @@ never a secret.
 
 from __future__ import annotations
 
+import hmac
 import time
 from collections import Counter
 from typing import Final
@@ -64,6 +65,19 @@ class Guard:
         except NoPermissionError:
             self.refusals["permission"] += 1
             raise
+
+    def user_by_secret(self, access_key: str, secret_key: str) -> User:
+        """The user whose access key and secret key these are (HTTP basic auth, e.g. of
+        ``/metrics``), compared in constant time; AuthenticationError otherwise, saying
+        neither which part was wrong nor anything of the secret."""
+        try:
+            user = self._user(access_key)
+        except AuthenticationError:
+            user = None
+        expected = user.secret if user is not None else secret_key + "?"  # the same work for a stranger
+        if not hmac.compare_digest(secret_key.encode(), expected.encode()) or user is None:
+            raise AuthenticationError(f'unknown access key "{access_key}" or wrong secret key')
+        return user
 
     def _authenticate(self, request: RemotingCommand) -> str:
         date, auth = request.ext.get(DATE_HEADER), request.ext.get(AUTH_HEADER)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rocketspark.security.devca import DevCertificates, make_dev_certificates
+from rocketspark.security.tls import ServerTls
 
 log = logging.getLogger(__name__)
 ADMIN_ACCESS_KEY = "admin"
@@ -52,6 +53,13 @@ class LocalSecurity:
         if self.certificates is not None:
             values |= self.certificates.server_values(mutual=self.tls_mutual)
         return values
+
+    def console_tls(self) -> ServerTls | None:
+        """What the console listens with: the servers' certificate (no client certificate asked)."""
+        files = self.certificates
+        if files is None:
+            return None
+        return ServerTls.of_files(str(files.server_cert_file), str(files.server_key_file), str(files.ca_file), False)
 
     def client_files(self) -> tuple[str | None, str | None, str | None]:
         """The CA clients trust, and the client certificate and key (None each without TLS)."""

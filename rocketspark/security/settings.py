@@ -5,6 +5,9 @@
 the cluster credential (``cluster_secret``, the same on every server of the cluster). The
 configured admin is a super user that no table change can remove: the way in on day one.
 ``tls_enable`` puts every port of the server behind TLS (:mod:`rocketspark.security.tls`).
+``metrics_auth`` says who may scrape ``/metrics`` (:mod:`rocketspark.metrics.access`): by
+default a bearer token when ``metrics_token`` is set, else with ``auth_enable`` a cluster user
+with Get or List on Cluster (basic auth), else anyone.
 """
 
 from __future__ import annotations
@@ -15,12 +18,14 @@ from typing import Final
 
 from rocketspark.errors import ConfigError
 from rocketspark.hosts import is_loopback
+from rocketspark.metrics.access import BearerToken, ClusterUsers, ScrapeAccess
 from rocketspark.security.guard import DEFAULT_SKEW_S, Guard
 from rocketspark.security.signing import CLUSTER_ACCESS_KEY, Credentials
 from rocketspark.security.store import AclStore
 from rocketspark.security.tls import ClientTls, ServerTls
 
 MIN_SECRET: Final = 16
+METRICS_AUTH: Final = ("none", "bearer", "basic")
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +51,10 @@ class SecuritySettings:
     tls_key_file: str = ""  # its private key (PEM)
     tls_ca_file: str = ""  # the CA that signs the cluster's certificates: peers are checked against it
     tls_mutual: bool = False  # mutual TLS: clients must show a certificate signed by tls_ca_file
+    # who may scrape /metrics: "none", "bearer" (metrics_token), "basic" (a cluster user allowed Get or List on
+    # Cluster); "": bearer if metrics_token is set, else basic with auth_enable, else none
+    metrics_auth: str = ""
+    metrics_token: str = field(default="", repr=False)  # the bearer token scrapers send (at least 16 characters)
 
     def check_security(self, listen_host: str) -> None:
         if self.auth_clock_skew_s <= 0:
@@ -68,12 +77,56 @@ class SecuritySettings:
                 f"{MIN_SECRET} characters on every broker and nameserver of the cluster (e.g. python -c 'import "
                 "secrets; print(secrets.token_hex(24))')"
             )
+        self._check_metrics_auth()
         if self.auth_enable and not self.tls_enable and not is_loopback(listen_host):
             raise ConfigError(
                 f"auth_enable on listen_host {listen_host} needs tls_enable: without TLS the user table (with every "
                 "user's secret) and the signed requests cross the network in the clear, and a signed request can be "
                 "replayed (only a server on 127.0.0.1 may run security without TLS)"
             )
+
+    @property
+    def metrics_scheme(self) -> str:
+        """How ``/metrics`` is protected: ``metrics_auth``, or what "" resolves to."""
+        if self.metrics_auth:
+            return self.metrics_auth
+        if self.metrics_token:
+            return "bearer"
+        return "basic" if self.auth_enable else "none"
+
+    def _check_metrics_auth(self) -> None:
+        if self.metrics_auth not in ("", *METRICS_AUTH):
+            raise ConfigError(
+                f'metrics_auth must be "none", "bearer", "basic" or "" (bearer with a metrics_token, else basic with '
+                f'auth_enable, else none), not "{self.metrics_auth}"'
+            )
+        scheme = self.metrics_scheme
+        if scheme == "bearer" and len(self.metrics_token) < MIN_SECRET:
+            raise ConfigError(
+                f'metrics_auth "bearer" needs metrics_token: the token scrapers send, at least {MIN_SECRET} characters '
+                "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(24))')"
+            )
+        if scheme != "bearer" and self.metrics_token:
+            raise ConfigError(
+                f'metrics_token is set but metrics_auth is "{scheme}", which does not use it: set metrics_auth = '
+                '"bearer" (or "", which then means bearer), or remove metrics_token'
+            )
+        if scheme == "basic" and not self.auth_enable:
+            raise ConfigError(
+                'metrics_auth "basic" checks the cluster\'s users, which needs auth_enable; without it, use "bearer" '
+                "with a metrics_token"
+            )
+
+    def scrape_access(self, store: AclStore) -> ScrapeAccess | None:
+        """Who may scrape ``/metrics`` (None: anyone), checking users against ``store``."""
+        scheme = self.metrics_scheme
+        if scheme == "bearer":
+            return BearerToken(self.metrics_token)
+        if scheme == "basic":
+            guard = self.guard(store)
+            assert guard is not None  # basic needs auth_enable (checked at start)
+            return ClusterUsers(guard)
+        return None
 
     def cluster_credentials(self) -> Credentials | None:
         """What this server signs its requests to other servers with (None: security off)."""

@@ -7,9 +7,11 @@ import os
 import shlex
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -386,6 +388,25 @@ def test_the_readme_security_walkthrough_runs_as_written(tmp_path: Path) -> None
                 break
         assert f"TLS on: development CA {data}/tls/ca.pem" in "".join(said)
         assert f"source {data}/client.env" in "".join(said)
+        trusted = ssl.create_default_context(cafile=str(data / "tls" / "ca.pem"))
+        [console] = [line.split()[-1] for line in said if line.startswith("console ready on ")]
+        assert console.startswith("https://")  # the admin's secret never crosses in the clear
+        with urllib.request.urlopen(console + "api/session", timeout=10, context=trusted) as answer:
+            assert json.loads(answer.read())["admin"] is False
+        token_file = data / "metrics.token"  # what Prometheus sends, in a file only this user reads
+        assert token_file.stat().st_mode & 0o077 == 0 and str(token_file) in "".join(said)
+        token = token_file.read_text()
+        assert token not in "".join(said)
+        [metrics_line] = [line for line in said if line.startswith("metrics for Prometheus: ")]
+        metrics = metrics_line.split()[3:]
+        assert len(metrics) == 3 and all(url.startswith("https://") for url in metrics)  # a nameserver, 2 brokers
+        for url in metrics:
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(url, timeout=10, context=trusted)
+            assert refused.value.code == 401
+            scrape = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+            with urllib.request.urlopen(scrape, timeout=10, context=trusted) as answer:
+                assert b"rocketmq_rpc_latency" in answer.read()
         env_file = data / "client.env"
         assert env_file.stat().st_mode & 0o077 == 0
         exported = dict(

@@ -6,19 +6,26 @@ no console error, and a screenshot is saved. The JSON API is read-only until one
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import http.client
 import json
 import os
 import re
 import shutil
+import ssl
 import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
 from rocketspark import Admin, Consumer, LocalCluster, Message, Producer
 
@@ -147,3 +154,111 @@ def test_the_console_is_read_only_until_one_signs_in_as_admin(cluster: LocalClus
     assert call(api + "topics/nosuch")[0] == 404
     assert call(api + "session", "DELETE", cookie=session)[0] == 200
     assert call(api + "topics", "POST", {"name": "other"}, session)[0] == 401  # signed out
+
+
+def sign_in(
+    url: str, access_key: str, secret: str, *, device: str = "", source: str = "127.0.0.1", trust: str | None = None
+) -> tuple[int, dict[str, Any], http.client.HTTPResponse, list[str]]:
+    """POST /api/session from ``source`` (any 127.0.0.0/8 address: another client to the
+    console), as the page does: status, JSON answer, response and the cookies set."""
+    parsed = urlparse(url)
+    assert parsed.hostname is not None and parsed.port is not None
+    connection = (
+        http.client.HTTPSConnection(
+            parsed.hostname,
+            parsed.port,
+            timeout=10,
+            source_address=(source, 0),
+            context=ssl.create_default_context(cafile=trust),
+        )
+        if parsed.scheme == "https"
+        else http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=10, source_address=(source, 0))
+    )
+    headers = {"Content-Type": "application/json", "X-Console": "1", **({"Cookie": device} if device else {})}
+    try:
+        connection.request("POST", "/api/session", json.dumps({"accessKey": access_key, "secret": secret}), headers)
+        response = connection.getresponse()
+        return response.status, json.loads(response.read()), response, response.headers.get_all("Set-Cookie") or []
+    finally:
+        connection.close()
+
+
+def test_wrong_sign_ins_are_refused_with_retry_after_and_the_admins_browser_still_gets_in(
+    make_cluster: Callable[..., LocalCluster],
+) -> None:
+    cluster = make_cluster(brokers=1)
+    url, key, secret = cluster.console_url, cluster.console_access_key, cluster.console_secret
+    status, _, _, cookies = sign_in(url, key, secret)  # the admin's browser, once: it gets a device cookie
+    assert status == 200 and len(cookies) == 2 and cookies[0].startswith("rocketspark_console=")
+    device_cookie = cookies[1]
+    assert device_cookie.startswith("rocketspark_console_device=")
+    assert "HttpOnly" in device_cookie and "SameSite=Strict" in device_cookie and "Path=/api/session" in device_cookie
+    device = device_cookie.split(";")[0]
+
+    answers = [sign_in(url, key, f"guess-{i}") for i in range(100)]  # was: 100 checked in 0.09 s
+    assert [status for status, *_ in answers] == [401] * 5 + [429] * 95  # 95 refused without being checked
+    assert "(4 more before each wrong one makes you wait)" in answers[0][1]["error"]
+    assert "(the next one must wait)" in answers[4][1]["error"]
+    _, refused, response, _ = answers[-1]
+    assert "too many wrong sign-ins from this address: try again in" in refused["error"]
+    assert int(response.headers["Retry-After"]) >= 1
+
+    status, refused, response, _ = sign_in(url, key, secret)  # the right secret waits too: nothing is checked
+    assert status == 429 and "too many wrong sign-ins" in refused["error"]
+    assert sign_in(url, key, secret, device=device)[0] == 200  # but the admin's own browser is not held up
+    assert sign_in(url, key, "a-wrong-guess", device=device)[0] == 401  # counted against that browser alone
+
+    time.sleep(int(response.headers["Retry-After"]))  # the wait the console named: then it checks again
+    assert sign_in(url, key, secret)[0] == 200
+
+
+def test_guesses_from_many_addresses_are_slowed_down_together(make_cluster: Callable[..., LocalCluster]) -> None:
+    cluster = make_cluster(brokers=1)
+    url, key = cluster.console_url, cluster.console_access_key
+    for host in range(2, 12):  # ten clients, each stopping short of its own limit of 5
+        assert [sign_in(url, key, "guess", source=f"127.0.0.{host}")[0] for _ in range(5)] == [401] * 5
+    status, refused, response, _ = sign_in(url, key, cluster.console_secret, source="127.0.0.50")  # a fresh client
+    assert status == 429 and "too many wrong sign-ins to this console from everywhere" in refused["error"]
+    assert int(response.headers["Retry-After"]) >= 1
+
+
+def spki_hash(cert_file: Path) -> str:
+    """What Chromium's --ignore-certificate-errors-spki-list takes: base64 SHA-256 of the key."""
+    cert = x509.load_pem_x509_certificates(cert_file.read_bytes())[0]
+    spki = cert.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return base64.b64encode(hashlib.sha256(spki).digest()).decode()
+
+
+def test_with_tls_the_console_serves_https_with_the_clusters_certificate(
+    make_cluster: Callable[..., LocalCluster], tmp_path: Path
+) -> None:
+    cluster = make_cluster(brokers=1, auth=True, tls=True)
+    url = cluster.console_url
+    assert url.startswith("https://127.0.0.1:")
+    trusted = ssl.create_default_context(cafile=cluster.tls_ca_file)
+    with urllib.request.urlopen(url + "api/session", timeout=10, context=trusted) as answer:
+        assert json.loads(answer.read()) == {"admin": False, "user": None}
+    with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
+        urllib.request.urlopen(url + "api/session", timeout=10)  # a client not trusting the cluster's CA
+
+    plain = url.replace("https://", "http://")
+    with pytest.raises(urllib.error.HTTPError) as refused:  # nothing is served in the clear
+        urllib.request.urlopen(plain + "api/topics", timeout=10)
+    assert refused.value.code == 400 and "speaks HTTPS only: use https://" in refused.value.read().decode()
+    body = json.dumps({"accessKey": cluster.console_access_key, "secret": cluster.console_secret}).encode()
+    in_the_clear = urllib.request.Request(plain + "api/session", body, {"X-Console": "1"}, method="POST")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(in_the_clear, timeout=10)
+    assert refused.value.code == 400 and not refused.value.headers.get_all("Set-Cookie")  # no session
+    status, _, _, cookies = sign_in(url, cluster.console_access_key, cluster.console_secret, trust=cluster.tls_ca_file)
+    assert status == 200 and len(cookies) == 2 and all("; Secure" in cookie for cookie in cookies)
+
+    assert cluster.security.certificates is not None
+    spki = spki_hash(cluster.security.certificates.server_cert_file)  # trust this certificate's key, no other
+    page = chromium(url, "--dump-dom", f"--ignore-certificate-errors-spki-list={spki}", f"--user-data-dir={tmp_path}")
+    assert page.returncode == 0, page.stderr[-2000:]
+    assert (
+        'data-loaded="true"' in page.stdout
+        and f"<td>broker-a</td><td>{cluster.brokers['broker-a']}</td>" in page.stdout
+    )
+    assert console_messages(page.stderr) == []

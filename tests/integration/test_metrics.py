@@ -3,10 +3,14 @@ urllib and parsed with prometheus_client's own parser, against what was really d
 
 from __future__ import annotations
 
+import base64
+import ssl
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections import defaultdict
+from collections.abc import Callable
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -15,15 +19,17 @@ from rocketspark import Admin, Consumer, LocalCluster, Message, Producer
 from rocketspark.errors import AuthenticationError, ConfigError, NoPermissionError
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
+from tests.helpers import eventually
 
 pytestmark = pytest.mark.integration
 
 Samples = dict[str, list[tuple[dict[str, str], float]]]
 
 
-def scrape(url: str) -> Samples:
+def scrape(url: str, headers: dict[str, str] | None = None, context: ssl.SSLContext | None = None) -> Samples:
     """Every sample of one scrape, by sample name (``..._total`` for counters)."""
-    with urllib.request.urlopen(url, timeout=10) as response:
+    request = urllib.request.Request(url, headers=headers or {})
+    with urllib.request.urlopen(request, timeout=10, context=context) as response:
         assert response.headers["Content-Type"].startswith("text/plain")
         text = response.read().decode()
     samples: Samples = defaultdict(list)
@@ -147,7 +153,7 @@ def test_auth_refusals_are_counted_by_reason() -> None:
             pytest.raises(AuthenticationError),
         ):
             stranger.send(Message("orders", b"x"))
-        refused = scrape(cluster.metrics_urls["nameserver"])
+        refused = scrape(cluster.metrics_urls["nameserver"], cluster.metrics_headers)
         assert value(refused, "rocketspark_auth_refusals_total", reason="authentication") >= 1
         assert value(refused, "rocketspark_auth_refusals_total", reason="permission") == 0
         with Admin(cluster.nameserver, **cluster.client_options) as root:
@@ -163,7 +169,7 @@ def test_auth_refusals_are_counted_by_reason() -> None:
             assert not isinstance(denied.value, AuthenticationError)
         with Admin(cluster.nameserver) as anonymous, pytest.raises(AuthenticationError):
             anonymous.call(address, offset())
-        broker = scrape(cluster.metrics_urls["broker-a"])
+        broker = scrape(cluster.metrics_urls["broker-a"], cluster.metrics_headers)
         assert value(broker, "rocketspark_auth_refusals_total", reason="permission") == 1
         assert value(broker, "rocketspark_auth_refusals_total", reason="authentication") >= 1
 
@@ -192,3 +198,79 @@ def test_metrics_port_off_or_taken() -> None:
         taken = int(cluster.metrics_urls["broker-a"].rsplit(":", 1)[1].split("/")[0])
         with pytest.raises(ConfigError, match=f"metrics on 127.0.0.1:{taken}.*metrics_port"):
             LocalCluster(brokers=1, broker_config={"metrics_port": taken}).start()
+
+
+def refused_scrape(url: str, headers: dict[str, str], context: ssl.SSLContext | None = None) -> tuple[int, str, str]:
+    """Status, WWW-Authenticate and body of a scrape that must be refused."""
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10, context=context)
+    return refused.value.code, refused.value.headers.get("WWW-Authenticate", ""), refused.value.read().decode()
+
+
+def basic(access_key: str, secret_key: str) -> dict[str, str]:
+    return {"Authorization": "Basic " + base64.b64encode(f"{access_key}:{secret_key}".encode()).decode()}
+
+
+def test_with_auth_on_metrics_want_the_bearer_token_over_tls(make_cluster: Callable[..., LocalCluster]) -> None:
+    cluster = make_cluster(brokers=1, auth=True, tls=True)
+    trusted = ssl.create_default_context(cafile=cluster.tls_ca_file)
+    assert cluster.metrics_token and cluster.metrics_headers == {"Authorization": f"Bearer {cluster.metrics_token}"}
+    for name, url in cluster.metrics_urls.items():
+        assert url.startswith("https://"), name
+        status, challenge, body = refused_scrape(url, {}, trusted)  # as anyone could before: refused
+        assert (status, challenge) == (401, 'Bearer realm="rocketspark metrics"'), name
+        assert body.count("\n") == 1 and "Authorization: Bearer <token>" in body and "metrics_token" in body
+        status, challenge, body = refused_scrape(url, {"Authorization": "Bearer not-the-token"}, trusted)
+        assert status == 401 and 'error="invalid_token"' in challenge and body.startswith("wrong metrics token")
+        assert (
+            refused_scrape(url, basic(cluster.admin_access_key or "", cluster.admin_secret_key or ""), trusted)[0]
+            == 401
+        )
+        samples = scrape(url, cluster.metrics_headers, trusted)
+        assert value(samples, "rocketspark_scrape_refusals_total", reason="credentials") == 3, name
+        assert value(samples, "rocketspark_scrape_refusals_total", reason="permission") == 0
+    assert "refused a scrape of /metrics from 127.0.0.1 (401)" in (cluster.data_dir / "broker-a.log").read_text()
+
+
+def scrape_unless_forbidden(url: str, headers: dict[str, str]) -> Samples | None:
+    try:
+        return scrape(url, headers)
+    except urllib.error.HTTPError as refused:
+        assert refused.code == 403, refused.code
+        return None
+
+
+def test_basic_auth_takes_a_cluster_user_allowed_get_on_cluster(make_cluster: Callable[..., LocalCluster]) -> None:
+    basic_auth = {"metrics_auth": "basic"}
+    cluster = make_cluster(brokers=1, auth=True, broker_config=basic_auth, nameserver_config=basic_auth)
+    assert cluster.metrics_headers == {}  # no token: scrapers sign in as a user
+    urls = list(cluster.metrics_urls.values())
+    with Admin(cluster.nameserver, **cluster.client_options) as admin:
+        admin.create_user("prometheus", "prometheus-secret-0123")
+        for url in urls:
+            status, challenge, body = refused_scrape(url, {})
+            assert (status, challenge) == (401, 'Basic realm="rocketspark metrics", charset="UTF-8"')
+            assert "basic auth" in body and "Get or List on Cluster" in body
+            status, _, body = refused_scrape(url, basic("prometheus", "a-wrong-secret-0123"))
+            assert status == 401 and body.startswith('unknown access key "prometheus" or wrong secret key')
+            assert "a-wrong-secret" not in body
+            status, challenge, body = refused_scrape(url, basic("prometheus", "prometheus-secret-0123"))
+            assert (status, challenge) == (403, "")
+            assert body.startswith('user "prometheus" lacks Get or List on Cluster: grant it with')
+        admin.set_acl("prometheus", "Cluster", ["Get"])
+    for url in urls:  # every server took the new policy
+        samples = eventually(
+            lambda url=url: scrape_unless_forbidden(url, basic("prometheus", "prometheus-secret-0123"))
+        )
+        assert value(samples, "rocketspark_scrape_refusals_total", reason="credentials") == 2
+        assert value(samples, "rocketspark_scrape_refusals_total", reason="permission") >= 1
+        assert scrape(url, basic(cluster.admin_access_key or "", cluster.admin_secret_key or ""))  # a super user
+
+
+def test_a_bearer_token_protects_metrics_without_auth(make_cluster: Callable[..., LocalCluster]) -> None:
+    bearer = {"metrics_auth": "bearer"}
+    cluster = make_cluster(brokers=1, broker_config=bearer, nameserver_config=bearer)
+    assert not cluster.auth and cluster.metrics_token
+    for url in cluster.metrics_urls.values():
+        assert refused_scrape(url, {})[0] == 401
+        assert scrape(url, cluster.metrics_headers)

@@ -32,9 +32,17 @@ def raw() -> Iterator[RemotingClient]:
 
 def subscribe(client: RemotingClient, ns: str, client_id: str, topics: list[str]) -> RemotingCommand:
     request = RemotingCommand.request(RequestCode.SUBSCRIBE_TOPIC_ROUTE, {"clientId": client_id, "topics": topics})
-    response = client.invoke(ns, request)
-    assert response.code == ResponseCode.SUCCESS, response.remark
-    return response
+    return client.invoke(ns, request)
+
+
+def refused_without_stream(answer: RemotingCommand, client_id: str, topics: list[str]) -> bool:
+    """The answer to a subscription the nameserver kept nothing of: refused, and saying why."""
+    assert answer.code == ResponseCode.SUBSCRIPTION_REFUSED, (answer.code, answer.remark)
+    assert answer.ext["error"] == "SubscriptionRefusedError"
+    assert answer.ext["streamOpen"] is False and answer.ext["refused"] == topics
+    assert f'client "{client_id}" has no open push stream' in answer.remark
+    assert "Open the push stream first" in answer.remark
+    return True
 
 
 def open_stream(client: RemotingClient, ns: str, client_id: str) -> ResponseStream:
@@ -54,8 +62,8 @@ def test_subscriptions_without_a_push_stream_are_not_kept(
 ) -> None:
     ns = make_cluster(brokers=1).nameserver
     for client in range(20):  # was: every one kept until restart (200 x 1,000 held 110 MB)
-        answer = subscribe(raw, ns, f"no-stream-{client}", [f"topic-{i}" for i in range(50)])
-        assert answer.ext["streamOpen"] is False
+        topics = [f"topic-{i}" for i in range(50)]
+        assert refused_without_stream(subscribe(raw, ns, f"no-stream-{client}", topics), f"no-stream-{client}", topics)
     after = counters(ns)
     assert after["subscriptions"] == 0 and after["subscriptionsWithoutStream"] == 1000
 
@@ -66,11 +74,11 @@ def test_a_cancelled_stream_takes_its_subscriptions_and_a_later_subscribe_keeps_
     ns = make_cluster(brokers=1).nameserver
     stream = open_stream(raw, ns, "c1")
     answer = subscribe(raw, ns, "c1", ["a", "b", "c"])
-    assert answer.ext == {"streamOpen": True, "refused": []}
+    assert answer.code == ResponseCode.SUCCESS and answer.ext == {"streamOpen": True, "refused": []}
     assert (counters(ns)["subscriptions"], counters(ns)["pushStreams"]) == (3, 1)
     stream.cancel()
     eventually(lambda: (counters(ns)["subscriptions"], counters(ns)["pushStreams"]) == (0, 0), timeout_s=5)
-    assert subscribe(raw, ns, "c1", ["a"]).ext["streamOpen"] is False  # arrived after its stream closed
+    assert refused_without_stream(subscribe(raw, ns, "c1", ["a"]), "c1", ["a"])  # arrived after its stream closed
     assert counters(ns)["subscriptions"] == 0
 
 
@@ -79,7 +87,7 @@ def test_a_stream_reopened_under_the_same_id_keeps_the_subscriptions_until_it_en
 ) -> None:
     ns = make_cluster(brokers=1).nameserver
     first = open_stream(raw, ns, "c2")
-    subscribe(raw, ns, "c2", ["a", "b"])
+    assert subscribe(raw, ns, "c2", ["a", "b"]).code == ResponseCode.SUCCESS
     second = open_stream(raw, ns, "c2")  # the client reconnects; its old stream ends later
     first.cancel()
     time.sleep(0.5)
@@ -126,16 +134,25 @@ def test_killed_client_processes_leave_no_subscription(make_cluster: Callable[..
 
 
 def test_a_client_over_its_cap_is_refused_the_rest_counted_and_polls_them(
-    make_cluster: Callable[..., LocalCluster],
+    make_cluster: Callable[..., LocalCluster], raw: RemotingClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     cluster = make_cluster(brokers=1, nameserver_config={"max_subscriptions_per_client": 5})
     ns = cluster.nameserver
     topics = [f"capped-{i}" for i in range(8)]
+    stream = open_stream(raw, ns, "raw")  # on the wire: a partial refusal is a refusal, naming what and why
+    answer = subscribe(raw, ns, "raw", topics)
+    assert answer.code == ResponseCode.SUBSCRIPTION_REFUSED and answer.ext["error"] == "SubscriptionRefusedError"
+    assert answer.ext["streamOpen"] is True and answer.ext["refused"] == topics[5:]
+    assert 'client "raw" is at its cap of 5 route subscriptions' in answer.remark
+    assert "3 of its 8 topic(s) were not kept" in answer.remark and "and 5 were" in answer.remark
+    assert subscribe(raw, ns, "raw", topics[:5]).code == ResponseCode.SUCCESS  # all of these are kept
+    stream.cancel()
+    eventually(lambda: counters(ns)["subscriptions"] == 0, timeout_s=5)
     with Admin(ns) as admin, Consumer(ns, poll_interval_ms=1000) as consumer:
         for topic in topics:
             admin.create_topic(topic, queues=1)
             consumer.routes.get(topic)
-        subscriber = consumer.routes.subscriber
+        subscriber = consumer.routes.subscriber  # the refusal is an outcome: the stream still counts as up
         assert subscriber is not None and subscriber.connected.wait(10)
         eventually(lambda: len(subscriber.refused) == 3, timeout_s=5)
         assert subscriber.refused < set(topics) and consumer.routes.counters.subscriptions_refused >= 3
@@ -150,3 +167,5 @@ def test_a_client_over_its_cap_is_refused_the_rest_counted_and_polls_them(
         eventually(lambda: not any(writable(t) for t in topics), timeout_s=5)
         assert consumer.routes.counters.notifications >= 1
     assert "at its cap of 5 route subscriptions" in (cluster.data_dir / "nameserver.log").read_text()
+    warned = [r.getMessage() for r in caplog.records if r.name == "rocketspark.client.route_push"]
+    assert any("route subscription partly refused" in m and "this client polls them" in m for m in warned), warned

@@ -46,3 +46,17 @@ def test_codes_are_distinct_across_unrelated_classes() -> None:
         if cls.code in seen and not (issubclass(cls, seen[cls.code]) or issubclass(seen[cls.code], cls)):
             raise AssertionError(f"{cls.__name__} and {seen[cls.code].__name__} share code {cls.code}")
         seen.setdefault(cls.code, cls)
+
+
+def test_an_errors_wire_details_cross_to_the_client_and_no_others() -> None:
+    sent = errors.SystemBusyError("busy", inflightBytes=10, requestBytes=70_000, limitBytes=64, local="kept here")
+    ext = {"error": "SystemBusyError", **errors.wire_details(sent)}
+    assert ext == {"error": "SystemBusyError", "inflightBytes": 10, "requestBytes": 70_000, "limitBytes": 64}
+    got = errors.error_for_response(ResponseCode.SYSTEM_BUSY, "busy", "SystemBusyError", ext)
+    assert got.details == {"inflightBytes": 10, "requestBytes": 70_000, "limitBytes": 64}
+    refused = errors.error_for_response(
+        ResponseCode.SUBSCRIPTION_REFUSED, "no stream", None, {"streamOpen": False, "refused": ["a"], "x": 1}
+    )
+    assert type(refused) is errors.SubscriptionRefusedError
+    assert refused.details == {"streamOpen": False, "refused": ["a"]}
+    assert errors.error_for_response(ResponseCode.TOPIC_NOT_EXIST, "x", None, {"streamOpen": True}).details == {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from nameserver.notify import RouteNotifier
+from rocketspark.protocol.codes import ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 
 
@@ -75,20 +76,40 @@ def test_a_subscription_without_an_open_stream_is_refused_and_kept_nowhere() -> 
     n = notifier(streams)
     outcome = n.subscribe("nobody", ["a", "b"])
     assert not outcome.stream_open and n.subscription_count == 0 and n.counters.without_stream == 2
+    refusal = outcome.error()
+    assert refusal is not None and refusal.code == ResponseCode.SUBSCRIPTION_REFUSED
+    assert refusal.details == {"streamOpen": False, "refused": ["a", "b"]}
+    assert 'client "nobody" has no open push stream' in refusal.message
+    assert "none of its 2 topic(s) was kept" in refusal.message and "Open the push stream first" in refusal.message
     streams.close("c1")
     late = n.subscribe("c1", ["a"])  # arrives after its stream closed
     assert not late.stream_open and n.subscription_count == 0 and n.subscribers == {}
+    assert late.error() is not None
 
 
 def test_a_client_at_its_cap_is_refused_the_rest_and_counted() -> None:
     n = notifier(FakeStreams("c1", "c2"), cap=2)
     first = n.subscribe("c1", ["a", "b", "c", "d"])
     assert first.stream_open and first.refused == ["c", "d"] and n.counters.refused == 2
-    assert n.subscribe("c1", ["a", "b"]).refused == []  # already held: no new room needed
+    refusal = first.error()
+    assert refusal is not None and refusal.details == {"streamOpen": True, "refused": ["c", "d"]}
+    assert 'client "c1" is at its cap of 2 route subscriptions' in refusal.message
+    assert "2 of its 4 topic(s) were not kept" in refusal.message and "and 2 were" in refusal.message
+    assert "max_subscriptions_per_client" in refusal.message
+    again = n.subscribe("c1", ["a", "b"])  # already held: no new room needed
+    assert again.refused == [] and again.error() is None
     assert n.subscribe("c2", ["c"]).refused == []  # the cap is per client
     n.unsubscribe("c1", ["a"])
     assert n.subscribe("c1", ["c"]).refused == [] and n.by_client["c1"] == {"b", "c"}
     assert n.subscription_count == 3 and n.counters.refused == 2
+
+
+def test_a_cap_of_zero_refuses_every_topic_of_an_open_stream() -> None:
+    n = notifier(FakeStreams("c1"), cap=0)
+    outcome = n.subscribe("c1", ["a", "a", "b"])  # a topic named twice is asked once
+    refusal = outcome.error()
+    assert outcome.refused == ["a", "b"] and refusal is not None and "2 of its 2 topic(s)" in refusal.message
+    assert n.subscription_count == 0 and n.by_client == {}
 
 
 def test_suppressed_changes_are_counted() -> None:
