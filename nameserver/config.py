@@ -35,7 +35,7 @@ class NameServerConfig(SecuritySettings):
     controller_raft_address: str = "127.0.0.1:9878"  # this node's Raft address (fixed: peers name it)
     controller_peers: list[str] = field(default_factory=list)  # the other controller nodes' Raft addresses
     controller_data_dir: str = "data/controller"  # Raft journal and dump: the state survives restarts
-    controller_broker_heartbeat_timeout_ms: int = 3000  # a master silent this long is replaced (above brokers' lease)
+    controller_broker_heartbeat_timeout_ms: int = 2500  # a master silent this long is replaced (above brokers' lease)
 
     def __post_init__(self) -> None:
         self.check_security(self.listen_host)
