@@ -52,6 +52,7 @@ class Consuming:
         self.edge.authorize(
             context, RequestCode.UPDATE_CONSUMER_OFFSET, {"topic": topic.name, "consumerGroup": group.name}
         )
+        self.pop.heard_from(client_id(context))  # it is still there (presence)
 
     async def ReceiveMessage(  # noqa: N802 - the v2 service's method names
         self, request: sv.ReceiveMessageRequest, context: Context
@@ -73,7 +74,6 @@ class Consuming:
     async def _receive(self, request: sv.ReceiveMessageRequest, context: Context) -> list[sv.ReceiveMessageResponse]:
         topic = request.message_queue.topic.name
         self._reader(context, request.group, request.message_queue.topic)
-        self.pop.heard_from(client_id(context))
         if request.batch_size <= 0:
             raise InvalidParameterError(f"batch_size {request.batch_size} must be at least 1")
         invisible = self.pop.invisible_s(
@@ -91,7 +91,8 @@ class Consuming:
             invisible,
             min(wait_s, MAX_WAIT_S),
             _tags(request.filter_expression),
-            renew_for=client_id(context) if request.auto_renew else "",
+            consumer=client_id(context),
+            renew=request.auto_renew,
         )
         if not received:
             return [sv.ReceiveMessageResponse(status=mapping.status(pb.Code.MESSAGE_NOT_FOUND, "no new message"))]

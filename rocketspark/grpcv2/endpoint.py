@@ -11,7 +11,8 @@ place (``mapping.status_for``), and with security on the official clients' signa
 with the permission rule of the equivalent remoting request.
 
 Served here: routes, heartbeats, settings and transaction check-backs (``Telemetry``) and
-client termination; sending (normal, FIFO, delay, transactional) by
+client termination (a client that ends, or whose Telemetry stream ends for good, has what it
+held made visible again: :mod:`rocketspark.grpcv2.presence`); sending (normal, FIFO, delay, transactional) by
 :mod:`rocketspark.grpcv2.sending`, pop consumption by :mod:`rocketspark.grpcv2.consuming`.
 Offset-based pulls, recalls and lite topics answer NOT_IMPLEMENTED (``server``).
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
@@ -33,6 +35,7 @@ from rocketspark.grpcv2.clients import Cluster, in_thread
 from rocketspark.grpcv2.consuming import Consuming, client_id
 from rocketspark.grpcv2.delay import TICK_S, DelayScheduler
 from rocketspark.grpcv2.held import run_every
+from rocketspark.grpcv2.presence import Presence
 from rocketspark.grpcv2.receiving import Pop, PopLimits
 from rocketspark.grpcv2.sending import Sending
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
@@ -84,7 +87,8 @@ class Endpoint:
         self.guard = guard
         self.address = address  # host:port this endpoint is reached at (known once it is bound)
         self.host = host
-        self.consuming = Consuming(self, Pop(cluster, host.pop, lambda: f"grpc-v2-endpoint@{address()}"))
+        self.presence = Presence()
+        self.consuming = Consuming(self, Pop(cluster, host.pop, lambda: f"grpc-v2-endpoint@{address()}", self.presence))
         self.transactions = Transactions(cluster, host, host.checks)
         self.delay = DelayScheduler(cluster, host)
         self.sending = Sending(self, cluster, self.delay, self.transactions)
@@ -93,11 +97,12 @@ class Endpoint:
 
     def start(self) -> None:
         """The endpoint's background work, on the running loop: storing pop watermarks,
-        delivering delay messages, checking transactions back."""
+        releasing what gone consumers held, delivering delay messages, checking transactions back."""
         check_every = min(1.0, self.host.checks.interval_ms / 2000)
         for work in (
             self.consuming.pop.commit_forever(),
             self.consuming.pop.keep_forever(),
+            self.consuming.pop.release_departed_forever(),
             run_every(TICK_S, self.delay.step, "delivering delay messages"),
             run_every(check_every, lambda: self.transactions.step(self.ask), "checking transactions"),
         ):
@@ -188,6 +193,9 @@ class Endpoint:
     ) -> sv.NotifyClientTerminationResponse:
         async def work() -> sv.NotifyClientTerminationResponse:
             self.authorize(context, RequestCode.GET_BROKER_CLUSTER_INFO, {})
+            client = client_id(context)
+            self.presence.forget(client)
+            self.consuming.pop.release(client, "it said it terminates")
             return sv.NotifyClientTerminationResponse(status=mapping.status(mapping.OK))
 
         return await self.answer(work, lambda s: sv.NotifyClientTerminationResponse(status=s))
@@ -196,18 +204,22 @@ class Endpoint:
         self, requests: AsyncIterator[sv.TelemetryCommand], context: aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[sv.TelemetryCommand]:
         """Each ``Settings`` the client sends is answered with the settings it is to use; an
-        unsigned caller (with security on) gets one status saying why, and the stream ends."""
+        unsigned caller (with security on) gets one status saying why, and the stream ends.
+        While the stream is open its client is present; its end may be the client's."""
         try:
             self.authorize(context, RequestCode.GET_BROKER_CLUSTER_INFO, {})
         except RocketSparkError as exc:
             yield sv.TelemetryCommand(status=mapping.status_for(exc))
             return
+        client = client_id(context)
         session = Session(frozenset(), asyncio.Queue(), asyncio.get_running_loop())
         reader = asyncio.create_task(self._read_telemetry(requests, session))
+        self.presence.opened(client, time.monotonic())
         try:
             while (command := await session.outbox.get()) is not None:
                 yield command
         finally:
+            self.presence.closed(client, time.monotonic())
             reader.cancel()
             self.sessions.discard(session)
 
