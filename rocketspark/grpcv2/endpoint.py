@@ -5,10 +5,11 @@ talks to the cluster through our own clients (:mod:`rocketspark.grpcv2.clients`)
 every topic of the cluster, static topics included, whichever broker it runs in.
 ``QueryRoute`` answers with the topic's logical queues, all reached through this endpoint.
 
-The endpoint is an edge: every error becomes the v2 ``Status`` a client understands, in one
-place (``mapping.status_for``), and with security on the official clients' signature (the same
-``MQv2-HMAC-SHA1`` our clients send) is checked against the broker's users, request by request,
-with the permission rule of the equivalent remoting request.
+The endpoint is an edge: every request's fields are checked against their declared limits
+before any work (:mod:`rocketspark.grpcv2.limits`), every error becomes the v2 ``Status`` a
+client understands, in one place (``mapping.status_for``), and with security on the official
+clients' signature (the same ``MQv2-HMAC-SHA1`` our clients send) is checked against the
+broker's users, request by request, with the permission rule of the equivalent remoting request.
 
 Served here: routes, heartbeats, settings and transaction check-backs (``Telemetry``) and
 client termination (a client that ends, or whose Telemetry stream ends for good, has what it
@@ -27,6 +28,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
+from google.protobuf.message import Message
 from grpc import aio
 
 from rocketspark.errors import RocketSparkError
@@ -35,6 +37,7 @@ from rocketspark.grpcv2.clients import Cluster, in_thread
 from rocketspark.grpcv2.consuming import Consuming, client_id
 from rocketspark.grpcv2.delay import TICK_S, DelayScheduler
 from rocketspark.grpcv2.held import run_every
+from rocketspark.grpcv2.limits import Limits
 from rocketspark.grpcv2.presence import Presence
 from rocketspark.grpcv2.receiving import Pop, PopLimits
 from rocketspark.grpcv2.sending import Sending
@@ -87,6 +90,7 @@ class Endpoint:
         self.guard = guard
         self.address = address  # host:port this endpoint is reached at (known once it is bound)
         self.host = host
+        self.limits = Limits(host.pop)
         self.presence = Presence()
         self.consuming = Consuming(self, Pop(cluster, host.pop, lambda: f"grpc-v2-endpoint@{address()}", self.presence))
         self.transactions = Transactions(cluster, host, host.checks)
@@ -141,9 +145,15 @@ class Endpoint:
         request.user = self.guard.authenticate(request)
         self.guard.authorize(request, request.user)
 
-    async def answer(self, work: Callable[[], Awaitable[T]], failed: Callable[[pb.Status], T]) -> T:
-        """Run ``work``; one of our errors becomes ``failed(status)``, the one translation."""
+    def check(self, request: Message) -> None:
+        """Refuse a request with a field out of its declared range (``limits``), before any work."""
+        self.limits.check(request)
+
+    async def answer(self, request: Message, work: Callable[[], Awaitable[T]], failed: Callable[[pb.Status], T]) -> T:
+        """Check ``request``, then run ``work``; one of our errors becomes ``failed(status)``,
+        the one translation."""
         try:
+            self.check(request)
             return await work()
         except RocketSparkError as exc:
             return failed(mapping.status_for(exc))
@@ -161,7 +171,7 @@ class Endpoint:
             queues = await self.route_queues(request.topic)
             return sv.QueryRouteResponse(status=mapping.status(mapping.OK), message_queues=queues)
 
-        return await self.answer(work, lambda s: sv.QueryRouteResponse(status=s))
+        return await self.answer(request, work, lambda s: sv.QueryRouteResponse(status=s))
 
     async def route_queues(self, topic: pb.Resource) -> list[pb.MessageQueue]:
         """The topic's logical queues, each reached through this endpoint."""
@@ -186,7 +196,7 @@ class Endpoint:
             self.consuming.pop.heard_from(client_id(context))  # its auto-renewed messages stay invisible
             return sv.HeartbeatResponse(status=mapping.status(mapping.OK))
 
-        return await self.answer(work, lambda s: sv.HeartbeatResponse(status=s))
+        return await self.answer(request, work, lambda s: sv.HeartbeatResponse(status=s))
 
     async def NotifyClientTermination(  # noqa: N802
         self, request: sv.NotifyClientTerminationRequest, context: aio.ServicerContext[Any, Any]
@@ -198,7 +208,7 @@ class Endpoint:
             self.consuming.pop.release(client, "it said it terminates")
             return sv.NotifyClientTerminationResponse(status=mapping.status(mapping.OK))
 
-        return await self.answer(work, lambda s: sv.NotifyClientTerminationResponse(status=s))
+        return await self.answer(request, work, lambda s: sv.NotifyClientTerminationResponse(status=s))
 
     async def Telemetry(  # noqa: N802
         self, requests: AsyncIterator[sv.TelemetryCommand], context: aio.ServicerContext[Any, Any]
@@ -229,6 +239,11 @@ class Endpoint:
         try:
             async for command in requests:
                 if not command.HasField("settings"):
+                    continue
+                try:
+                    self.check(command)
+                except RocketSparkError as exc:  # answered, not acted on; the stream goes on
+                    session.outbox.put_nowait(sv.TelemetryCommand(status=mapping.status_for(exc)))
                     continue
                 if command.settings.HasField("publishing"):
                     self.sessions.discard(session)

@@ -85,20 +85,6 @@ class Pop:
 
     # -- the requests ------------------------------------------------------------------------
 
-    def invisible_s(self, requested_ms: int | None, *, receive: bool = True) -> float:
-        """The invisible duration a receive or a change asks for, checked against the limits.
-        A change (a consumer's nack with its backoff, or more time) may be shorter than a
-        receive's minimum, as RocketMQ's proxy allows."""
-        if requested_ms is None:
-            return self.limits.default_invisible_ms / 1000
-        low, high = (self.limits.min_invisible_ms if receive else 1), self.limits.max_invisible_ms
-        if not low <= requested_ms <= high:
-            raise Refused(
-                pb.Code.ILLEGAL_INVISIBLE_TIME,
-                f"invisible duration {requested_ms} ms is out of range: give {low} ms to {high} ms",
-            )
-        return requested_ms / 1000
-
     def heard_from(self, client_id: str) -> None:
         self.presence.heard_from(client_id, time.monotonic())
 
