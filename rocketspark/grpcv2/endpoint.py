@@ -201,11 +201,19 @@ class Endpoint:
     async def NotifyClientTermination(  # noqa: N802
         self, request: sv.NotifyClientTerminationRequest, context: aio.ServicerContext[Any, Any]
     ) -> sv.NotifyClientTerminationResponse:
+        """A consumer ends: what it holds of its group is released (it may do so as a reader of
+        that group, as for leaving it: UNREGISTER_CLIENT); a producer holds nothing."""
+
         async def work() -> sv.NotifyClientTerminationResponse:
-            self.authorize(context, RequestCode.GET_BROKER_CLUSTER_INFO, {})
+            group = request.group.name
+            if group:
+                self.authorize(context, RequestCode.UNREGISTER_CLIENT, {"consumerGroup": group})
+            else:
+                self.authorize(context, RequestCode.GET_BROKER_CLUSTER_INFO, {})
             client = client_id(context)
             self.presence.forget(client)
-            self.consuming.pop.release(client, "it said it terminates")
+            if group:
+                self.consuming.pop.release(client, "it said it terminates", group)
             return sv.NotifyClientTerminationResponse(status=mapping.status(mapping.OK))
 
         return await self.answer(request, work, lambda s: sv.NotifyClientTerminationResponse(status=s))

@@ -384,13 +384,16 @@ class Pop:
             for client in self.presence.departed(time.monotonic()):
                 self.release(client, "its Telemetry stream ended and it did not come back")
 
-    def release(self, client: str, why: str) -> int:
-        """Make every message ``client`` holds here visible now, for the group's other consumers
-        (the next receive gets it, its delivery attempt raised). How many."""
+    def release(self, client: str, why: str, group: str | None = None) -> int:
+        """Make every message ``client`` holds here (of ``group``, if named) visible now, for
+        the group's other consumers (the next receive gets it, its delivery attempt raised).
+        How many."""
         if not client:
             return 0
         now, total = time.monotonic(), 0
         for state in list(self.states.values()):
+            if group is not None and state.group != group:
+                continue
             released = sum(queue.release(client, now) for queue in state.queues.values())
             if released:
                 state.changed.set()
