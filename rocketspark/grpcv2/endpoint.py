@@ -211,7 +211,7 @@ class Endpoint:
             else:
                 self.authorize(context, RequestCode.GET_BROKER_CLUSTER_INFO, {})
             client = client_id(context)
-            self.presence.forget(client)
+            self.presence.terminated(client, time.monotonic())
             if group:
                 self.consuming.pop.release(client, "it said it terminates", group)
             return sv.NotifyClientTerminationResponse(status=mapping.status(mapping.OK))

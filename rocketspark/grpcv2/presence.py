@@ -14,7 +14,8 @@ here is taken to be *gone* when none of its streams is open and
 
 ``departed`` gives each gone client once; the endpoint then makes the messages it held visible
 again (:meth:`rocketspark.grpcv2.receiving.Pop.release`). A client that says it ends
-(``NotifyClientTermination``) is released by the endpoint at once. A client that never opened a
+(``NotifyClientTermination``) is released by the endpoint at once, and is ``ended`` for
+``ALIVE_S`` after: a receive of its still waiting then hands it nothing more. A client that never opened a
 stream here (a raw gRPC caller) is never taken to be gone: its messages come back at the end of
 their invisible time, as before.
 
@@ -43,6 +44,7 @@ class Presence:
         self.grace_s = grace_s
         self.alive_s = alive_s
         self._clients: dict[str, _Client] = {}
+        self._ended: dict[str, float] = {}  # clients that said they terminate -> when
 
     def heard_from(self, client: str, now: float) -> None:
         if client:
@@ -51,6 +53,7 @@ class Presence:
     def opened(self, client: str, now: float) -> None:
         """A Telemetry stream of ``client`` began (a call too)."""
         if client:
+            self._ended.pop(client, None)
             entry = self._clients.setdefault(client, _Client())
             entry.streams += 1
             entry.heard_at, entry.ended_at = now, None
@@ -64,9 +67,14 @@ class Presence:
         if entry.streams == 0:
             entry.ended_at = now
 
-    def forget(self, client: str) -> None:
-        """It said it terminates: nothing is left to watch."""
+    def terminated(self, client: str, now: float) -> None:
+        """It said it terminates: nothing is left to watch, and nothing more goes to it."""
         self._clients.pop(client, None)
+        if client:
+            self._ended[client] = now
+
+    def ended(self, client: str) -> bool:
+        return client in self._ended
 
     def alive(self, client: str, now: float) -> bool:
         """Whether ``client`` called within ``alive_s``: its auto-renewed messages stay invisible."""
@@ -77,6 +85,8 @@ class Presence:
         """The clients gone since the last call, each given once and then forgotten; clients
         with no stream that went quiet are forgotten too."""
         gone: list[str] = []
+        for client in [c for c, at in self._ended.items() if now - at >= self.alive_s]:
+            del self._ended[client]
         for client, entry in list(self._clients.items()):
             if entry.streams:
                 continue
@@ -92,4 +102,4 @@ class Presence:
         return gone
 
     def __len__(self) -> int:
-        return len(self._clients)
+        return len(self._clients) + len(self._ended)

@@ -109,6 +109,8 @@ class Pop:
         state.used_at = time.monotonic()
         deadline = time.monotonic() + wait_s
         while True:
+            if self.presence.ended(consumer):  # it said it terminates while this receive waited
+                return []
             await self._dead_letter(state)
             taken = self._take(state, first_queue, wanted, invisible_s)
             if taken:

@@ -45,12 +45,18 @@ def test_a_client_that_never_had_a_stream_is_never_taken_for_gone_and_is_forgott
     assert len(presence) == 0
 
 
-def test_a_terminated_client_is_forgotten_and_its_streams_end_quietly() -> None:
+def test_a_terminated_client_is_ended_for_a_while_and_its_streams_end_quietly() -> None:
     presence = Presence(grace_s=2.0, alive_s=30.0)
     presence.opened("c", now=0.0)
-    presence.forget("c")  # NotifyClientTermination: the endpoint released it already
-    presence.closed("c", now=1.0)
-    assert presence.departed(now=100.0) == []
+    presence.terminated("c", now=1.0)  # NotifyClientTermination: the endpoint released it already
+    presence.closed("c", now=1.5)
+    assert presence.ended("c") and presence.departed(now=30.9) == [] and presence.ended("c")
+    assert presence.departed(now=31.0) == [] and not presence.ended("c")  # tombstones do not pile up
+    presence.terminated("d", now=40.0)
+    presence.opened("d", now=41.0)  # it opened a stream again: it is back
+    assert not presence.ended("d")
+    presence.closed("d", now=42.0)
+    assert presence.departed(now=44.0) == ["d"]
     presence.opened("", now=0.0)  # calls without a client id are not watched
     presence.closed("", now=0.0)
     assert len(presence) == 0
