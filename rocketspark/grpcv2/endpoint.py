@@ -13,8 +13,9 @@ broker's users, request by request, with the permission rule of the equivalent r
 
 Served here: routes, heartbeats, settings and transaction check-backs (``Telemetry``) and
 client termination (a client that ends, or whose Telemetry stream ends for good, has what it
-held made visible again: :mod:`rocketspark.grpcv2.presence`); sending (normal, FIFO, delay, transactional) by
-:mod:`rocketspark.grpcv2.sending`, pop consumption by :mod:`rocketspark.grpcv2.consuming`.
+held made visible again: :mod:`rocketspark.grpcv2.presence`); sending (normal, FIFO, delay,
+transactional) by :mod:`rocketspark.grpcv2.sending`, pop consumption by
+:mod:`rocketspark.grpcv2.consuming`.
 Offset-based pulls, recalls and lite topics answer NOT_IMPLEMENTED (``server``).
 """
 
