@@ -13,6 +13,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol, TypeAlias, TypeVar
 
+from google.protobuf.message import Message
 from grpc import aio
 
 from rocketspark.errors import InvalidParameterError, RocketSparkError
@@ -34,7 +35,11 @@ class Edge(Protocol):
 
     def authorize(self, context: Context, code: int, ext: dict[str, Any]) -> None: ...
 
-    async def answer(self, work: Callable[[], Awaitable[T]], failed: Callable[[pb.Status], T]) -> T: ...
+    def check(self, request: Message) -> None: ...
+
+    async def answer(
+        self, request: Message, work: Callable[[], Awaitable[T]], failed: Callable[[pb.Status], T]
+    ) -> T: ...
 
     async def route_queues(self, topic: pb.Resource) -> list[pb.MessageQueue]: ...
 
@@ -52,6 +57,7 @@ class Consuming:
         self.edge.authorize(
             context, RequestCode.UPDATE_CONSUMER_OFFSET, {"topic": topic.name, "consumerGroup": group.name}
         )
+        self.pop.heard_from(client_id(context))  # it is still there (presence)
 
     async def ReceiveMessage(  # noqa: N802 - the v2 service's method names
         self, request: sv.ReceiveMessageRequest, context: Context
@@ -71,14 +77,15 @@ class Consuming:
         yield stamp
 
     async def _receive(self, request: sv.ReceiveMessageRequest, context: Context) -> list[sv.ReceiveMessageResponse]:
+        self.edge.check(request)
         topic = request.message_queue.topic.name
         self._reader(context, request.group, request.message_queue.topic)
-        self.pop.heard_from(client_id(context))
-        if request.batch_size <= 0:
-            raise InvalidParameterError(f"batch_size {request.batch_size} must be at least 1")
-        invisible = self.pop.invisible_s(
-            request.invisible_duration.ToMilliseconds() if request.HasField("invisible_duration") else None
+        invisible_ms = (
+            request.invisible_duration.ToMilliseconds()
+            if request.HasField("invisible_duration")
+            else self.pop.limits.default_invisible_ms  # a PushConsumer asks for none
         )
+        invisible = invisible_ms / 1000
         wait_s = request.long_polling_timeout.ToMilliseconds() / 1000 if request.HasField("long_polling_timeout") else 0
         remaining = context.time_remaining()
         if remaining is not None:  # answer before the client gives up on the call
@@ -91,7 +98,8 @@ class Consuming:
             invisible,
             min(wait_s, MAX_WAIT_S),
             _tags(request.filter_expression),
-            renew_for=client_id(context) if request.auto_renew else "",
+            consumer=client_id(context),
+            renew=request.auto_renew,
         )
         if not received:
             return [sv.ReceiveMessageResponse(status=mapping.status(pb.Code.MESSAGE_NOT_FOUND, "no new message"))]
@@ -130,20 +138,20 @@ class Consuming:
                 overall = mapping.status(pb.Code.MULTIPLE_RESULTS, f"{len(failed)} of {len(entries)} acks failed")
             return sv.AckMessageResponse(status=overall, entries=entries)
 
-        return await self.edge.answer(work, lambda s: sv.AckMessageResponse(status=s))
+        return await self.edge.answer(request, work, lambda s: sv.AckMessageResponse(status=s))
 
     async def ChangeInvisibleDuration(  # noqa: N802
         self, request: sv.ChangeInvisibleDurationRequest, context: Context
     ) -> sv.ChangeInvisibleDurationResponse:
         async def work() -> sv.ChangeInvisibleDurationResponse:
             self._reader(context, request.group, request.topic)
-            invisible = self.pop.invisible_s(request.invisible_duration.ToMilliseconds(), receive=False)
+            invisible = request.invisible_duration.ToMilliseconds() / 1000  # a nack's backoff may be short
             changed = self.pop.change_invisible(
                 request.group.name, request.topic.name, request.receipt_handle, invisible
             )
             return sv.ChangeInvisibleDurationResponse(status=mapping.status(mapping.OK), receipt_handle=changed.handle)
 
-        return await self.edge.answer(work, lambda s: sv.ChangeInvisibleDurationResponse(status=s))
+        return await self.edge.answer(request, work, lambda s: sv.ChangeInvisibleDurationResponse(status=s))
 
     async def ForwardMessageToDeadLetterQueue(  # noqa: N802
         self, request: sv.ForwardMessageToDeadLetterQueueRequest, context: Context
@@ -153,7 +161,7 @@ class Consuming:
             await self.pop.forward_to_dlq(request.group.name, request.topic.name, request.receipt_handle)
             return sv.ForwardMessageToDeadLetterQueueResponse(status=mapping.status(mapping.OK))
 
-        return await self.edge.answer(work, lambda s: sv.ForwardMessageToDeadLetterQueueResponse(status=s))
+        return await self.edge.answer(request, work, lambda s: sv.ForwardMessageToDeadLetterQueueResponse(status=s))
 
     async def QueryAssignment(  # noqa: N802
         self, request: sv.QueryAssignmentRequest, context: Context
@@ -168,7 +176,7 @@ class Consuming:
                 status=mapping.status(mapping.OK), assignments=[pb.Assignment(message_queue=q) for q in queues]
             )
 
-        return await self.edge.answer(work, lambda s: sv.QueryAssignmentResponse(status=s))
+        return await self.edge.answer(request, work, lambda s: sv.QueryAssignmentResponse(status=s))
 
 
 def client_id(context: Context) -> str:

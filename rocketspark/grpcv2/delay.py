@@ -20,14 +20,12 @@ from typing import Final
 from rocketspark.errors import NoRouteInfoError, RocketSparkError, TopicNotExistError
 from rocketspark.grpcv2.clients import Clients
 from rocketspark.grpcv2.held import Broker, HeldLog, Holder
-from rocketspark.grpcv2.mapping import HELD, Refused
-from rocketspark.grpcv2.stubs import definition_pb2 as pb
+from rocketspark.grpcv2.mapping import HELD
 from rocketspark.protocol.properties import DELIVER_MS, REAL_TOPIC
 from rocketspark.protocol.types import Message, MessageExt
 
 log = logging.getLogger(__name__)
 
-MAX_DELAY_MS: Final = 3 * 24 * 3_600_000  # RocketMQ's timerMaxDelaySec: three days
 TICK_S: Final = 0.1
 RETRY_MS: Final = 1000  # a delivery that failed is tried again this much later
 RETRY_GONE_MS: Final = 10_000  # and one whose topic cannot be found
@@ -40,15 +38,6 @@ def timer_topic(broker_name: str) -> str:
 
 def timer_done_topic(broker_name: str) -> str:
     return f"rmq_sys_wheel_timer_done-{broker_name}"
-
-
-def check_time(deliver_at_ms: int, now_ms: int | None = None) -> None:
-    now = int(time.time() * 1000) if now_ms is None else now_ms
-    if deliver_at_ms - now > MAX_DELAY_MS:
-        raise Refused(
-            pb.Code.ILLEGAL_DELIVERY_TIME,
-            f"delivery_timestamp is {(deliver_at_ms - now) / 3_600_000:.1f} h away; the most is 72 h (RocketMQ's)",
-        )
 
 
 class DelayScheduler:

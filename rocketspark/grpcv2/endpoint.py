@@ -5,14 +5,17 @@ talks to the cluster through our own clients (:mod:`rocketspark.grpcv2.clients`)
 every topic of the cluster, static topics included, whichever broker it runs in.
 ``QueryRoute`` answers with the topic's logical queues, all reached through this endpoint.
 
-The endpoint is an edge: every error becomes the v2 ``Status`` a client understands, in one
-place (``mapping.status_for``), and with security on the official clients' signature (the same
-``MQv2-HMAC-SHA1`` our clients send) is checked against the broker's users, request by request,
-with the permission rule of the equivalent remoting request.
+The endpoint is an edge: every request's fields are checked against their declared limits
+before any work (:mod:`rocketspark.grpcv2.limits`), every error becomes the v2 ``Status`` a
+client understands, in one place (``mapping.status_for``), and with security on the official
+clients' signature (the same ``MQv2-HMAC-SHA1`` our clients send) is checked against the
+broker's users, request by request, with the permission rule of the equivalent remoting request.
 
 Served here: routes, heartbeats, settings and transaction check-backs (``Telemetry``) and
-client termination; sending (normal, FIFO, delay, transactional) by
-:mod:`rocketspark.grpcv2.sending`, pop consumption by :mod:`rocketspark.grpcv2.consuming`.
+client termination (a client that ends, or whose Telemetry stream ends for good, has what it
+held made visible again: :mod:`rocketspark.grpcv2.presence`); sending (normal, FIFO, delay,
+transactional) by :mod:`rocketspark.grpcv2.sending`, pop consumption by
+:mod:`rocketspark.grpcv2.consuming`.
 Offset-based pulls, recalls and lite topics answer NOT_IMPLEMENTED (``server``).
 """
 
@@ -21,10 +24,12 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
+from google.protobuf.message import Message
 from grpc import aio
 
 from rocketspark.errors import RocketSparkError
@@ -33,6 +38,8 @@ from rocketspark.grpcv2.clients import Cluster, in_thread
 from rocketspark.grpcv2.consuming import Consuming, client_id
 from rocketspark.grpcv2.delay import TICK_S, DelayScheduler
 from rocketspark.grpcv2.held import run_every
+from rocketspark.grpcv2.limits import Limits
+from rocketspark.grpcv2.presence import Presence
 from rocketspark.grpcv2.receiving import Pop, PopLimits
 from rocketspark.grpcv2.sending import Sending
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
@@ -84,7 +91,9 @@ class Endpoint:
         self.guard = guard
         self.address = address  # host:port this endpoint is reached at (known once it is bound)
         self.host = host
-        self.consuming = Consuming(self, Pop(cluster, host.pop, lambda: f"grpc-v2-endpoint@{address()}"))
+        self.limits = Limits(host.pop)
+        self.presence = Presence()
+        self.consuming = Consuming(self, Pop(cluster, host.pop, lambda: f"grpc-v2-endpoint@{address()}", self.presence))
         self.transactions = Transactions(cluster, host, host.checks)
         self.delay = DelayScheduler(cluster, host)
         self.sending = Sending(self, cluster, self.delay, self.transactions)
@@ -93,11 +102,12 @@ class Endpoint:
 
     def start(self) -> None:
         """The endpoint's background work, on the running loop: storing pop watermarks,
-        delivering delay messages, checking transactions back."""
+        releasing what gone consumers held, delivering delay messages, checking transactions back."""
         check_every = min(1.0, self.host.checks.interval_ms / 2000)
         for work in (
             self.consuming.pop.commit_forever(),
             self.consuming.pop.keep_forever(),
+            self.consuming.pop.release_departed_forever(),
             run_every(TICK_S, self.delay.step, "delivering delay messages"),
             run_every(check_every, lambda: self.transactions.step(self.ask), "checking transactions"),
         ):
@@ -136,9 +146,15 @@ class Endpoint:
         request.user = self.guard.authenticate(request)
         self.guard.authorize(request, request.user)
 
-    async def answer(self, work: Callable[[], Awaitable[T]], failed: Callable[[pb.Status], T]) -> T:
-        """Run ``work``; one of our errors becomes ``failed(status)``, the one translation."""
+    def check(self, request: Message) -> None:
+        """Refuse a request with a field out of its declared range (``limits``), before any work."""
+        self.limits.check(request)
+
+    async def answer(self, request: Message, work: Callable[[], Awaitable[T]], failed: Callable[[pb.Status], T]) -> T:
+        """Check ``request``, then run ``work``; one of our errors becomes ``failed(status)``,
+        the one translation."""
         try:
+            self.check(request)
             return await work()
         except RocketSparkError as exc:
             return failed(mapping.status_for(exc))
@@ -156,7 +172,7 @@ class Endpoint:
             queues = await self.route_queues(request.topic)
             return sv.QueryRouteResponse(status=mapping.status(mapping.OK), message_queues=queues)
 
-        return await self.answer(work, lambda s: sv.QueryRouteResponse(status=s))
+        return await self.answer(request, work, lambda s: sv.QueryRouteResponse(status=s))
 
     async def route_queues(self, topic: pb.Resource) -> list[pb.MessageQueue]:
         """The topic's logical queues, each reached through this endpoint."""
@@ -181,33 +197,48 @@ class Endpoint:
             self.consuming.pop.heard_from(client_id(context))  # its auto-renewed messages stay invisible
             return sv.HeartbeatResponse(status=mapping.status(mapping.OK))
 
-        return await self.answer(work, lambda s: sv.HeartbeatResponse(status=s))
+        return await self.answer(request, work, lambda s: sv.HeartbeatResponse(status=s))
 
     async def NotifyClientTermination(  # noqa: N802
         self, request: sv.NotifyClientTerminationRequest, context: aio.ServicerContext[Any, Any]
     ) -> sv.NotifyClientTerminationResponse:
+        """A consumer ends: what it holds of its group is released (it may do so as a reader of
+        that group, as for leaving it: UNREGISTER_CLIENT); a producer holds nothing."""
+
         async def work() -> sv.NotifyClientTerminationResponse:
-            self.authorize(context, RequestCode.GET_BROKER_CLUSTER_INFO, {})
+            group = request.group.name
+            if group:
+                self.authorize(context, RequestCode.UNREGISTER_CLIENT, {"consumerGroup": group})
+            else:
+                self.authorize(context, RequestCode.GET_BROKER_CLUSTER_INFO, {})
+            client = client_id(context)
+            self.presence.terminated(client, time.monotonic())
+            if group:
+                self.consuming.pop.release(client, "it said it terminates", group)
             return sv.NotifyClientTerminationResponse(status=mapping.status(mapping.OK))
 
-        return await self.answer(work, lambda s: sv.NotifyClientTerminationResponse(status=s))
+        return await self.answer(request, work, lambda s: sv.NotifyClientTerminationResponse(status=s))
 
     async def Telemetry(  # noqa: N802
         self, requests: AsyncIterator[sv.TelemetryCommand], context: aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[sv.TelemetryCommand]:
         """Each ``Settings`` the client sends is answered with the settings it is to use; an
-        unsigned caller (with security on) gets one status saying why, and the stream ends."""
+        unsigned caller (with security on) gets one status saying why, and the stream ends.
+        While the stream is open its client is present; its end may be the client's."""
         try:
             self.authorize(context, RequestCode.GET_BROKER_CLUSTER_INFO, {})
         except RocketSparkError as exc:
             yield sv.TelemetryCommand(status=mapping.status_for(exc))
             return
+        client = client_id(context)
         session = Session(frozenset(), asyncio.Queue(), asyncio.get_running_loop())
         reader = asyncio.create_task(self._read_telemetry(requests, session))
+        self.presence.opened(client, time.monotonic())
         try:
             while (command := await session.outbox.get()) is not None:
                 yield command
         finally:
+            self.presence.closed(client, time.monotonic())
             reader.cancel()
             self.sessions.discard(session)
 
@@ -217,6 +248,11 @@ class Endpoint:
         try:
             async for command in requests:
                 if not command.HasField("settings"):
+                    continue
+                try:
+                    self.check(command)
+                except RocketSparkError as exc:  # answered, not acted on; the stream goes on
+                    session.outbox.put_nowait(sv.TelemetryCommand(status=mapping.status_for(exc)))
                     continue
                 if command.settings.HasField("publishing"):
                     self.sessions.discard(session)

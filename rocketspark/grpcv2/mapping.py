@@ -4,6 +4,13 @@ A v2 message becomes one of ours with the same body, tag and keys. Its ``message
 becomes our sharding key (the same group always lands on the same logical queue) and the
 ``__SHARDINGKEY`` property; the id the client made, ``UNIQ_KEY``, as RocketMQ stores it; its user
 properties stay as they are; its born time becomes the record's born timestamp.
+
+Times are read as the official clients write them (``millis``): the Java client sends seconds
+and nanos; the Python client (5.x) writes the number it is given into ``Timestamp.seconds``, and
+its documentation gives milliseconds (``delivery_timestamp = now_ms + 60_000``). A ``seconds``
+past the year 9999, which no time in seconds can be, is read as milliseconds (every time since
+1978 in milliseconds is such a number); whole seconds still read as seconds. The values were
+checked at the edge first (:mod:`rocketspark.grpcv2.limits`).
 """
 
 from __future__ import annotations
@@ -11,6 +18,8 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 from typing import Final
+
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from rocketspark.errors import (
     AuthenticationError,
@@ -39,7 +48,17 @@ RESERVED: Final = frozenset({UNIQ_KEY, SHARDING_KEY})
 HELD: Final = frozenset({REAL_TOPIC, DELIVER_MS})  # what a held message carries
 # What a group consumer writes on a message it sends back: a producer may not forge them.
 SENT_BACK: Final = frozenset({RECONSUME_TIME, RETRY_TOPIC, ORIGIN_MESSAGE_ID, DUE_AT_MS})
-MAX_BORN_MS: Final = 1 << 63  # the record's born timestamp is a signed 64-bit field
+FIRST_SECOND: Final = -62_135_596_800  # 0001-01-01T00:00:00Z: the times protobuf and datetime take
+LAST_SECOND: Final = 253_402_300_799  # 9999-12-31T23:59:59Z
+LAST_MILLI: Final = LAST_SECOND * 1000 + 999
+
+
+def millis(stamp: Timestamp) -> int:
+    """A time in milliseconds since the epoch, read as the official clients write it: a
+    ``seconds`` past the year 9999 is the Python client's milliseconds."""
+    if stamp.seconds > LAST_SECOND:
+        return int(stamp.seconds)
+    return int(stamp.seconds) * 1000 + int(stamp.nanos) // 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +84,7 @@ def to_message(v2: pb.Message, max_body_bytes: int) -> Incoming:
     body = _body(v2.body, system.body_encoding, max_body_bytes)
     if len(body) > max_body_bytes:
         raise MessageTooLargeError(f"message body of {len(body)} bytes is over the limit of {max_body_bytes} bytes")
-    deliver_at = system.delivery_timestamp.ToMilliseconds() if system.HasField("delivery_timestamp") else None
+    deliver_at = millis(system.delivery_timestamp) if system.HasField("delivery_timestamp") else None
     transactional = system.message_type == pb.MessageType.TRANSACTION
     if transactional and (deliver_at is not None or system.HasField("message_group")):
         raise InvalidParameterError("a transactional message may not have a delivery_timestamp or a message_group")
@@ -86,9 +105,7 @@ def to_message(v2: pb.Message, max_body_bytes: int) -> Incoming:
         properties=properties,
         sharding_key=group or None,
     )
-    born = system.born_timestamp.ToMilliseconds() if system.HasField("born_timestamp") else None
-    if born is not None and not 0 <= born < MAX_BORN_MS:
-        raise InvalidParameterError(f"born_timestamp {born} ms is not a time this broker can store")
+    born = millis(system.born_timestamp) if system.HasField("born_timestamp") else None
     return Incoming(message, system.message_id, born or None, deliver_at, transactional)
 
 

@@ -8,8 +8,9 @@ dead-lettered. Above it the endpoint keeps, in memory:
 - ``inflight``: messages handed out and not acknowledged, each invisible until its deadline,
   with its delivery attempt and the receipt handle of its latest delivery.
 
-A message whose invisibility ends is handed out again with its attempt raised; one that has had
-its last attempt is given back by ``expired`` to go to the dead-letter queue. After a restart the
+A message whose invisibility ends, or whose consumer is gone (``release``: the client died or
+closed), is handed out again with its attempt raised; one that has had its last attempt is given
+back by ``expired`` to go to the dead-letter queue. After a restart the
 endpoint reads again from the watermark: a message acknowledged above it is delivered again
 (never lost), with its attempts counted afresh.
 
@@ -35,7 +36,8 @@ class Inflight:
     attempt: int  # 1 for the first delivery
     visible_at: float  # monotonic seconds
     handle: str  # the receipt handle of its latest delivery
-    renew_for: str = ""  # a PushConsumer's client id: kept invisible while that client lives
+    consumer: str = ""  # the client id its latest delivery went to (made visible again when it is gone)
+    renew: bool = False  # a PushConsumer's (auto renew): kept invisible while its consumer lives
     renew_until: float = 0.0  # but not past this (monotonic)
     dead: bool = False  # on its way to the dead-letter queue: not handed out, still in flight
 
@@ -152,8 +154,20 @@ class PopQueue:
         f = self.find(receipt)
         if f is None or f.dead:
             return None
-        f.renew_for = ""
+        f.renew = False
         return self._deliver(f, now, invisible_s)
+
+    def release(self, consumer: str, now: float) -> int:
+        """Make what ``consumer`` holds visible now (it is gone): each goes to the next receive,
+        its attempt raised as for any redelivery; its receipt handle acknowledges it until then.
+        How many."""
+        released = 0
+        for f in self.inflight.values():
+            if f.consumer == consumer and not f.dead:
+                f.visible_at = min(f.visible_at, now)
+                f.consumer, f.renew = "", False
+                released += 1
+        return released
 
 
 def _decimal(text: str) -> bool:

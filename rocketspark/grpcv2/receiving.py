@@ -11,6 +11,11 @@ second when it moved, and when the endpoint stops. A message that had its last a
 An endpoint serves only the queues of a group whose lock it holds
 (:mod:`rocketspark.grpcv2.ownership`), so two endpoints never hand out one message at once; it
 lets a group go when its consumers have been quiet for ``IDLE_RELEASE_S``.
+
+Each delivery remembers the client it went to. When that client is gone (it said so, or its
+Telemetry stream ended and it did not come back: :mod:`rocketspark.grpcv2.presence`), what it
+held is made visible at once for the group's other consumers here, rather than at the end of its
+invisible time (up to a minute for a PushConsumer, whose deliveries are renewed while it lives).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from rocketspark.grpcv2.clients import Clients, in_thread
 from rocketspark.grpcv2.mapping import Refused
 from rocketspark.grpcv2.ownership import Ownership
 from rocketspark.grpcv2.popstate import Inflight, PopQueue, Receipt
+from rocketspark.grpcv2.presence import Presence
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
 from rocketspark.protocol.group_topics import ORIGIN_MESSAGE_ID, RECONSUME_TIME, RETRY_TOPIC, dlq_topic
 from rocketspark.protocol.properties import UNIQ_KEY
@@ -39,7 +45,7 @@ COMMIT_INTERVAL_S = 1.0
 KEEP_S = 5.0  # how often an endpoint renews its membership and locks, and auto-renewed deliveries
 RENEW_AHEAD_S = 15.0  # an auto-renewed delivery this close to visible is made invisible again
 MAX_RENEW_S = 3 * 3600.0  # and not for longer than this (RocketMQ's proxy: renewMaxTimeMillis)
-CLIENT_ALIVE_S = 30.0  # a client heard from within this lives (they heartbeat every 10 s)
+DEPARTED_EVERY_S = 0.25  # how often gone clients are looked for
 MAX_INFLIGHT = 10_000  # messages of one queue handed out and not acknowledged, at most (memory)
 IDLE_RELEASE_S = 60.0  # a group nobody received from this long (and nothing in flight) is let go
 
@@ -69,33 +75,18 @@ class GroupTopic:
 
 
 class Pop:
-    def __init__(self, clients: Clients, limits: PopLimits, client_id: Callable[[], str]) -> None:
+    def __init__(self, clients: Clients, limits: PopLimits, client_id: Callable[[], str], presence: Presence) -> None:
         self.clients = clients
         self.limits = limits
         self.ownership = Ownership(clients, client_id)
-        self.heard: dict[str, float] = {}  # client id -> when it was last heard from (monotonic)
+        self.presence = presence  # which consumers are still there
         self.states: dict[tuple[str, str], GroupTopic] = {}
         self._opening: dict[tuple[str, str], asyncio.Future[GroupTopic]] = {}
 
     # -- the requests ------------------------------------------------------------------------
 
-    def invisible_s(self, requested_ms: int | None, *, receive: bool = True) -> float:
-        """The invisible duration a receive or a change asks for, checked against the limits.
-        A change (a consumer's nack with its backoff, or more time) may be shorter than a
-        receive's minimum, as RocketMQ's proxy allows."""
-        if requested_ms is None:
-            return self.limits.default_invisible_ms / 1000
-        low, high = (self.limits.min_invisible_ms if receive else 1), self.limits.max_invisible_ms
-        if not low <= requested_ms <= high:
-            raise Refused(
-                pb.Code.ILLEGAL_INVISIBLE_TIME,
-                f"invisible duration {requested_ms} ms is out of range: give {low} ms to {high} ms",
-            )
-        return requested_ms / 1000
-
     def heard_from(self, client_id: str) -> None:
-        if client_id:
-            self.heard[client_id] = time.monotonic()
+        self.presence.heard_from(client_id, time.monotonic())
 
     async def receive(
         self,
@@ -107,20 +98,24 @@ class Pop:
         wait_s: float,
         tags: str | None,
         *,
-        renew_for: str = "",
+        consumer: str = "",
+        renew: bool = False,
     ) -> list[tuple[Inflight, str]]:
         """Up to ``wanted`` messages, waiting up to ``wait_s`` for one: each with its topic.
-        ``renew_for``: the client id of a consumer that asked for auto renewal (a PushConsumer):
-        its messages stay invisible while it is alive, up to ``MAX_RENEW_S``."""
+        ``consumer``: the client id they go to (visible again once it is gone); ``renew``: it
+        asked for auto renewal (a PushConsumer): they stay invisible while it lives, up to
+        ``MAX_RENEW_S``."""
         state = await self._state(group, topic)
         state.used_at = time.monotonic()
         deadline = time.monotonic() + wait_s
         while True:
+            if self.presence.ended(consumer):  # it said it terminates while this receive waited
+                return []
             await self._dead_letter(state)
             taken = self._take(state, first_queue, wanted, invisible_s)
             if taken:
                 for f in taken:
-                    f.renew_for, f.renew_until = renew_for, time.monotonic() + MAX_RENEW_S
+                    f.consumer, f.renew, f.renew_until = consumer, renew, time.monotonic() + MAX_RENEW_S
                 return [(f, topic) for f in taken]
             if time.monotonic() >= state.idle_until:  # read again at most every POLL_S when nothing came
                 if await self._fill(state, tags):
@@ -336,7 +331,6 @@ class Pop:
     async def keep_forever(self) -> None:
         while True:
             await asyncio.sleep(KEEP_S)
-            self._forget_quiet_clients()
             for state in list(self.states.values()):
                 try:
                     await self.keep(state)
@@ -373,20 +367,49 @@ class Pop:
         state.owned = (state.owned - lost) | set(gained)
         state.changed.set()
 
-    def _forget_quiet_clients(self) -> None:
-        now = time.monotonic()
-        for client in [c for c, at in self.heard.items() if now - at >= CLIENT_ALIVE_S]:
-            del self.heard[client]
-
     def renew_deliveries(self, state: GroupTopic) -> None:
         """Keep auto-renewed deliveries invisible while their consumer lives."""
         now = time.monotonic()
-        alive = {c for c, at in self.heard.items() if now - at < CLIENT_ALIVE_S}
         extend = self.limits.default_invisible_ms / 1000
+        alive: dict[str, bool] = {}
         for queue in state.queues.values():
             for f in queue.inflight.values():
-                if f.renew_for in alive and not f.dead and f.visible_at - now < RENEW_AHEAD_S and now < f.renew_until:
+                if not f.renew or f.dead or f.visible_at - now >= RENEW_AHEAD_S or now >= f.renew_until:
+                    continue
+                if alive.setdefault(f.consumer, self.presence.alive(f.consumer, now)):
                     f.visible_at = now + extend
+
+    async def release_departed_forever(self) -> None:
+        """Release what gone clients held, a moment after they went."""
+        while True:
+            await asyncio.sleep(DEPARTED_EVERY_S)
+            for client in self.presence.departed(time.monotonic()):
+                self.release(client, "its Telemetry stream ended and it did not come back")
+
+    def release(self, client: str, why: str, group: str | None = None) -> int:
+        """Make every message ``client`` holds here (of ``group``, if named) visible now, for
+        the group's other consumers (the next receive gets it, its delivery attempt raised).
+        How many."""
+        if not client:
+            return 0
+        now, total = time.monotonic(), 0
+        for state in list(self.states.values()):
+            if group is not None and state.group != group:
+                continue
+            released = sum(queue.release(client, now) for queue in state.queues.values())
+            if released:
+                state.changed.set()
+                log.info(
+                    "grpc v2 endpoint: client %s is gone (%s); its %d unacknowledged messages of %s in group %s "
+                    "are visible again",
+                    client,
+                    why,
+                    released,
+                    state.topic,
+                    state.group,
+                )
+            total += released
+        return total
 
     async def release_all(self) -> None:
         """At the endpoint's stop: store the watermarks, let every group go."""

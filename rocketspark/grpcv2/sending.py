@@ -15,6 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeAlias, TypeVar
 
+from google.protobuf.message import Message
 from grpc import aio
 
 from rocketspark.client.producer import Producer
@@ -22,7 +23,7 @@ from rocketspark.client.send_retries import RETRIABLE
 from rocketspark.errors import InvalidParameterError, RocketSparkError
 from rocketspark.grpcv2 import mapping
 from rocketspark.grpcv2.clients import in_thread
-from rocketspark.grpcv2.delay import DelayScheduler, check_time
+from rocketspark.grpcv2.delay import DelayScheduler
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
 from rocketspark.grpcv2.stubs import service_pb2 as sv
 from rocketspark.grpcv2.transactions import Transactions
@@ -37,7 +38,9 @@ Context: TypeAlias = aio.ServicerContext[Any, Any]
 class Edge(Protocol):
     def authorize(self, context: Context, code: int, ext: dict[str, Any]) -> None: ...
 
-    async def answer(self, work: Callable[[], Awaitable[T]], failed: Callable[[pb.Status], T]) -> T: ...
+    async def answer(
+        self, request: Message, work: Callable[[], Awaitable[T]], failed: Callable[[pb.Status], T]
+    ) -> T: ...
 
 
 class Local(Protocol):
@@ -84,7 +87,7 @@ class Sending:
                     return sv.SendMessageResponse(status=failed, entries=entries)
             return sv.SendMessageResponse(status=mapping.OK_STATUS, entries=entries)
 
-        return await self.edge.answer(work, lambda s: sv.SendMessageResponse(status=s))
+        return await self.edge.answer(request, work, lambda s: sv.SendMessageResponse(status=s))
 
     async def _send(self, one: mapping.Incoming) -> sv.SendResultEntry:
         """A half message or a delay message not due yet is held; any other goes to its topic.
@@ -101,7 +104,6 @@ class Sending:
             entry.transaction_id = await in_thread(self.transactions.half, one.message)
             return entry
         if one.deliver_at_ms is not None and one.deliver_at_ms > time.time() * 1000:
-            check_time(one.deliver_at_ms)
             await in_thread(self.delay.store, one.message, one.deliver_at_ms)
             return entry
         producer, local = self.cluster.producer, self.cluster.local
@@ -127,12 +129,10 @@ class Sending:
     ) -> sv.EndTransactionResponse:
         async def work() -> sv.EndTransactionResponse:
             self.edge.authorize(context, RequestCode.SEND_MESSAGE, {"topic": request.topic.name})
-            if request.resolution not in (pb.TransactionResolution.COMMIT, pb.TransactionResolution.ROLLBACK):
-                raise InvalidParameterError("resolution must be COMMIT or ROLLBACK")
             commit = request.resolution == pb.TransactionResolution.COMMIT
             await in_thread(
                 self.transactions.end, request.transaction_id, request.topic.name, request.message_id, commit
             )
             return sv.EndTransactionResponse(status=mapping.OK_STATUS)
 
-        return await self.edge.answer(work, lambda s: sv.EndTransactionResponse(status=s))
+        return await self.edge.answer(request, work, lambda s: sv.EndTransactionResponse(status=s))

@@ -5,14 +5,20 @@ from __future__ import annotations
 import os
 import urllib.request
 from collections.abc import Iterator
+from typing import Any
 
 import grpc
 import pytest
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.message import Message
 from prometheus_client.parser import text_string_to_metric_families
 from rocketmq import ClientConfiguration, Credentials, FilterExpression, Producer, SimpleConsumer
 from rocketmq import Message as V2Message
 
 from rocketspark import Admin, Consumer, LocalCluster
+from rocketspark.grpcv2.consuming import Consuming
+from rocketspark.grpcv2.endpoint import Endpoint
+from rocketspark.grpcv2.sending import Sending
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
 from rocketspark.grpcv2.stubs import service_pb2 as sv
 from rocketspark.grpcv2.stubs import service_pb2_grpc as sv_grpc
@@ -106,7 +112,7 @@ def test_bad_requests_get_a_clear_status_and_the_endpoint_stays_up(
         and labels.get("response_code") == str(pb.Code.BAD_REQUEST)
     ]
     assert sum(refused) >= 1  # a request that never reached a handler is in the metrics too
-    receive = list(stub.ReceiveMessage(sv.ReceiveMessageRequest(group=pb.Resource(name="g"))))
+    receive = list(stub.ReceiveMessage(sv.ReceiveMessageRequest(group=pb.Resource(name="g"), batch_size=1)))
     assert receive[0].status.code == pb.Code.BAD_REQUEST and "names no topic" in receive[0].status.message
     again = stub.QueryRoute(sv.QueryRouteRequest(topic=pb.Resource(name="orders")))  # still up
     assert again.status.code == pb.Code.OK and len(again.message_queues) == 4
@@ -169,3 +175,137 @@ def test_a_send_never_creates_a_topic_even_where_brokers_auto_create() -> None:
         assert answer.status.code == pb.Code.TOPIC_NOT_FOUND
         with Admin(auto.nameserver) as admin:
             assert "brand-new" not in admin.topics()
+
+
+# -- every field at the edge ------------------------------------------------------------------
+
+WORDS = (FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_BYTES, FieldDescriptor.TYPE_BOOL)
+# What each kind of field is fed: each value is out of range for every field of its kind.
+BAD_INTEGERS = (-1, 2**31 - 1)  # negative; the largest int32 (no count, id or size goes that high)
+BAD_INT64S = (-1, -(2**63))
+BAD_FLOATS = (float("nan"), float("inf"), -1.0)
+BAD_ENUMS = (-1, 12345)  # numbers no enum of the protocol defines
+BAD_TIMESTAMPS = (  # (seconds, nanos)
+    (100, -1),  # nanos out of range
+    (100, 10**9),
+    (-1, 0),  # before 1970
+    (-(10**13), 0),  # before the year 1: what datetime and protobuf refuse
+    (10**17, 0),  # past the year 9999 even read as milliseconds
+)
+BAD_DURATIONS = (
+    (0, 10**9),  # nanos out of range
+    (1, -1),  # seconds and nanos of opposite signs
+    (-1, 0),  # negative
+    (10**7, 0),  # 115 days: longer than any the endpoint takes
+    (10**15, 0),  # beyond protobuf's 10,000 years
+)
+
+
+def bad_values(field: FieldDescriptor) -> tuple[object, ...]:
+    if field.type == FieldDescriptor.TYPE_MESSAGE:
+        return BAD_TIMESTAMPS if field.message_type.full_name == "google.protobuf.Timestamp" else BAD_DURATIONS
+    if field.type == FieldDescriptor.TYPE_ENUM:
+        return BAD_ENUMS
+    if field.type in (FieldDescriptor.TYPE_FLOAT, FieldDescriptor.TYPE_DOUBLE):
+        return BAD_FLOATS
+    return BAD_INT64S if field.type == FieldDescriptor.TYPE_INT64 else BAD_INTEGERS
+
+
+def numeric_fields(
+    descriptor: Descriptor, prefix: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], FieldDescriptor]]:
+    """Every numeric, enum, time and duration field under ``descriptor``, by its path of names."""
+    for field in descriptor.fields:
+        path = (*prefix, field.name)
+        if field.type == FieldDescriptor.TYPE_MESSAGE and field.message_type.GetOptions().map_entry:
+            continue
+        if field.type == FieldDescriptor.TYPE_MESSAGE and not field.message_type.full_name.startswith(
+            "google.protobuf"
+        ):
+            yield from numeric_fields(field.message_type, path)
+        elif field.type not in WORDS:
+            yield path, field
+
+
+def set_field(request: Message, path: tuple[str, ...], field: FieldDescriptor, value: object) -> None:
+    """``value`` at ``path`` in ``request`` (the first element of a repeated field on the way)."""
+    holder: Any = request
+    for name in path[:-1]:
+        holder = getattr(holder, name)
+        if not isinstance(holder, Message):  # a repeated message field
+            holder = holder[0] if len(holder) else holder.add()
+    leaf = path[-1]
+    if field.type == FieldDescriptor.TYPE_MESSAGE:
+        target = getattr(holder, leaf)
+        target = target.add() if field.is_repeated else target
+        target.seconds, target.nanos = value  # type: ignore[misc]
+    elif field.is_repeated:
+        getattr(holder, leaf).append(value)
+    else:
+        setattr(holder, leaf, value)
+
+
+def in_range_requests() -> dict[str, Message]:
+    """A request of each served method whose every numeric field is in range."""
+    queue = pb.MessageQueue(topic=pb.Resource(name="orders"))
+    settings = pb.Settings(client_type=pb.ClientType.SIMPLE_CONSUMER)
+    return {
+        "QueryRoute": sv.QueryRouteRequest(topic=pb.Resource(name="orders")),
+        "Heartbeat": sv.HeartbeatRequest(client_type=pb.ClientType.PRODUCER),
+        "SendMessage": sv.SendMessageRequest(messages=[pb.Message(topic=pb.Resource(name="orders"), body=b"x")]),
+        "QueryAssignment": sv.QueryAssignmentRequest(topic=pb.Resource(name="orders"), group=pb.Resource(name="g")),
+        "ReceiveMessage": sv.ReceiveMessageRequest(group=pb.Resource(name="g"), message_queue=queue, batch_size=1),
+        "AckMessage": sv.AckMessageRequest(group=pb.Resource(name="g"), topic=pb.Resource(name="orders")),
+        "ForwardMessageToDeadLetterQueue": sv.ForwardMessageToDeadLetterQueueRequest(
+            group=pb.Resource(name="g"), topic=pb.Resource(name="orders"), delivery_attempt=1, max_delivery_attempts=1
+        ),
+        "EndTransaction": sv.EndTransactionRequest(
+            topic=pb.Resource(name="orders"), resolution=pb.TransactionResolution.COMMIT
+        ),
+        "NotifyClientTermination": sv.NotifyClientTerminationRequest(group=pb.Resource(name="g")),
+        "ChangeInvisibleDuration": sv.ChangeInvisibleDurationRequest(
+            group=pb.Resource(name="g"), topic=pb.Resource(name="orders"), invisible_duration={"seconds": 30}
+        ),
+        "Telemetry": sv.TelemetryCommand(settings=settings),
+    }
+
+
+def status_of(stub: sv_grpc.MessagingServiceStub, method: str, request: Message) -> pb.Status:
+    if method == "Telemetry":
+        [answer] = list(stub.Telemetry(iter([request]), timeout=10))
+        return answer.status
+    if method == "ReceiveMessage":
+        [first, *_] = stub.ReceiveMessage(request, timeout=10)  # a status, then the closing stamp
+        return first.status
+    return getattr(stub, method)(request, timeout=10).status
+
+
+def test_every_numeric_and_time_field_of_every_served_request_is_range_checked_at_the_edge(
+    cluster: LocalCluster, stub: sv_grpc.MessagingServiceStub
+) -> None:
+    service = sv.DESCRIPTOR.services_by_name["MessagingService"]
+    served = [m for m in service.methods if any(hasattr(c, m.name) for c in (Endpoint, Consuming, Sending))]
+    requests = in_range_requests()
+    assert sorted(m.name for m in served) == sorted(requests)
+    fed = 0
+    for method in served:
+        descriptor = method.input_type
+        if method.name == "Telemetry":  # only a command's settings are acted on
+            descriptor = descriptor.fields_by_name["settings"].message_type
+        for path, field in numeric_fields(descriptor):
+            path = ("settings", *path) if method.name == "Telemetry" else path
+            for value in bad_values(field):
+                request = type(requests[method.name])()
+                request.CopyFrom(requests[method.name])
+                set_field(request, path, field, value)
+                status = status_of(stub, method.name, request)
+                where = f"{method.name} {'.'.join(path)} = {value}"
+                assert 40000 <= status.code < 50000, f"{where}: {status.code} {status.message}"
+                assert path[-1] in status.message, f"{where}: refused for something else: {status.message}"
+                fed += 1
+    assert fed >= 140  # (each of 45 fields fed 2 to 5 values)
+    assert not [*numeric_fields(sv.AckMessageRequest.DESCRIPTOR)]  # these have no numeric field to feed
+    assert not [*numeric_fields(sv.NotifyClientTerminationRequest.DESCRIPTOR)]
+    broker = next(name for name, endpoint in cluster.grpc_endpoints.items() if endpoint == cluster.grpc_endpoint)
+    log = (cluster.data_dir / f"{broker}.log").read_text()
+    assert "Traceback" not in log and "unexpected error" not in log

@@ -36,7 +36,7 @@ def cluster() -> Iterator[LocalCluster]:
     config = {"auto_create_topic_enable": False, "pop_min_invisible_ms": 1000, **CHECK}
     with LocalCluster(brokers=2, processes=True, broker_config=config) as c:
         with Admin(c.nameserver) as admin:
-            for topic in ("later", "payments", "durable"):
+            for topic in ("later", "later-ms", "payments", "durable"):
                 admin.create_topic(topic, queues=2)
         yield c
 
@@ -67,7 +67,7 @@ def test_a_delay_message_is_invisible_before_its_time_and_visible_within_a_secon
     producer.startup()
     try:
         delayed = message("later", b"in three seconds")
-        # This client puts the timestamp into Timestamp.seconds as given: whole seconds.
+        # This client puts the timestamp into Timestamp.seconds as given: whole seconds work too.
         due = int(time.time()) + 3
         delayed.delivery_timestamp = due
         sent_id = producer.send(delayed).message_id
@@ -82,6 +82,26 @@ def test_a_delay_message_is_invisible_before_its_time_and_visible_within_a_secon
     assert arrived.store_timestamp <= due * 1000 + 1000
     assert (arrived.body, arrived.tags, arrived.keys) == (b"in three seconds", "T", ["k"])
     assert arrived.properties == {"origin": "billing", "UNIQ_KEY": sent_id}
+
+
+def test_a_delay_message_timed_in_milliseconds_as_the_python_clients_docs_show_is_delivered_at_its_time(
+    cluster: LocalCluster,
+) -> None:
+    producer = Producer(ClientConfiguration(cluster.grpc_endpoint, Credentials()), ("later-ms",))
+    producer.startup()
+    try:
+        delayed = message("later-ms", b"in three seconds")
+        due_ms = int(time.time() * 1000) + 3000
+        delayed.delivery_timestamp = due_ms  # its docs: milliseconds (it writes them into Timestamp.seconds)
+        sent_id = producer.send(delayed).message_id
+    finally:
+        producer.shutdown()
+    while time.time() * 1000 < due_ms - 300:
+        assert everything(cluster, "later-ms") == []
+        time.sleep(0.1)
+    [arrived] = wait_for(cluster, "later-ms", 1, within_s=due_ms / 1000 + 1.5 - time.time())
+    assert due_ms - 50 <= arrived.store_timestamp <= due_ms + 1000
+    assert (arrived.body, arrived.properties["UNIQ_KEY"]) == (b"in three seconds", sent_id)
 
 
 def end_as(cluster: LocalCluster, topic: str, transaction_id: str) -> int:

@@ -122,7 +122,7 @@ def test_a_producer_is_told_rocketmqs_default_retries_and_a_consumer_its_receive
     assert told.subscription.long_polling_timeout.ToMilliseconds() == 20_000
 
 
-def test_a_gzip_bomb_a_forged_retry_property_and_an_impossible_born_time_are_refused() -> None:
+def test_a_gzip_bomb_and_a_forged_retry_property_are_refused() -> None:
     bomb = v2(body_encoding=pb.Encoding.GZIP)
     bomb.body = gzip.compress(b"\0" * (8 * 1024 * 1024))  # about 8 KiB that would inflate to 8 MiB
     assert len(bomb.body) < 20_000
@@ -132,7 +132,15 @@ def test_a_gzip_bomb_a_forged_retry_property_and_an_impossible_born_time_are_ref
     forged.user_properties["RECONSUME_TIME"] = "16"
     with pytest.raises(InvalidParameterError, match="user property 'RECONSUME_TIME' is reserved"):
         mapping.to_message(forged, 1024)
-    ancient = v2()
-    ancient.system_properties.born_timestamp.FromMilliseconds(-5)
-    with pytest.raises(InvalidParameterError, match="born_timestamp -5 ms is not a time this broker can store"):
-        mapping.to_message(ancient, 1024)
+
+
+def test_times_read_as_the_official_clients_write_them() -> None:
+    python_client = v2()  # milliseconds in seconds, as its documentation has users give them
+    python_client.system_properties.delivery_timestamp.seconds = 1_795_693_879_631
+    assert mapping.to_message(python_client, 1024).deliver_at_ms == 1_795_693_879_631
+    whole_seconds = v2()  # the same client given whole seconds
+    whole_seconds.system_properties.delivery_timestamp.seconds = 1_795_693_879
+    assert mapping.to_message(whole_seconds, 1024).deliver_at_ms == 1_795_693_879_000
+    java_client = v2()  # seconds and nanos
+    java_client.system_properties.born_timestamp.FromMilliseconds(1_795_693_879_631)
+    assert mapping.to_message(java_client, 1024).born_ms == 1_795_693_879_631

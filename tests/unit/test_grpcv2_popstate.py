@@ -107,14 +107,15 @@ class NoClients:
 def test_a_push_consumers_deliveries_stay_invisible_while_it_is_heard_from() -> None:
     import time
 
+    from rocketspark.grpcv2.presence import Presence
     from rocketspark.grpcv2.receiving import GroupTopic, Pop, PopLimits
 
-    pop = Pop(NoClients(), PopLimits(default_invisible_ms=60_000), lambda: "endpoint")  # type: ignore[arg-type]
+    pop = Pop(NoClients(), PopLimits(default_invisible_ms=60_000), lambda: "endpoint", Presence())  # type: ignore[arg-type]
     queue = queue_with(message(0), message(1))
     state = GroupTopic("g", "t", {0: queue}, owned={0})
     mine, theirs = take(queue, 2, now=time.monotonic(), invisible_s=60)
-    mine.renew_for, mine.renew_until = "push-1", time.monotonic() + 3600
-    theirs.renew_for, theirs.renew_until = "gone-2", time.monotonic() + 3600
+    mine.consumer, mine.renew, mine.renew_until = "push-1", True, time.monotonic() + 3600
+    theirs.consumer, theirs.renew, theirs.renew_until = "gone-2", True, time.monotonic() + 3600
     for f in (mine, theirs):
         f.visible_at = time.monotonic() + 5  # about to come back
     pop.heard_from("push-1")
@@ -124,3 +125,26 @@ def test_a_push_consumers_deliveries_stay_invisible_while_it_is_heard_from() -> 
     mine.visible_at, mine.renew_until = time.monotonic() + 5, time.monotonic() - 1
     pop.renew_deliveries(state)
     assert mine.visible_at < time.monotonic() + 6  # renewed long enough: no more
+
+
+def test_what_a_gone_consumer_held_is_visible_at_once_with_its_attempt_raised_on_redelivery() -> None:
+    queue = queue_with(message(0), message(1), message(2))
+    first, second, third = take(queue, 3, now=0.0, invisible_s=60)
+    first.consumer = second.consumer = "dead-1"
+    third.consumer = "alive-2"
+    second.dead = True  # on its way to the dead-letter queue: stays with it
+    assert queue.release("dead-1", now=5.0) == 1
+    assert queue.release("nobody", now=5.0) == 0
+    assert take(queue, 10, now=5.0, invisible_s=60) == [first]  # not third: its consumer lives
+    assert (first.attempt, first.consumer) == (2, "")  # a redelivery, counted as RocketMQ counts it
+
+
+def test_a_released_message_still_acks_with_its_handle_until_it_is_handed_out_again() -> None:
+    queue = queue_with(message(0))
+    [taken] = take(queue, 1, now=0.0, invisible_s=60)
+    taken.consumer = "c"
+    receipt = Receipt.decode(taken.handle)
+    assert receipt is not None
+    queue.release("c", now=1.0)
+    assert queue.ack(receipt)  # the client was alive after all: its late ack counts
+    assert take(queue, 1, now=2.0, invisible_s=60) == []
