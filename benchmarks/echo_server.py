@@ -1,72 +1,84 @@
-"""A do-nothing gRPC server on rocketspark's method paths: the transport ceiling.
+"""A do-nothing server of RocketMQ remoting frames: the transport's ceiling.
 
-It answers every request with the same tiny success response, reading nothing of the request
-but its ``opaque`` (which the multiplexed Channel needs to match the answer), so a benchmark
-that sends it the broker's exact batches measures what gRPC plus our client cost, with no
-broker work. Prints ``echo ready on <host>:<port>``.
+It answers every request with the same tiny success response (a send's answer fields), reading
+nothing of the request but its header's ``opaque``; bodies are skipped as they arrive. It runs
+on the loop the servers run on (uvloop), so a benchmark that sends it the broker's exact
+requests measures what the wire, the event loop and our client cost, with no broker work.
+Prints ``echo ready on <host>:<port>``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import signal
+import socket
 import sys
-from typing import Any
+from pathlib import Path
 
-import grpc
 import msgpack
-from grpc import aio
 
-sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rocketspark.protocol import service
+from rocketspark import loops
 from rocketspark.protocol.codes import Flag
-from rocketspark.protocol.command import RemotingCommand
-
-REPLY = RemotingCommand(
-    0, flag=Flag.RESPONSE, ext={"queueId": 0, "queueOffset": 0, "count": 100, "msgId": "0", "status": "SEND_OK"}
-).encode()
-
+from rocketspark.remoting import frame
 
 EXT = {"queueId": 0, "queueOffset": 0, "count": 100, "msgId": "0", "status": "SEND_OK"}
 
 
-async def invoke(raw: bytes, context: Any) -> bytes:
-    return REPLY
+def reply(opaque: int) -> bytes:
+    header = msgpack.packb([0, opaque, Flag.RESPONSE, "", EXT], use_bin_type=True)
+    return frame.PREFIX.pack(4 + len(header), (frame.MSGPACK << 24) | len(header)) + header
 
 
-def reply_to(raw: bytes) -> bytes:
-    unpacker = msgpack.Unpacker()
-    unpacker.feed(raw[:16])  # the header fields come first; the body is never read
-    unpacker.read_array_header()
-    unpacker.unpack()
-    opaque = unpacker.unpack()
-    return msgpack.packb([0, opaque, Flag.RESPONSE, "", EXT, b""], use_bin_type=True)
+class Echo(asyncio.Protocol):
+    def __init__(self) -> None:
+        self.buffer = bytearray()
+        self.skip = 0  # body bytes still to drop
+        self.transport: asyncio.Transport | None = None
 
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
-async def channel(requests: Any, context: Any) -> Any:
-    async for raw in requests:
-        yield reply_to(raw)
+    def data_received(self, data: bytes) -> None:
+        if self.skip:
+            dropped = min(self.skip, len(data))
+            self.skip -= dropped
+            data = data[dropped:]
+        self.buffer += data
+        buf, pos, out = self.buffer, 0, []
+        while len(buf) - pos >= 8:
+            length, word = frame.PREFIX.unpack_from(buf, pos)
+            header_bytes = frame.header_length(word)
+            if len(buf) - pos - 8 < header_bytes:
+                break
+            opaque = msgpack.unpackb(buf[pos + 8 : pos + 8 + header_bytes])[1]
+            out.append(reply(opaque))
+            end = pos + 4 + length
+            if end > len(buf):
+                self.skip = end - len(buf)
+                pos = len(buf)
+                break
+            pos = end
+        del buf[:pos]
+        if out and self.transport is not None:
+            self.transport.write(b"".join(out))
 
 
 async def main() -> None:
-    server = aio.server(options=list(service.SERVER_OPTIONS))
-    handler = grpc.method_handlers_generic_handler(
-        service.SERVICE_NAME,
-        {
-            service.INVOKE: grpc.unary_unary_rpc_method_handler(invoke),
-            service.CHANNEL: grpc.stream_stream_rpc_method_handler(channel),
-        },
-    )
-    server.add_generic_rpc_handlers((handler,))
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(Echo, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
     print(f"echo ready on 127.0.0.1:{port}", flush=True)
     stop = asyncio.Event()
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
     await stop.wait()
-    await server.stop(0)
+    server.close()
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    loops.run(main())

@@ -7,14 +7,13 @@ requests; stops cleanly on SIGTERM or Ctrl-C.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
 import os
 import sys
 
 from broker import config as broker_config
 from broker.server import create_server, serve
-from rocketspark import logs
+from rocketspark import logs, loops
 from rocketspark.client.nameservers import ENV_NAMESRV, resolve_nameservers
 from rocketspark.errors import ConfigError, RocketSparkError
 
@@ -54,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"broker: {exc}", file=sys.stderr)
         return 2
     try:
-        asyncio.run(run(load_config(args)))
+        loops.run(run(load_config(args)))
     except (ConfigError, OSError, ValueError, RocketSparkError) as exc:
         print(f"broker: {exc}", file=sys.stderr)
         return 2

@@ -48,8 +48,9 @@ from rocketspark.grpcv2.receiving import PopLimits
 from rocketspark.grpcv2.server import create_server as bind_grpc
 from rocketspark.grpcv2.transactions import CheckRules
 from rocketspark.protocol.types import Perm
+from rocketspark.remoting.listener import Listener
+from rocketspark.remoting.listener import create_server as bind_server
 from rocketspark.remoting.server import Dispatcher, run_every, serve_until_signalled
-from rocketspark.remoting.server import create_server as bind_server
 from rocketspark.remoting.transport import Transport
 from rocketspark.security.service import serve_acl
 
@@ -364,7 +365,7 @@ class Broker:
             await self.registry.register_now(dropped)  # named: their subscribers hear of it
 
 
-def create_server(config: BrokerConfig) -> tuple[aio.Server, int, Broker]:
+def create_server(config: BrokerConfig) -> tuple[Listener, int, Broker]:
     """Open the store and bind the gRPC server (not started); port 0 picks a free port. If a
     port cannot be bound, nothing is left open."""
     broker = Broker(config)
@@ -424,7 +425,7 @@ def _bind_endpoint(broker: Broker, config: BrokerConfig) -> None:
     broker.grpc_endpoint = endpoint
 
 
-async def start(server: aio.Server, broker: Broker) -> list[asyncio.Task[None]]:
+async def start(server: Listener, broker: Broker) -> list[asyncio.Task[None]]:
     """Start serving and the background work; register with the nameservers once."""
     await server.start()
     if not broker.config.nameservers:
@@ -462,7 +463,7 @@ async def start(server: aio.Server, broker: Broker) -> list[asyncio.Task[None]]:
     return tasks
 
 
-async def stop(server: aio.Server, broker: Broker, tasks: list[asyncio.Task[None]]) -> None:
+async def stop(server: Listener, broker: Broker, tasks: list[asyncio.Task[None]]) -> None:
     """Graceful stop: refuse new requests, tell the nameservers, flush and close the store."""
     log.info("broker %s stopping", broker.name)
     for task in tasks:
@@ -481,6 +482,6 @@ async def stop(server: aio.Server, broker: Broker, tasks: list[asyncio.Task[None
     log.info("broker %s stopped cleanly", broker.name)
 
 
-async def serve(server: aio.Server, broker: Broker, *, ready: Callable[[str], None] | None = None) -> None:
+async def serve(server: Listener, broker: Broker, *, ready: Callable[[str], None] | None = None) -> None:
     """Run until SIGTERM/SIGINT, then stop gracefully."""
     await serve_until_signalled(server, broker, start, stop, ready=ready)

@@ -7,12 +7,11 @@ or Ctrl-C.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 
 from nameserver import config as ns_config
 from nameserver.server import create_server, serve
-from rocketspark import logs
+from rocketspark import logs, loops
 from rocketspark.errors import ConfigError
 
 
@@ -34,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
         config = ns_config.load(
             args.conf, listen_host=args.listen_host, listen_port=args.listen_port, data_dir=args.data_dir
         )
-        asyncio.run(run(config))
+        loops.run(run(config))
     except (ConfigError, OSError) as exc:
         print(f"nameserver: {exc}", file=sys.stderr)
         return 2

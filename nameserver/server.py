@@ -10,8 +10,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from grpc import aio
-
 from nameserver.config import NameServerConfig
 from nameserver.controller.service import SCAN_INTERVAL_MS, Controller, register_disabled
 from nameserver.metrics import nameserver_metrics
@@ -25,8 +23,9 @@ from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.headers import get_int, get_list, get_str
 from rocketspark.protocol.types import BrokerData
+from rocketspark.remoting.listener import Listener
+from rocketspark.remoting.listener import create_server as bind_server
 from rocketspark.remoting.server import Dispatcher, PushHub, client_key, run_every, serve_until_signalled
-from rocketspark.remoting.server import create_server as bind_server
 from rocketspark.security.service import VERSION_FIELD, serve_acl
 
 log = logging.getLogger("nameserver")
@@ -67,7 +66,7 @@ class NameServer:
         d.register(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, self.topic_list)
         d.register(RequestCode.SUBSCRIBE_TOPIC_ROUTE, self.subscribe)
         d.register(RequestCode.UNSUBSCRIBE_TOPIC_ROUTE, self.unsubscribe)
-        d.register_stream(RequestCode.OPEN_PUSH_STREAM, self.push.stream)
+        d.register(RequestCode.OPEN_PUSH_STREAM, self.push.register)
         serve_acl(d, self.acl, enabled=self.config.auth_enable)
         if self.controller is not None:
             self.controller.register(d)
@@ -249,7 +248,7 @@ class NameServer:
         return tasks
 
 
-def create_server(config: NameServerConfig) -> tuple[aio.Server, int, NameServer]:
+def create_server(config: NameServerConfig) -> tuple[Listener, int, NameServer]:
     """Bind (not start) a nameserver; call inside the event loop. Port 0 picks a free port."""
     nameserver = NameServer(config)
     server, port = bind_server(nameserver.dispatcher, config.listen_host, config.listen_port, config.server_tls())
@@ -272,7 +271,7 @@ def create_server(config: NameServerConfig) -> tuple[aio.Server, int, NameServer
     return server, port, nameserver
 
 
-async def start(server: aio.Server, nameserver: NameServer) -> list[asyncio.Task[None]]:
+async def start(server: Listener, nameserver: NameServer) -> list[asyncio.Task[None]]:
     if nameserver.controller is not None:  # first: a Raft port that cannot be bound stops the start
         try:
             await nameserver.controller.start()
@@ -284,7 +283,7 @@ async def start(server: aio.Server, nameserver: NameServer) -> list[asyncio.Task
     return nameserver.background_tasks()
 
 
-async def stop(server: aio.Server, nameserver: NameServer, tasks: list[asyncio.Task[None]]) -> None:
+async def stop(server: Listener, nameserver: NameServer, tasks: list[asyncio.Task[None]]) -> None:
     for task in tasks:
         task.cancel()
     await server.stop(grace=1)
@@ -295,6 +294,6 @@ async def stop(server: aio.Server, nameserver: NameServer, tasks: list[asyncio.T
     log.info("nameserver %s stopped cleanly", nameserver.address)
 
 
-async def serve(server: aio.Server, nameserver: NameServer, *, ready: Callable[[str], None] | None = None) -> None:
+async def serve(server: Listener, nameserver: NameServer, *, ready: Callable[[str], None] | None = None) -> None:
     """Run until SIGTERM/SIGINT, then stop."""
     await serve_until_signalled(server, nameserver, start, stop, ready=ready)

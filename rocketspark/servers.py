@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rocketspark import loops
 from rocketspark.errors import ClusterError
 from rocketspark.security.private import write_private
 
@@ -152,7 +153,7 @@ StopServer = Callable[[Any, Any, list[Any]], Awaitable[None]]  # broker.server.s
 class InProcess:
     """All servers on one event loop in a daemon thread."""
 
-    loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.new_event_loop)
+    loop: asyncio.AbstractEventLoop = field(default_factory=loops.new_event_loop)
     thread: threading.Thread | None = None
     servers: dict[str, tuple[Any, Any, list[Any], StopServer]] = field(default_factory=dict)
 

@@ -17,6 +17,31 @@ from rocketspark.protocol.codec import unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.types import MessageExt
+from rocketspark.remoting import frame
+
+
+def frame_bytes(command: RemotingCommand) -> bytes:
+    """A command as one remoting frame on the wire."""
+    return b"".join(frame.encode(command))
+
+
+def raw_exchange(address: str, data: bytes, timeout_s: float = 10) -> RemotingCommand | None:
+    """Write raw bytes to a server's remoting port and read its one answer; None when the
+    server closed the connection instead (what it does with a frame it cannot parse)."""
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=timeout_s) as sock:
+        sock.sendall(data)
+        received = b""
+        while len(received) < frame.PREFIX_BYTES or len(received) < 4 + frame.PREFIX.unpack_from(received, 0)[0]:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return None
+            received += chunk
+    length, word = frame.PREFIX.unpack_from(received, 0)
+    header = frame.header_length(word)
+    command = frame.decode_header(frame.serialization(word), received[8 : 8 + header])
+    command.body = received[8 + header : 4 + length]
+    return command
 
 
 def free_port() -> int:

@@ -1,16 +1,18 @@
-"""The client half of route-change notification: one push stream to one nameserver.
+"""The client half of route-change notification: pushes from one nameserver.
 
-The client keeps a push stream open to its sticky nameserver (picked at random by the route
-cache) and subscribes the topics it uses; the nameserver pushes the names of changed topics,
-and the cache re-reads those routes at once instead of waiting for the 30 s refresh.
+The client registers its connection to its sticky nameserver (picked at random by the route
+cache) for pushes (OPEN_PUSH_STREAM) and subscribes the topics it uses; the nameserver writes
+the names of changed topics on that connection as oneway requests (as RocketMQ's NOTIFY_*
+requests travel), and the cache re-reads those routes at once instead of waiting for the
+30 s refresh.
 
-Subscriptions belong to the stream (see ``nameserver.notify``): the nameserver keeps them
-only while the stream is open and drops them all when it ends. So the order matters: the
-client opens the stream, waits for its first message (the nameserver's answer that the
-stream is registered), and only then subscribes every topic it watches; a topic added later
-is subscribed at once if the stream is up, else at the next (re)connect. When the sticky
-nameserver changes (the list changed, or it stopped answering) the stream is cancelled, which
-drops the subscriptions there, and the loop reconnects to the new one. A broken stream is
+Subscriptions belong to the registration (see ``nameserver.notify``): the nameserver keeps them
+only while the connection is open and drops them all when it ends. So the order matters: the
+client registers, waits for the answer, and only then subscribes every topic it watches; a
+topic added later is subscribed at once if the registration is up, else at the next
+(re)connect. When the sticky nameserver changes (the list changed, or it stopped answering)
+the client drops its subscriptions there (an UNSUBSCRIBE of every topic: the connection may
+stay, shared with other requests) and registers with the new one. A broken connection is
 reopened with a short backoff.
 
 A nameserver answers a subscription it did not keep whole with SUBSCRIPTION_REFUSED, which is
@@ -39,7 +41,7 @@ from rocketspark.errors import RocketSparkError
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.shapes import MAX_TOPICS_PER_REQUEST
-from rocketspark.remoting.client import ResponseStream, check
+from rocketspark.remoting.client import PushStream, check
 
 if TYPE_CHECKING:
     from rocketspark.client.routes import RouteCache
@@ -63,7 +65,7 @@ class RouteSubscriber:
         self.topics: set[str] = set()
         self.refused: set[str] = set()  # topics the nameserver would not take (its cap): polled only
         self.nameserver: str | None = None  # where the topics are subscribed: its stream is open
-        self._stream: ResponseStream | None = None
+        self._stream: PushStream | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = DaemonThread(self._run, "route-push")
@@ -143,9 +145,16 @@ class RouteSubscriber:
 
     def nameserver_changed(self) -> None:
         """Move the subscriptions to the cache's (new) sticky nameserver."""
-        stream = self._stream
-        if stream is not None and self.nameserver != self.cache.namesrv.current:
-            stream.cancel()  # ends the subscriptions there; the loop reconnects to the new one
+        stream, old = self._stream, self.nameserver
+        if stream is not None and old != self.cache.namesrv.current:
+            self._drop_subscriptions(old)
+            stream.cancel()  # the loop registers with the new one
+
+    def _drop_subscriptions(self, nameserver: str | None) -> None:
+        """Unsubscribe every topic at ``nameserver`` (no list: all of this client's)."""
+        if nameserver is not None:
+            request = RemotingCommand.request(RequestCode.UNSUBSCRIBE_TOPIC_ROUTE, {"clientId": self.client_id})
+            self.cache.remoting.invoke_oneway(nameserver, request)
 
     def _attach(self, nameserver: str) -> None:
         """The stream is registered: from now on subscriptions are kept. Subscribe them all."""
@@ -191,7 +200,9 @@ class RouteSubscriber:
             backoff = min(backoff * 2, 5.0)
 
     def close(self) -> None:
-        """Stop; cancelling the stream ends the subscriptions on the nameserver."""
+        """Stop, and end the subscriptions on the nameserver (closing the client's connections
+        right after would too; a connection shared with others needs the unsubscription)."""
         self._stop.set()
+        self._drop_subscriptions(self.nameserver)
         if self._stream is not None:
             self._stream.cancel()

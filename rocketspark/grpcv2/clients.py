@@ -21,7 +21,7 @@ from rocketspark.client.consumer import Consumer
 from rocketspark.client.producer import Producer
 from rocketspark.errors import RequestTimeoutError, RocketSparkError
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.remoting.channel import DEADLINES
+from rocketspark.remoting.deadlines import DEADLINES
 from rocketspark.remoting.server import Dispatcher
 from rocketspark.security.settings import PeerSecurity
 from rocketspark.security.signing import CLUSTER_ACCESS_KEY

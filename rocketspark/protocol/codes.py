@@ -52,12 +52,13 @@ code  name                                 served by
 1005  CONTROLLER_GET_METADATA_INFO         controller: the Raft leader and peers
 1006  CONTROLLER_GET_SYNC_STATE_DATA       controller: every (or the named) group's view
 9001  GET_COUNTERS (ours)                  broker and nameserver
-9002  OPEN_PUSH_STREAM (ours)              server-streaming call for server push
+9002  OPEN_PUSH_STREAM (ours)              nameserver: push route changes on this connection
 9003  SEAL_LOGIC_QUEUES (ours)             broker: close leader segments before a remap
 9004  SUBSCRIBE_TOPIC_ROUTE (ours)         nameserver: push me changes of these topics
 9005  UNSUBSCRIBE_TOPIC_ROUTE (ours)       nameserver
-9006  NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED    nameserver -> client, over the push stream (ours;
+9006  NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED    nameserver -> client, oneway on its connection (ours;
       (ours)                               RocketMQ's proposal #3870 was never merged)
+9007  STOP_STREAM (ours)                   broker: end a streaming pull (its opaque in streamOpaque)
 9021  HA_GET_EPOCHS (ours)                 master: its epoch file, for a rejoining replica
 9022  HA_GET_METADATA (ours)               master: topics, mappings, offsets, producers
 9031  AUTH_GET_TABLE (ours)                broker and nameserver: the users and policies
@@ -125,6 +126,7 @@ class RequestCode(IntEnum):
     SUBSCRIBE_TOPIC_ROUTE = 9004
     UNSUBSCRIBE_TOPIC_ROUTE = 9005
     NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED = 9006
+    STOP_STREAM = 9007
     HA_GET_EPOCHS = 9021
     HA_GET_METADATA = 9022
     AUTH_GET_TABLE = 9031
@@ -199,3 +201,4 @@ class Flag:
 
     RESPONSE = 0b01
     ONEWAY = 0b10
+    MORE = 0b100  # ours: one response of several to a streaming request; the last has it clear

@@ -1,13 +1,10 @@
 """The RemotingCommand: the one envelope every request and response travels in.
 
-RocketMQ frames each call as ``code, language, version, opaque, flag, remark, extFields,
-body``. We keep the fields that carry meaning over gRPC (gRPC already frames and versions
-the stream) and encode them as one msgpack array, in this order::
-
-    [code: int, opaque: int, flag: int, remark: str, ext: map[str, str|int|...], body: bytes]
-
-``ext`` holds the request/response header fields (RocketMQ's ``extFields``); ``body`` holds
-the bulk payload, e.g. a batch of messages or the raw records of a pull.
+RocketMQ's fields: ``code`` (a request code, or a response code), ``opaque`` (the request id a
+response echoes), ``flag`` (response, oneway), ``remark`` (a response's message), ``ext`` (the
+request or response header fields, RocketMQ's ``extFields``) and ``body`` (the bulk payload: a
+batch record, a pull's records). How it travels on TCP, header serializations included, is
+:mod:`rocketspark.remoting.frame`.
 """
 
 from __future__ import annotations
@@ -15,12 +12,10 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-import msgpack
-
 from rocketspark.protocol.codes import Flag, ResponseCode
 
 _opaque_counter = itertools.count(1)
-HEAD_BYTES = 1024 * 1024  # decode_head reads no further (the first piece of a large request; its ext fits)
+MSGPACK = 2  # our header serialization (rocketspark.remoting.frame), the default of every command made here
 
 
 class MalformedCommand(ValueError):
@@ -30,7 +25,20 @@ class MalformedCommand(ValueError):
 class RemotingCommand:
     """A request or a response. Plain slots class: it is built once per RPC on hot paths."""
 
-    __slots__ = ("body", "code", "ext", "flag", "local", "opaque", "remark", "user")
+    __slots__ = (
+        "body",
+        "channel",
+        "code",
+        "ext",
+        "flag",
+        "language",
+        "local",
+        "opaque",
+        "remark",
+        "serialize",
+        "user",
+        "version",
+    )
 
     def __init__(
         self,
@@ -41,6 +49,7 @@ class RemotingCommand:
         remark: str = "",
         ext: dict[str, Any] | None = None,
         body: bytes = b"",
+        serialize: int = MSGPACK,
     ) -> None:
         self.code = code
         self.opaque = opaque
@@ -50,6 +59,10 @@ class RemotingCommand:
         self.body = body
         self.user: str | None = None  # who signed it, set by a server's guard (never read from the wire)
         self.local = False  # made inside the server that serves it (Dispatcher.serve_local; never from the wire)
+        self.serialize = serialize  # the header serialization it came in (a response goes back in it)
+        self.language = ""  # a RocketMQ client's language and version, from a JSON or binary header
+        self.channel: Any = None  # server side: the connection it came on (remoting.server.Channel)
+        self.version = 0
 
     @classmethod
     def request(cls, code: int, ext: dict[str, Any] | None = None, body: bytes = b"") -> RemotingCommand:
@@ -64,8 +77,10 @@ class RemotingCommand:
         ext: dict[str, Any] | None = None,
         body: bytes = b"",
     ) -> RemotingCommand:
-        """The response to this request: same opaque, response bit set."""
-        return RemotingCommand(code, opaque=self.opaque, flag=Flag.RESPONSE, remark=remark, ext=ext, body=body)
+        """The response to this request: same opaque, response bit set, same serialization."""
+        return RemotingCommand(
+            code, opaque=self.opaque, flag=Flag.RESPONSE, remark=remark, ext=ext, body=body, serialize=self.serialize
+        )
 
     @property
     def is_response(self) -> bool:
@@ -74,45 +89,6 @@ class RemotingCommand:
     @property
     def is_oneway(self) -> bool:
         return bool(self.flag & Flag.ONEWAY)
-
-    def encode(self) -> bytes:
-        packed: bytes = msgpack.packb(
-            [self.code, self.opaque, self.flag, self.remark, self.ext, self.body], use_bin_type=True
-        )
-        return packed
-
-    @classmethod
-    def decode(cls, data: bytes) -> RemotingCommand:
-        """Parse wire bytes; any shape error becomes :class:`MalformedCommand`."""
-        try:
-            fields = msgpack.unpackb(data, raw=False, strict_map_key=True)
-        except Exception as exc:  # msgpack raises several unrelated types for garbage input
-            raise MalformedCommand(f"request is not valid msgpack ({type(exc).__name__}: {exc})") from exc
-        if not isinstance(fields, list) or len(fields) != 6:
-            raise MalformedCommand("request must be a msgpack array [code, opaque, flag, remark, ext, body]")
-        code, opaque, flag, remark, ext, body = fields
-        if not isinstance(code, int) or not isinstance(opaque, int) or not isinstance(flag, int):
-            raise MalformedCommand("code, opaque and flag must be integers")
-        if not isinstance(remark, str) or not isinstance(ext, dict) or not isinstance(body, bytes):
-            raise MalformedCommand("remark must be a string, ext a map and body bytes")
-        return cls(code, opaque=opaque, flag=flag, remark=remark, ext=ext, body=body)
-
-    @classmethod
-    def decode_head(cls, data: bytes) -> RemotingCommand | None:
-        """The command without its body, parsed from the first bytes of ``data`` only: enough
-        to refuse a large request (its opaque) without copying its body. None when the head
-        is malformed or longer than ``HEAD_BYTES``; a full ``decode`` then reports why."""
-        unpacker = msgpack.Unpacker(raw=False, strict_map_key=True)
-        unpacker.feed(memoryview(data)[:HEAD_BYTES])
-        try:
-            if unpacker.read_array_header() != 6:
-                return None
-            code, opaque, flag, remark, ext = (unpacker.unpack() for _ in range(5))
-        except Exception:  # msgpack.OutOfData for a long head; several types for garbage
-            return None
-        if not all(isinstance(v, int) for v in (code, opaque, flag)) or not isinstance(remark, str):
-            return None
-        return cls(code, opaque=opaque, flag=flag, remark=remark, ext=ext) if isinstance(ext, dict) else None
 
     def __repr__(self) -> str:
         kind = "response" if self.is_response else "request"

@@ -9,8 +9,7 @@ A single request larger than the whole budget is still admitted when nothing els
 flight: otherwise it could never succeed. Requests of at most ``SMALL_REQUEST_BYTES`` (pulls,
 heartbeats, offsets, admin calls) count but are never refused: refusing one would save
 nothing worth the failure, and reads and ``rocketspark admin counters`` keep working while
-large sends wait. No request may exceed ``MAX_REQUEST_BYTES`` (gRPC's message limit, which
-bounded every request before large ones came in pieces).
+large sends wait. No request may exceed ``MAX_REQUEST_BYTES``.
 
 The dispatcher runs on one event loop, so the counts need no lock.
 """
@@ -20,10 +19,9 @@ from __future__ import annotations
 from typing import Final
 
 from rocketspark.errors import MessageTooLargeError, SystemBusyError
-from rocketspark.protocol.service import MAX_GRPC_MESSAGE_BYTES
 
 SMALL_REQUEST_BYTES: Final = 64 * 1024
-MAX_REQUEST_BYTES: Final = MAX_GRPC_MESSAGE_BYTES
+MAX_REQUEST_BYTES: Final = 256 * 1024 * 1024  # a frame's body; the largest batch a broker may be set to take
 
 
 class InflightBudget:

@@ -1,11 +1,12 @@
 """Client side of the remoting layer: sync, async and oneway calls with a deadline each.
 
-One gRPC channel per peer address, created lazily and owned by the process that created it:
-gRPC channels do not survive ``fork``, so a forked child (a Spark Python worker) gets fresh
-channels instead of inheriting broken ones.
+One TCP connection per peer address (:mod:`rocketspark.remoting.connection`), opened on the
+first call and shared by every thread of the client; a broken one is replaced on the next
+call. Connections belong to the process that opened them: a forked child (a Spark Python
+worker) gets fresh ones instead of inheriting its parent's.
 
 This module is the one place on the client where transport failures become rocketspark
-errors (``translate_rpc_error``) and error responses become exceptions (``check``).
+errors (``transport_error``) and error responses become exceptions (``check``).
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ import asyncio
 import concurrent.futures
 import logging
 import os
+import queue
+import socket
+import ssl
 import threading
+import time
 import weakref
-from collections.abc import Callable, Iterator
-from typing import Any, Protocol
-
-import grpc
+from collections.abc import Iterator
+from typing import Protocol
 
 from rocketspark.errors import (
     ConnectError,
@@ -29,16 +32,17 @@ from rocketspark.errors import (
     TlsError,
     error_for_response,
 )
-from rocketspark.protocol import service
-from rocketspark.protocol.codes import Flag, RequestCode, ResponseCode
+from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.remoting.channel import MuxStream
+from rocketspark.remoting import frame
+from rocketspark.remoting.connection import _END, Closed, Connection
 from rocketspark.security.signing import Credentials, Signer
 from rocketspark.security.tls import ClientTls
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_MS = 3000  # RocketMQ's mqClientApiTimeout
+CONNECT_TIMEOUT_S = 3.0
 
 
 def parse_address(address: str) -> tuple[str, int]:
@@ -46,63 +50,76 @@ def parse_address(address: str) -> tuple[str, int]:
     host, sep, port = address.strip().rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise InvalidAddressError(f'"{address}" is not a valid address: expected host:port, e.g. 127.0.0.1:9876')
-    return host, int(port)
+    return host.strip("[]"), int(port)
 
 
-def translate_rpc_error(
-    err: grpc.RpcError, address: str, peer: str, tls: ClientTls | None = None, *, first_contact: bool = True
+def transport_error(
+    cause: BaseException, address: str, peer: str, tls: ClientTls | None, *, answered: bool
 ) -> RocketSparkError:
-    """Turn a gRPC failure into the rocketspark error a user can act on. ``first_contact``: the
-    peer never answered this client; only then is a connection closed at once read as TLS
-    refusing it (a peer that answered before and closes now is restarting, not misconfigured)."""
-    code = err.code() if hasattr(err, "code") else None
-    details = (err.details() if hasattr(err, "details") else "") or ""
-    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-        return RequestTimeoutError(f"{peer} at {address} did not answer before the deadline", address=address)
-    tls_problem = _tls_problem(details, peer, tls, first_contact)
-    if tls_problem is not None:
-        return TlsError(f"cannot connect to {peer} at {address}: {tls_problem}", address=address)
-    if code == grpc.StatusCode.UNAVAILABLE:
-        reason = "connection refused" if "refused" in details.lower() else details or "unavailable"
-        return ConnectError(f"cannot reach {peer} at {address} ({reason}). Is it running?", address=address)
-    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
-        return ConnectError(f"{peer} at {address} refused the request as too large: {details}", address=address)
-    return ConnectError(f"call to {peer} at {address} failed: {code} {details}", address=address)
+    """Turn a failure of the connection into the rocketspark error a user can act on.
+    ``answered``: the peer answered on this connection before; only if it never did is a
+    connection closed at once read as TLS refusing it (one that answered and closes now is
+    restarting, not misconfigured)."""
+    if isinstance(cause, RocketSparkError):
+        return cause
+    if isinstance(cause, ssl.SSLError) or (not answered and isinstance(cause, Closed | ConnectionResetError)):
+        problem = _tls_problem(cause, peer, tls)
+        if problem is not None:
+            return TlsError(f"cannot connect to {peer} at {address}: {problem}", address=address)
+    if isinstance(cause, ConnectionRefusedError):
+        return ConnectError(f"cannot reach {peer} at {address} (connection refused). Is it running?", address=address)
+    if isinstance(cause, socket.timeout | TimeoutError):
+        return ConnectError(
+            f"cannot reach {peer} at {address}: it did not accept a connection within {CONNECT_TIMEOUT_S:g} s. Is it "
+            "running, and is the address right?",
+            address=address,
+        )
+    if isinstance(cause, socket.gaierror):
+        return ConnectError(
+            f"cannot reach {peer} at {address}: the host name does not resolve ({cause})", address=address
+        )
+    if isinstance(cause, Closed):
+        return ConnectError(f"{peer} at {address}: {cause}", address=address)
+    return ConnectError(
+        f"cannot reach {peer} at {address} ({type(cause).__name__}: {cause}). Is it running?", address=address
+    )
 
 
-def _tls_problem(details: str, peer: str, tls: ClientTls | None, first_contact: bool) -> str | None:
+def _tls_problem(cause: BaseException, peer: str, tls: ClientTls | None) -> str | None:
     """What went wrong in a TLS handshake, in terms of the settings that fix it; None when the
-    failure is not one (gRPC reports handshakes only in its details text)."""
-    if "handshake failed" not in details.lower():
-        if first_contact and "failed to connect" in details and "Socket closed" in details:  # closed while connecting
-            if tls is None:
-                return (
-                    f"the {peer} closed the connection at once, as a TLS server does with a plaintext client: "
-                    "connect with TLS and the cluster's CA: tls=True, tls_ca_file=... (Spark: options tls, tlsCaFile; "
-                    "rocketspark admin: --tls --tls-ca-file; anywhere: ROCKETSPARK_TLS_CA_FILE)"
-                )
-            if not tls.cert_file:
-                return (
-                    f"the {peer} closed the TLS connection during the handshake, as a server with mutual TLS does "
-                    "with a client that shows no certificate: give tls_cert_file and tls_key_file (a certificate "
-                    "signed by the cluster's CA)"
-                )
-            return (
-                f"the {peer} closed the TLS connection during the handshake: it does not accept the client "
-                f"certificate {tls.cert_file} (is it signed by the CA the {peer} trusts?)"
-            )
-        return None
-    if "WRONG_VERSION_NUMBER" in details:
-        return f"the {peer} does not speak TLS: connect without tls, or turn tls_enable on at the {peer}"
-    if any(s in details for s in ("CERTIFICATE_VERIFY_FAILED", "certificate signature failure", "issuer")):
+    failure is not one."""
+    if isinstance(cause, ssl.SSLCertVerificationError):
+        if "hostname" in str(cause).lower() or "ip address mismatch" in str(cause).lower():
+            return f"its certificate is not valid for this host name or address ({cause.verify_message})"
         trust = f"the CA in {tls.ca_file}" if tls is not None and tls.ca_file else "the system's CAs"
         return (
             f"its certificate is not signed by a CA this client trusts ({trust}): set tls_ca_file to the CA "
             "that signed the cluster's certificates"
         )
-    if "Peer name" in details or "not in peer certificate" in details:
-        return f"its certificate is not valid for this host name or address ({details})"
-    return f"the TLS handshake failed ({details})"
+    if isinstance(cause, ssl.SSLError):
+        if "WRONG_VERSION_NUMBER" in str(cause) or "wrong version number" in str(cause):
+            return f"the {peer} does not speak TLS: connect without tls, or turn tls_enable on at the {peer}"
+        if tls is not None and not tls.cert_file and "CERTIFICATE_REQUIRED" in str(cause).upper():
+            return _NO_CLIENT_CERT.format(peer=peer)
+        return f"the TLS handshake failed ({cause})"
+    if tls is None:
+        return (
+            f"the {peer} closed the connection at once, as a TLS server does with a plaintext client: "
+            "connect with TLS and the cluster's CA: tls=True, tls_ca_file=... (Spark: options tls, tlsCaFile; "
+            "rocketspark admin: --tls --tls-ca-file; anywhere: ROCKETSPARK_TLS_CA_FILE)"
+        )
+    if not tls.cert_file:
+        return _NO_CLIENT_CERT.format(peer=peer)
+    return (
+        f"the {peer} closed the TLS connection during the handshake: it does not accept the client "
+        f"certificate {tls.cert_file} (is it signed by the CA the {peer} trusts?)"
+    )
+
+
+_NO_CLIENT_CERT = (
+    "the {peer} closed the TLS connection during the handshake, as a server with mutual TLS does with a client "
+    "that shows no certificate: give tls_cert_file and tls_key_file (a certificate signed by the cluster's CA)"
+)
 
 
 def check(response: RemotingCommand, *ok_codes: int) -> RemotingCommand:
@@ -113,42 +130,9 @@ def check(response: RemotingCommand, *ok_codes: int) -> RemotingCommand:
     raise error_for_response(response.code, response.remark, name if isinstance(name, str) else None, response.ext)
 
 
-class _Peer:
-    __slots__ = ("channel", "lock", "mux", "open_mux", "stream")
-
-    def __init__(self, address: str, tls: ClientTls | None) -> None:
-        options = list(service.CHANNEL_OPTIONS)
-        self.channel = (
-            grpc.insecure_channel(address, options=options)
-            if tls is None
-            else grpc.secure_channel(address, tls.grpc_credentials(), options=options)
-        )
-        self.stream = self.channel.unary_stream(service.STREAM_PATH)
-        self.open_mux = self.channel.stream_stream(service.CHANNEL_PATH)
-        self.mux: MuxStream | None = None
-        self.lock = threading.Lock()
-
-    def muxed(self, translate: Callable[[grpc.RpcError], RocketSparkError]) -> MuxStream:
-        """The peer's request stream, (re)opened when missing or broken."""
-        mux = self.mux
-        if mux is None or not mux.alive:
-            with self.lock:
-                mux = self.mux
-                if mux is None or not mux.alive:
-                    if mux is not None:
-                        mux.close()  # broken: release its request thread before replacing it
-                    mux = self.mux = MuxStream(self.open_mux, translate)
-        return mux
-
-    def close(self) -> None:
-        if self.mux is not None:
-            self.mux.close()
-        self.channel.close()
-
-
 class LocalPeer(Protocol):
     """The server a client runs inside (a broker's v2 endpoint calling its own broker): its
-    requests to ``address()`` skip gRPC, the network and the signature, and still meet the
+    requests to ``address()`` skip the network and the signature, and still meet the
     server's request shapes and handlers (``Dispatcher.serve_local``)."""
 
     def address(self) -> str: ...
@@ -173,54 +157,101 @@ class RemotingClient:
         self.tls = tls
         self.default_timeout_ms = default_timeout_ms
         self.signer = Signer(credentials) if credentials is not None else None
-        self._peers: dict[str, _Peer] = {}
+        self._context = tls.ssl_context() if tls is not None else None
+        self._connections: dict[str, Connection] = {}
+        self._connecting: dict[str, threading.Lock] = {}
+        self._pushes: dict[Connection, list[queue.SimpleQueue[object]]] = {}
         self._lock = threading.Lock()
         self._closed = False
-        self._oneway: set[concurrent.futures.Future[RemotingCommand]] = set()
-        self._answered: set[str] = set()  # peers that answered once: a close from them is no TLS refusal
         self.local: LocalPeer | None = None  # the server this client runs in, called without the network
         _CLIENTS.add(self)
 
     @property
     def connected_peers(self) -> list[str]:
-        """The addresses this client holds a channel to: opened on first call, kept until
+        """The addresses this client holds a connection to: opened on first call, kept until
         ``close()``; a forked child starts with none (its parent's do not work there)."""
         with self._lock:
-            return list(self._peers)
+            return [a for a, c in self._connections.items() if c.alive]
 
     def _forget_parent(self) -> None:
-        """In a forked child: the parent's channels, locks and calls are unusable here."""
+        """In a forked child: the parent's connections, threads and locks are unusable here."""
         self._lock = threading.Lock()
-        self._peers = {}
-        self._oneway = set()
+        self._connections = {}
+        self._connecting = {}
+        self._pushes = {}
 
-    def _peer(self, address: str) -> _Peer:
-        peer = self._peers.get(address)
-        if peer is None:
-            parse_address(address)
+    # -- connections -----------------------------------------------------------------------------
+
+    def _connection(self, address: str, kind: str) -> Connection:
+        connection = self._connections.get(address)
+        if connection is not None and connection.alive:
+            return connection
+        host, port = parse_address(address)
+        with self._lock:
+            if self._closed:
+                raise ConnectError(f"client is closed; cannot call {address}")
+            gate = self._connecting.setdefault(address, threading.Lock())
+        with gate:  # one thread connects; the others wait for its connection
+            connection = self._connections.get(address)
+            if connection is not None and connection.alive:
+                return connection
+            tls = self.tls
+
+            def failure(cause: BaseException, answered: bool) -> RocketSparkError:
+                return transport_error(cause, address, kind, tls, answered=answered)
+
+            try:
+                connection = Connection(
+                    address,
+                    host,
+                    port,
+                    context=self._context,
+                    timeout_s=CONNECT_TIMEOUT_S,
+                    failure=failure,
+                    on_request=self._pushed,
+                    on_close=self._lost,
+                )
+            except (OSError, ssl.SSLError, Closed) as exc:
+                raise failure(exc, False) from None
             with self._lock:
                 if self._closed:
+                    connection.close()
                     raise ConnectError(f"client is closed; cannot call {address}")
-                peer = self._peers.get(address)
-                if peer is None:
-                    peer = self._peers[address] = _Peer(address, self.tls)
-        return peer
+                self._connections[address] = connection
+            return connection
+
+    def _pushed(self, command: RemotingCommand, connection: Connection) -> None:
+        """A request the server wrote on a connection (in its reader thread): to the push
+        streams open on it."""
+        with self._lock:
+            listeners = list(self._pushes.get(connection, ()))
+        for listener in listeners:
+            listener.put(command)
+
+    def _lost(self, connection: Connection, error: RocketSparkError) -> None:
+        with self._lock:
+            if self._connections.get(connection.address) is connection:
+                del self._connections[connection.address]
+            listeners = self._pushes.pop(connection, [])
+        for listener in listeners:
+            listener.put(error)
+
+    # -- calls -----------------------------------------------------------------------------------
+
+    def _sign(self, request: RemotingCommand) -> None:
+        if self.signer is not None:
+            request.ext.update(self.signer.headers())
 
     def _submit(
         self, address: str, request: RemotingCommand, timeout_ms: int | None, peer: str | None
     ) -> concurrent.futures.Future[RemotingCommand]:
         kind = peer or self.peer_kind
         timeout_s = (timeout_ms or self.default_timeout_ms) / 1000
-
-        def translate(err: grpc.RpcError) -> RocketSparkError:
-            return translate_rpc_error(err, address, kind, self.tls, first_contact=address not in self._answered)
-
-        code = request.code  # the deadline heap keeps ``expire``: it must not hold the request body
         local = self.local
         if local is not None and address == local.address():
             return local.submit(request, timeout_s)
-        if self.signer is not None:
-            request.ext.update(self.signer.headers())
+        self._sign(request)
+        code = request.code  # the deadline heap keeps ``expire``: it must not hold the request body
 
         def expire() -> RocketSparkError:
             return RequestTimeoutError(
@@ -228,19 +259,11 @@ class RemotingClient:
             )
 
         try:
-            mux = self._peer(address).muxed(translate)
+            return self._connection(address, kind).submit(request, timeout_s, expire)
         except RocketSparkError as exc:
             failed: concurrent.futures.Future[RemotingCommand] = concurrent.futures.Future()
             failed.set_exception(exc)
             return failed
-        future = mux.submit(request, timeout_s, expire)
-        if address not in self._answered:
-            future.add_done_callback(lambda done: self._heard_from(address, done))
-        return future
-
-    def _heard_from(self, address: str, done: concurrent.futures.Future[RemotingCommand]) -> None:
-        if not done.cancelled() and done.exception() is None:
-            self._answered.add(address)
 
     def invoke(
         self, address: str, request: RemotingCommand, timeout_ms: int | None = None, *, peer: str | None = None
@@ -259,74 +282,142 @@ class RemotingClient:
         self, address: str, request: RemotingCommand, timeout_ms: int | None = None
     ) -> RemotingCommand:
         """For code on an event loop (a broker calling its master or the controller): await
-        the response, or the translated error, without blocking the loop or a thread."""
+        the response, or the translated error, without blocking the loop. (Connecting, the
+        first time, blocks it for at most the connect timeout.)"""
         return await asyncio.wrap_future(self._submit(address, request, timeout_ms, None))
 
     def invoke_oneway(self, address: str, request: RemotingCommand, timeout_ms: int | None = None) -> None:
-        """Fire and forget: the peer acknowledges at once and failures are only logged.
-
-        ``close()`` waits (briefly) for oneway calls still in flight, so that closing a client
-        right after a oneway send does not cancel it.
-        """
-        request.flag |= Flag.ONEWAY
-        future = self.invoke_async(address, request, timeout_ms)
-        with self._lock:
-            self._oneway.add(future)
-
-        def report(done: concurrent.futures.Future[RemotingCommand]) -> None:
-            with self._lock:
-                self._oneway.discard(done)
-            if done.exception() is not None:
-                log.debug("oneway call to %s failed: %s", address, done.exception())
-
-        future.add_done_callback(report)
-
-    def open_push_stream(self, address: str, client_id: str) -> ResponseStream:
-        """Open the server-push channel; iterate it in a thread, stop it with ``cancel()``."""
-        request = RemotingCommand.request(RequestCode.OPEN_PUSH_STREAM, {"clientId": client_id})
-        return self.invoke_stream(address, request, None)
+        """Fire and forget (RocketMQ's oneway: the server sends no answer); a failure to write
+        it is only logged. Once this returns the request is written: ``close`` delivers it."""
+        local = self.local
+        if local is not None and address == local.address():
+            local.submit(request, (timeout_ms or self.default_timeout_ms) / 1000)
+            return
+        self._sign(request)
+        try:
+            self._connection(address, self.peer_kind).send_oneway(request)
+        except RocketSparkError as exc:
+            log.debug("oneway call to %s failed: %s", address, exc)
 
     def invoke_stream(
         self, address: str, request: RemotingCommand, timeout_ms: int | None, *, peer: str | None = None
     ) -> ResponseStream:
-        """A server-streaming call: iterate the responses; the deadline covers the whole stream."""
-        if self.signer is not None:
-            request.ext.update(self.signer.headers())
-        call = self._peer(address).stream(request.encode(), timeout=None if timeout_ms is None else timeout_ms / 1000)
-        return ResponseStream(call, address, peer or self.peer_kind, self.tls)
+        """A streaming call: iterate the responses; the deadline covers the whole stream."""
+        self._sign(request)
+        connection = self._connection(address, peer or self.peer_kind)
+        opaque, responses = connection.open_stream(request)
+        deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
+        return ResponseStream(self, connection, opaque, responses, deadline)
+
+    def open_push_stream(self, address: str, client_id: str) -> PushStream:
+        """Take the requests the server pushes on this client's connection (route changes):
+        registers the connection as ``client_id``'s, and yields the registration's answer, then
+        each pushed request, until ``cancel()`` or the connection ends (StopIteration after
+        ``cancel``, the translated error when the connection broke)."""
+        connection = self._connection(address, "nameserver")
+        listener: queue.SimpleQueue[object] = queue.SimpleQueue()
+        with self._lock:
+            self._pushes.setdefault(connection, []).append(listener)
+        request = RemotingCommand.request(RequestCode.OPEN_PUSH_STREAM, {"clientId": client_id})
+        future = self._submit(address, request, None, "nameserver")
+        return PushStream(self, connection, listener, future)
+
+    def _stop_listening(self, connection: Connection, listener: queue.SimpleQueue[object]) -> None:
+        with self._lock:
+            listeners = self._pushes.get(connection)
+            if listeners is not None and listener in listeners:
+                listeners.remove(listener)
+        listener.put(_END)
 
     def close(self, *, oneway_grace_s: float = 2.0) -> None:
         with self._lock:
-            pending = list(self._oneway)
-        concurrent.futures.wait(pending, timeout=oneway_grace_s)
-        with self._lock:
             self._closed = True
-            peers, self._peers = self._peers, {}
-        for peer in peers.values():
-            peer.close()
+            connections, self._connections = self._connections, {}
+        for connection in connections.values():
+            connection.close()
 
 
 class ResponseStream(Iterator[RemotingCommand]):
-    """Responses of a server-streaming call. Ends (StopIteration) when the server ends it, when
-    it is cancelled, or at its deadline; other failures raise translated errors."""
+    """Responses of a streaming call. Ends (StopIteration) after the last one, when cancelled,
+    or at its deadline; a broken connection raises the translated error."""
 
-    def __init__(self, call: Any, address: str, peer_kind: str, tls: ClientTls | None) -> None:
-        self._call = call
-        self._address = address
-        self._peer_kind = peer_kind
-        self._tls = tls
+    def __init__(
+        self,
+        client: RemotingClient,
+        connection: Connection,
+        opaque: int,
+        responses: queue.SimpleQueue[object],
+        deadline: float | None,
+    ) -> None:
+        self._client = client
+        self._connection = connection
+        self._opaque = opaque
+        self._responses = responses
+        self._deadline = deadline
+        self._done = False
 
     def __next__(self) -> RemotingCommand:
+        if self._done:
+            raise StopIteration
         try:
-            raw = next(self._call)
-        except grpc.RpcError as err:
-            if err.code() in (grpc.StatusCode.CANCELLED, grpc.StatusCode.DEADLINE_EXCEEDED):
-                raise StopIteration from None
-            raise translate_rpc_error(err, self._address, self._peer_kind, self._tls) from None
-        return RemotingCommand.decode(raw)
+            timeout = None if self._deadline is None else max(0.0, self._deadline - time.monotonic())
+            item = self._responses.get(timeout=timeout)
+        except queue.Empty:
+            self.cancel()
+            raise StopIteration from None
+        if item is _END:
+            self._done = True
+            raise StopIteration
+        if isinstance(item, RocketSparkError):
+            self._done = True
+            raise item
+        assert isinstance(item, RemotingCommand)
+        return item
 
     def cancel(self) -> None:
-        self._call.cancel()
+        """Stop the stream: the server ends its handler, and this iterator ends."""
+        if self._done:
+            return
+        self._done = True
+        self._connection.forget_stream(self._opaque)
+        self._responses.put(_END)
+        stop = RemotingCommand.request(RequestCode.STOP_STREAM, {frame.STOP_STREAM_FIELD: self._opaque})
+        self._client._sign(stop)
+        try:
+            self._connection.send_oneway(stop)
+        except RocketSparkError:
+            pass  # the connection is gone: so is the stream
+
+
+class PushStream(Iterator[RemotingCommand]):
+    """The answer to OPEN_PUSH_STREAM, then each request the server pushes on the connection."""
+
+    def __init__(
+        self,
+        client: RemotingClient,
+        connection: Connection,
+        listener: queue.SimpleQueue[object],
+        registered: concurrent.futures.Future[RemotingCommand],
+    ) -> None:
+        self._client = client
+        self._connection = connection
+        self._listener = listener
+        self._registered: concurrent.futures.Future[RemotingCommand] | None = registered
+
+    def __next__(self) -> RemotingCommand:
+        registered, self._registered = self._registered, None
+        if registered is not None:
+            return registered.result()
+        item = self._listener.get()
+        if item is _END:
+            raise StopIteration
+        if isinstance(item, RocketSparkError):
+            raise item
+        assert isinstance(item, RemotingCommand)
+        return item
+
+    def cancel(self) -> None:
+        self._client._stop_listening(self._connection, self._listener)
 
 
 _CLIENTS: weakref.WeakSet[RemotingClient] = weakref.WeakSet()

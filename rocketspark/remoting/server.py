@@ -1,6 +1,9 @@
-"""Server side of the remoting layer: a code-to-handler dispatcher on a grpc.aio server.
+"""Server side of the remoting layer: a code-to-handler dispatcher, whatever carries the requests.
 
-Brokers and nameservers register one async handler per request code. The dispatcher is the
+Brokers and nameservers register one async handler per request code; the TCP listener
+(:mod:`rocketspark.remoting.listener`) hands it each request in two steps, as its frame
+arrives: ``accept`` once the header is in (known code, authenticated, the body admitted against
+the in-flight budget), then ``serve`` once the body is (its shape checked, authorized, run). The dispatcher is the
 single place where a server turns exceptions into responses (``response_for_exception``): a
 rocketspark error keeps its code and message, a malformed request gets MALFORMED_REQUEST, and
 anything unexpected is logged with its traceback and answered as SYSTEM_ERROR. The server
@@ -21,21 +24,16 @@ import time
 from collections import Counter
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from functools import partial
-from typing import Any, Protocol, TypeVar
-
-import grpc
-from grpc import aio
+from typing import Protocol, TypeVar
 
 from rocketspark.errors import MalformedRequestError, RocketSparkError, wire_details
-from rocketspark.protocol import service, shapes
+from rocketspark.protocol import shapes
 from rocketspark.protocol.codec import MalformedBody
 from rocketspark.protocol.codes import Flag, ResponseCode
 from rocketspark.protocol.command import MalformedCommand, RemotingCommand
 from rocketspark.protocol.headers import get_str
 from rocketspark.remoting.admission import InflightBudget, Ticket
-from rocketspark.remoting.framing import Admitted, Reassembler
 from rocketspark.security import rules
-from rocketspark.security.tls import ServerTls
 
 log = logging.getLogger(__name__)
 
@@ -68,57 +66,65 @@ def client_key(request: RemotingCommand) -> str:
     return client_id if request.user is None else f"{request.user}/{client_id}"
 
 
-class PushHub:
-    """Open server-push streams, by client id. Writes never block a handler.
+class Channel(Protocol):
+    """The connection a request came on, as the server may use it later: to push requests to
+    the client (RocketMQ's server-initiated NOTIFY_* requests) and to hear when it closes."""
 
-    Its ``stream`` is the OPEN_PUSH_STREAM stream handler of whichever server pushes (the
-    nameserver registers it); ``on_close`` hears of each stream that ends. The stream's first
-    message is the response to OPEN_PUSH_STREAM, sent once the stream is registered: from then
-    on ``is_open`` is true, so a client waits for it before it asks for anything tied to the
-    stream (route subscriptions). A client that reopens its stream under the same id replaces
-    the old one without a close: what belongs to the client stays with its live stream.
+    @property
+    def peer(self) -> str: ...
+    def push(self, command: RemotingCommand) -> bool: ...
+    def on_close(self, callback: Callable[[], None]) -> None: ...
+
+
+class PushHub:
+    """Clients that take server-pushed requests on their connection, by client id.
+
+    A client registers with OPEN_PUSH_STREAM (``register``, the handler), and from then on a push
+    is a oneway request written to its connection (``send``): never a blocking write, and a
+    client that does not read loses pushes rather than holding the server up. ``on_close``
+    hears of each registration that ends with its connection. A client that registers again
+    (a new connection) replaces its old one: what belongs to the client stays with its live
+    connection, and the old one's close is no longer its end.
     """
 
     def __init__(self) -> None:
-        self._queues: dict[str, asyncio.Queue[RemotingCommand]] = {}
+        self._channels: dict[str, Channel] = {}
         self.on_close: Callable[[str], None] | None = None
 
     @property
     def open_count(self) -> int:
-        return len(self._queues)
+        return len(self._channels)
 
     def is_open(self, client_id: str) -> bool:
-        return client_id in self._queues
+        return client_id in self._channels
 
     def send(self, client_id: str, command: RemotingCommand) -> bool:
-        """Queue a push; False if the client has no stream or its queue is full (a stalled
-        client loses pushes; its periodic route refresh covers them)."""
-        queue = self._queues.get(client_id)
-        if queue is None:
+        """Push a oneway request; False if the client has no open connection or its
+        connection's write buffer is full (its periodic route refresh covers what it missed)."""
+        channel = self._channels.get(client_id)
+        if channel is None:
             return False
         command.flag |= Flag.ONEWAY
-        try:
-            queue.put_nowait(command)
-        except asyncio.QueueFull:
-            return False
-        return True
+        return channel.push(command)
 
-    async def stream(self, request: RemotingCommand) -> AsyncIterator[RemotingCommand]:
+    async def register(self, request: RemotingCommand) -> RemotingCommand:
+        channel = request.channel
+        if channel is None:
+            raise MalformedRequestError("OPEN_PUSH_STREAM needs a connection to push to (it cannot be made in-process)")
         client_id = client_key(request)
-        queue: asyncio.Queue[RemotingCommand] = asyncio.Queue(PUSH_QUEUE_LIMIT)
-        self._queues[client_id] = queue  # a reconnecting client replaces its old stream
-        try:
-            yield request.response(ext={"clientId": get_str(request, "clientId")})
-            while True:
-                yield await queue.get()
-        finally:
-            if self._queues.get(client_id) is queue:
-                del self._queues[client_id]
-                if self.on_close is not None:
-                    try:
-                        self.on_close(client_id)
-                    except Exception:
-                        log.exception("push stream close listener failed")
+        self._channels[client_id] = channel
+        channel.on_close(partial(self._closed, client_id, channel))
+        return request.response(ext={"clientId": get_str(request, "clientId")})
+
+    def _closed(self, client_id: str, channel: Channel) -> None:
+        if self._channels.get(client_id) is not channel:
+            return  # replaced by a newer connection: not the client's end
+        del self._channels[client_id]
+        if self.on_close is not None:
+            try:
+                self.on_close(client_id)
+            except Exception:
+                log.exception("push connection close listener failed")
 
 
 class RequestGuard(Protocol):
@@ -141,8 +147,8 @@ class RequestObserver(Protocol):
 
 
 class Dispatcher:
-    """Routes each decoded request to its handler and counts requests by code. With a
-    ``guard`` (security on), every request is authenticated and authorized before its handler."""
+    """Routes each request to its handler and counts requests by code. With a ``guard``
+    (security on), every request is authenticated and authorized before its handler."""
 
     def __init__(
         self, server_name: str, *, max_inflight_bytes: int | None = None, guard: RequestGuard | None = None
@@ -153,7 +159,6 @@ class Dispatcher:
         self.stream_handlers: dict[int, StreamHandler] = {}
         self.counters: Counter[int] = Counter()
         self.budget = InflightBudget(max_inflight_bytes, server_name)
-        self._background: set[asyncio.Task[Any]] = set()
         self.observer: RequestObserver | None = None  # set once the server's metrics exist
 
     def register(self, code: int, handler: Handler) -> None:
@@ -162,24 +167,24 @@ class Dispatcher:
         self.handlers[int(code)] = handler
 
     def register_stream(self, code: int, handler: StreamHandler) -> None:
+        """A streaming request: its handler yields any number of responses (RocketMQ has none;
+        ours, for a pull that stays open). The listener sends each with the MORE flag but the last."""
         shapes.require(code)
         rules.require(code)
         self.stream_handlers[int(code)] = handler
 
-    def _resolve(self, raw: bytes, table: dict[int, H]) -> tuple[RemotingCommand, H] | RemotingCommand:
-        """Decode and count a request, find its handler in ``table`` and check the request
-        against its declared shape; or the response that refuses it (malformed, a code ``table``
-        does not serve, or a field out of its shape), observed as served."""
+    # -- the two steps of a request from the wire -------------------------------------------------
+
+    def accept(self, request: RemotingCommand, size: int) -> Ticket | RemotingCommand:
+        """A request whose header has come: count it, find its handler, authenticate it (the
+        signature is in the header) and admit its ``size`` (header and body) against the
+        in-flight budget, all before its body is read; or the response that refuses it (its body is then dropped as
+        it comes). Refusals are observed here."""
         started = time.perf_counter()
-        try:
-            request = RemotingCommand.decode(raw)
-        except MalformedCommand as exc:
+        table = self.stream_handlers if self.is_stream(request) else self.handlers
+        if request.code not in table:  # counted and labelled as one: a client cannot mint counters or series
             self.counters[-1] += 1
-            return self._refuse(UNSERVED, response_for_exception(_UNDECODED, exc, self.server_name), started)
-        handler = table.get(request.code)
-        if handler is None:  # counted and labelled as one: a client cannot mint counters or series
-            self.counters[-1] += 1
-            how = "" if table is self.handlers else " as a stream"
+            how = " as a stream" if table is self.stream_handlers else ""
             remark = f"request code {request.code} is not supported{how} by {self.server_name}"
             refused = request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=remark)
             return self._refuse(UNSERVED, refused, started)
@@ -187,12 +192,61 @@ class Dispatcher:
         try:
             if self.guard is not None:
                 request.user = self.guard.authenticate(request)
+            return self.budget.admit(size)
+        except RocketSparkError as exc:
+            return self._refuse(request.code, response_for_exception(request, exc, self.server_name), started)
+
+    def refuse_malformed(self, exc: Exception) -> RemotingCommand:
+        """What a frame whose header does not decode is answered (no opaque to answer to)."""
+        self.counters[-1] += 1
+        return self._refuse(UNSERVED, response_for_exception(_UNDECODED, exc, self.server_name), time.perf_counter())
+
+    async def serve(self, request: RemotingCommand, ticket: Ticket) -> RemotingCommand:
+        """An accepted request, its body in: shape, authorization, handler. Its bytes leave the
+        budget when the handler is done."""
+        started = time.perf_counter()
+        try:
+            refused = self._check(request)
+            if refused is not None:
+                return self._refuse(request.code, refused, started)
+            response = await self._run(self.handlers[request.code], request)
+        finally:
+            ticket.release()
+        self._observe(request.code, response, started)
+        return response
+
+    async def serve_stream(self, request: RemotingCommand, ticket: Ticket) -> AsyncIterator[RemotingCommand]:
+        """An accepted streaming request: its handler's responses; a failure ends the stream
+        with its error response, and the handler's own clean-up runs when the stream ends
+        (done, stopped by the client, or its connection closed)."""
+        ticket.release()  # a streaming request's body is a header's worth: nothing to hold
+        refused = self._check(request)
+        if refused is not None:
+            yield refused
+            return
+        responses = self.stream_handlers[request.code](request)
+        try:
+            async for response in responses:
+                yield response
+        except Exception as exc:  # not BaseException: a stopped stream is no error
+            yield response_for_exception(request, exc, self.server_name)
+        finally:
+            if isinstance(responses, AsyncGenerator):
+                await responses.aclose()
+
+    @staticmethod
+    def is_stream(request: RemotingCommand) -> bool:
+        """A request asking for a stream of responses carries the MORE flag (ours)."""
+        return bool(request.flag & Flag.MORE)
+
+    def _check(self, request: RemotingCommand) -> RemotingCommand | None:
+        try:
             shapes.check(request)
             if self.guard is not None and request.user is not None:
                 self.guard.authorize(request, request.user)
         except RocketSparkError as exc:
-            return self._refuse(request.code, response_for_exception(request, exc, self.server_name), started)
-        return request, handler
+            return response_for_exception(request, exc, self.server_name)
+        return None
 
     async def serve_local(self, request: RemotingCommand) -> RemotingCommand:
         """A request from inside this server (its own v2 endpoint, already authorized at that
@@ -218,48 +272,6 @@ class Dispatcher:
         self._observe(request.code, response, started, "local")
         return response
 
-    async def invoke(self, raw: bytes, context: aio.ServicerContext[Any, Any]) -> bytes:
-        admitted = self._admit(raw, len(raw))
-        return admitted if isinstance(admitted, bytes) else await self._invoke_admitted(Admitted(raw, admitted))
-
-    def _admit(self, head: bytes, size: int) -> Ticket | bytes:
-        """Count a request's ``size`` bytes in flight; or the answer that refuses it (SYSTEM_BUSY
-        when the budget is full), built from the request's ``head`` (its first bytes) alone."""
-        try:
-            return self.budget.admit(size)
-        except RocketSparkError as refused:
-            request = RemotingCommand.decode_head(head)
-            if request is None:  # garbage is answered as garbage, not as busy
-                self.counters[-1] += 1
-                malformed = MalformedCommand("request head does not decode")
-                return response_for_exception(_UNDECODED, malformed, self.server_name).encode()
-            self.counters[request.code] += 1
-            return response_for_exception(request, refused, self.server_name).encode()
-
-    async def _invoke_admitted(self, admitted: Admitted) -> bytes:
-        """Serve an admitted request; its bytes leave the budget when its handler is done.
-        The wire bytes are dropped once decoded (the command holds its own copy of the body),
-        so that a large request is not held twice while its handler runs."""
-        ticket = admitted.ticket
-        started = time.perf_counter()  # the refusals _resolve answers are observed there
-        resolved = self._resolve(admitted.take(), self.handlers)
-        if isinstance(resolved, RemotingCommand):
-            ticket.release()
-            return resolved.encode()
-        request, handler = resolved
-        if request.is_oneway:
-            task = asyncio.get_running_loop().create_task(self._run(handler, request))
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
-            task.add_done_callback(lambda _: ticket.release())
-            return request.response().encode()
-        try:
-            response = await self._run(handler, request)
-        finally:
-            ticket.release()
-        self._observe(request.code, response, started)
-        return response.encode()
-
     def _refuse(self, code: int | str, response: RemotingCommand, started: float) -> RemotingCommand:
         self._observe(code, response, started)
         return response
@@ -273,97 +285,6 @@ class Dispatcher:
             return await handler(request)
         except Exception as exc:  # CancelledError (a BaseException) goes through
             return response_for_exception(request, exc, self.server_name)
-
-    async def stream(self, raw: bytes, context: aio.ServicerContext[Any, Any]) -> AsyncIterator[bytes]:
-        """Server-streaming calls (pulls, the push channel): a registered stream handler's
-        responses; a failure ends the stream with its error response."""
-        resolved = self._resolve(raw, self.stream_handlers)
-        if isinstance(resolved, RemotingCommand):
-            yield resolved.encode()
-            return
-        request, handler = resolved
-        responses = handler(request)
-        try:
-            async for response in responses:
-                yield response.encode()
-        except Exception as exc:  # not BaseException: a client cancelling the stream is no error
-            yield response_for_exception(request, exc, self.server_name).encode()
-        finally:
-            # When gRPC closes this stream (the client cancelled or died), the handler's own
-            # clean-up runs now, not whenever its generator happens to be garbage-collected.
-            if isinstance(responses, AsyncGenerator):
-                await responses.aclose()
-
-    async def channel(
-        self, requests: AsyncIterator[bytes], context: aio.ServicerContext[Any, Any]
-    ) -> AsyncIterator[bytes]:
-        """The multiplexed stream: every request runs as its own task (a long poll never holds
-        up the requests behind it); responses go out as they are ready."""
-        outbox: asyncio.Queue[bytes | None] = asyncio.Queue()
-        running: set[asyncio.Task[None]] = set()
-
-        async def serve_one(admitted: Admitted) -> None:
-            outbox.put_nowait(await self._invoke_admitted(admitted))
-
-        def release_if_cancelled(ticket: Ticket, task: asyncio.Task[None]) -> None:
-            if task.cancelled():  # perhaps before it ever ran: nothing else gives the bytes back
-                ticket.release()
-
-        async def read_all() -> None:
-            pieces = Reassembler(self._admit)  # admits from receipt, not from when a task runs
-            try:
-                async for message in requests:
-                    admitted = pieces.feed(message)
-                    if isinstance(admitted, bytes):
-                        outbox.put_nowait(admitted)
-                    elif admitted is not None:
-                        task = asyncio.get_running_loop().create_task(serve_one(admitted))
-                        running.add(task)
-                        task.add_done_callback(running.discard)
-                        task.add_done_callback(partial(release_if_cancelled, admitted.ticket))
-            except MalformedCommand as exc:  # pieces that do not add up: nothing after them can be trusted
-                log.warning("%s: closing a request stream: %s", self.server_name, exc)
-            finally:
-                pieces.close()
-                if running:
-                    await asyncio.gather(*running, return_exceptions=True)
-                outbox.put_nowait(None)
-
-        reader = asyncio.get_running_loop().create_task(read_all())
-        try:
-            while (item := await outbox.get()) is not None:
-                yield item
-        finally:
-            reader.cancel()
-            for task in list(running):
-                task.cancel()
-
-    def generic_handler(self) -> grpc.GenericRpcHandler:
-        return grpc.method_handlers_generic_handler(
-            service.SERVICE_NAME,
-            {
-                service.INVOKE: grpc.unary_unary_rpc_method_handler(self.invoke),
-                service.CHANNEL: grpc.stream_stream_rpc_method_handler(self.channel),
-                service.STREAM: grpc.unary_stream_rpc_method_handler(self.stream),
-            },
-        )
-
-
-def create_server(dispatcher: Dispatcher, host: str, port: int, tls: ServerTls | None = None) -> tuple[aio.Server, int]:
-    """Build (not start) a grpc.aio server bound to ``host:port``, over TLS if ``tls`` is
-    given; port 0 picks a free one."""
-    server = aio.server(options=list(service.SERVER_OPTIONS))
-    server.add_generic_rpc_handlers((dispatcher.generic_handler(),))
-    try:
-        if tls is None:
-            bound = server.add_insecure_port(f"{host}:{port}")
-        else:
-            bound = server.add_secure_port(f"{host}:{port}", tls.grpc_credentials())
-    except RuntimeError:  # how grpc.aio reports a failed bind (older versions returned 0)
-        bound = 0
-    if bound == 0:
-        raise OSError(f"{dispatcher.server_name} cannot listen on {host}:{port}: address in use or not available")
-    return server, bound
 
 
 async def run_every(interval_ms: int, what: str, action: Callable[[], object], logger: logging.Logger = log) -> None:
@@ -394,14 +315,15 @@ class _Addressed(Protocol):
 
 
 S = TypeVar("S", bound=_Addressed)
+L = TypeVar("L")  # the listener (rocketspark.remoting.listener.Listener)
 Tasks = list[asyncio.Task[None]]
 
 
 async def serve_until_signalled(
-    server: aio.Server,
+    server: L,
     owner: S,
-    start: Callable[[aio.Server, S], Awaitable[Tasks]],
-    stop: Callable[[aio.Server, S, Tasks], Awaitable[None]],
+    start: Callable[[L, S], Awaitable[Tasks]],
+    stop: Callable[[L, S, Tasks], Awaitable[None]],
     *,
     ready: Callable[[str], None] | None = None,
 ) -> None:

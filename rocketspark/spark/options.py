@@ -19,7 +19,7 @@ from typing import Any, cast
 from rocketspark.client.nameservers import resolve_nameservers
 from rocketspark.client.pulling import parse_tags
 from rocketspark.errors import ConfigError, InvalidAddressError, NoNameServerError, OptionError
-from rocketspark.protocol.service import MAX_GRPC_MESSAGE_BYTES
+from rocketspark.remoting.admission import MAX_REQUEST_BYTES
 from rocketspark.security.client_side import FIELDS, ClientSecurity, SecurityKwargs
 
 EARLIEST = -2  # in JSON offsets, as in Kafka
@@ -334,8 +334,8 @@ class WriterOptions:
     connection: Connection = Connection()
 
 
-# A send request must fit in one gRPC message, with room to spare for its framing.
-MAX_BATCH_BYTES = MAX_GRPC_MESSAGE_BYTES // 2
+# A send request must fit in one frame a broker takes, with room to spare.
+MAX_BATCH_BYTES = MAX_REQUEST_BYTES // 2
 
 
 def parse_writer(options: Mapping[str, str]) -> WriterOptions:

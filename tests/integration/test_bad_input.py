@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import struct
+
 import zlib
 from collections.abc import Callable
 
-import grpc
 import msgpack
 import pytest
 
@@ -22,11 +23,11 @@ from rocketspark.errors import (
     NoRouteInfoError,
     ProducerFencedError,
 )
-from rocketspark.protocol import service
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.types import SendResult
-from tests.helpers import free_port
+from rocketspark.remoting import frame
+from tests.helpers import frame_bytes, raw_exchange, free_port
 
 pytestmark = pytest.mark.integration
 
@@ -89,49 +90,60 @@ def test_an_illegal_topic_name_is_refused_by_client_and_broker(shared_cluster: L
         admin.create_topic("a" * 200)
     response = _raw_call(
         shared_cluster.brokers["broker-a"],
-        RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, {"topic": "no/slashes"}).encode(),
+        frame_bytes(RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, {"topic": "no/slashes"})),
     )
     assert response.code == ResponseCode.INVALID_PARAMETER and "a legal topic name" in response.remark
 
 
 def _raw_call(address: str, payload: bytes) -> RemotingCommand:
-    with grpc.insecure_channel(address) as channel:
-        return RemotingCommand.decode(channel.unary_unary(service.INVOKE_PATH)(payload, timeout=5))
+    response = raw_exchange(address, payload)
+    assert response is not None, "the server closed the connection instead of answering"
+    return response
+
+
+def _garbage_frame(header: bytes) -> bytes:
+    return struct.pack(">iI", 4 + len(header), (frame.MSGPACK << 24) | len(header)) + header
 
 
 @pytest.mark.parametrize(
     ("payload", "code", "fragment"),
     [
-        (b"\x00\x01garbage", ResponseCode.MALFORMED_REQUEST, "malformed request"),
-        (msgpack.packb({"not": "a command"}), ResponseCode.MALFORMED_REQUEST, "must be a msgpack array"),
+        (_garbage_frame(b"\x00\x01garbage"), None, ""),
+        (_garbage_frame(msgpack.packb({"not": "a command"})), None, ""),
+        (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", None, ""),
         (
-            RemotingCommand.request(RequestCode.SEND_MESSAGE, {"topic": "t"}, b"\xc1").encode(),
+            frame_bytes(RemotingCommand.request(RequestCode.SEND_MESSAGE, {"topic": "t"}, b"\xc1")),
             ResponseCode.MALFORMED_REQUEST,
             "truncated record header",
         ),
         (
-            RemotingCommand.request(RequestCode.PULL_MESSAGE, {"topic": "t"}).encode(),
+            frame_bytes(RemotingCommand.request(RequestCode.PULL_MESSAGE, {"topic": "t"})),
             ResponseCode.INVALID_PARAMETER,
             'the header field "queueId" is required',
         ),
         (
-            RemotingCommand.request(
-                RequestCode.PULL_MESSAGE, {"topic": "t", "queueId": "0", "queueOffset": 0}
-            ).encode(),
+            frame_bytes(
+                RemotingCommand.request(RequestCode.PULL_MESSAGE, {"topic": "t", "queueId": "0", "queueOffset": 0})
+            ),
             ResponseCode.INVALID_PARAMETER,
             'the header field "queueId" is invalid: expected `int`, got `str`',
         ),
-        (RemotingCommand.request(4242).encode(), ResponseCode.REQUEST_CODE_NOT_SUPPORTED, "4242 is not supported"),
+        (frame_bytes(RemotingCommand.request(4242)), ResponseCode.REQUEST_CODE_NOT_SUPPORTED, "4242 is not supported"),
     ],
 )
-def test_malformed_requests_straight_to_the_grpc_port_get_an_answer(
-    shared_cluster: LocalCluster, topic_name: str, payload: bytes, code: int, fragment: str
+def test_malformed_requests_straight_to_the_remoting_port_get_an_answer_or_a_closed_connection(
+    shared_cluster: LocalCluster, topic_name: str, payload: bytes, code: int | None, fragment: str
 ) -> None:
-    envelope_only = code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED or b"garbage" in payload or b"not" in payload
+    """A frame that parses gets an answer saying what is wrong; one that does not (garbage, an
+    HTTP request) ends its connection: nothing after it on that stream can be trusted."""
+    envelope_only = code in (None, ResponseCode.REQUEST_CODE_NOT_SUPPORTED)
     targets = [shared_cluster.brokers["broker-a"]] + ([shared_cluster.nameserver] if envelope_only else [])
     for address in targets:
-        response = _raw_call(address, payload)
-        assert response.code == code and fragment in response.remark
+        response = raw_exchange(address, payload)
+        if code is None:
+            assert response is None
+        else:
+            assert response is not None and response.code == code and fragment in response.remark
     with Admin(shared_cluster.nameserver) as admin:  # still serving
         admin.create_topic(topic_name, queues=1)
     with Producer(shared_cluster.nameserver) as producer:
@@ -211,7 +223,7 @@ def test_a_bad_batch_record_gets_a_clear_error_and_stores_nothing(
     request = RemotingCommand.request(
         RequestCode.SEND_BATCH_MESSAGE, {"topic": topic_name, "queueId": 0}, build(topic_name)
     )
-    response = _raw_call(cluster.brokers["broker-a"], request.encode())
+    response = _raw_call(cluster.brokers["broker-a"], frame_bytes(request))
     code = ResponseCode.MALFORMED_REQUEST if error == "malformed" else ResponseCode.MESSAGE_ILLEGAL
     assert response.code == code and fragment in response.remark, response.remark
     with Producer(cluster.nameserver) as producer:  # still serving, and nothing of the bad batch stored

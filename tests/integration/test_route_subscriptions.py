@@ -17,7 +17,7 @@ from rocketspark import Admin, Consumer, LocalCluster
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.types import Perm
-from rocketspark.remoting.client import RemotingClient, ResponseStream
+from rocketspark.remoting.client import PushStream, RemotingClient
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.integration
@@ -45,7 +45,7 @@ def refused_without_stream(answer: RemotingCommand, client_id: str, topics: list
     return True
 
 
-def open_stream(client: RemotingClient, ns: str, client_id: str) -> ResponseStream:
+def open_stream(client: RemotingClient, ns: str, client_id: str) -> PushStream:
     stream = client.open_push_stream(ns, client_id)
     registered = next(stream)  # the nameserver's answer that the stream is registered
     assert registered.is_response and registered.code == ResponseCode.SUCCESS
@@ -68,32 +68,38 @@ def test_subscriptions_without_a_push_stream_are_not_kept(
     assert after["subscriptions"] == 0 and after["subscriptionsWithoutStream"] == 1000
 
 
-def test_a_cancelled_stream_takes_its_subscriptions_and_a_later_subscribe_keeps_nothing(
+def test_a_closed_connection_takes_its_subscriptions_and_a_later_subscribe_keeps_nothing(
     make_cluster: Callable[..., LocalCluster], raw: RemotingClient
 ) -> None:
     ns = make_cluster(brokers=1).nameserver
-    stream = open_stream(raw, ns, "c1")
-    answer = subscribe(raw, ns, "c1", ["a", "b", "c"])
+    own = RemotingClient(peer_kind="nameserver")
+    open_stream(own, ns, "c1")
+    answer = subscribe(own, ns, "c1", ["a", "b", "c"])
     assert answer.code == ResponseCode.SUCCESS and answer.ext == {"streamOpen": True, "refused": []}
     assert (counters(ns)["subscriptions"], counters(ns)["pushStreams"]) == (3, 1)
-    stream.cancel()
+    own.close()  # its connection ends: the registration and its subscriptions go with it
     eventually(lambda: (counters(ns)["subscriptions"], counters(ns)["pushStreams"]) == (0, 0), timeout_s=5)
-    assert refused_without_stream(subscribe(raw, ns, "c1", ["a"]), "c1", ["a"])  # arrived after its stream closed
+    assert refused_without_stream(subscribe(raw, ns, "c1", ["a"]), "c1", ["a"])  # arrived after it closed
     assert counters(ns)["subscriptions"] == 0
 
 
-def test_a_stream_reopened_under_the_same_id_keeps_the_subscriptions_until_it_ends(
+def test_a_client_registered_again_keeps_its_subscriptions_until_its_new_connection_ends(
     make_cluster: Callable[..., LocalCluster], raw: RemotingClient
 ) -> None:
     ns = make_cluster(brokers=1).nameserver
-    first = open_stream(raw, ns, "c2")
-    assert subscribe(raw, ns, "c2", ["a", "b"]).code == ResponseCode.SUCCESS
-    second = open_stream(raw, ns, "c2")  # the client reconnects; its old stream ends later
-    first.cancel()
-    time.sleep(0.5)
-    assert (counters(ns)["subscriptions"], counters(ns)["pushStreams"]) == (2, 1)
-    second.cancel()
-    eventually(lambda: counters(ns)["subscriptions"] == 0, timeout_s=5)
+    first, second = RemotingClient(peer_kind="nameserver"), RemotingClient(peer_kind="nameserver")
+    try:
+        open_stream(first, ns, "c2")
+        assert subscribe(raw, ns, "c2", ["a", "b"]).code == ResponseCode.SUCCESS
+        open_stream(second, ns, "c2")  # the client reconnects; its old connection ends later
+        first.close()
+        time.sleep(0.5)
+        assert (counters(ns)["subscriptions"], counters(ns)["pushStreams"]) == (2, 1)
+        second.close()
+        eventually(lambda: counters(ns)["subscriptions"] == 0, timeout_s=5)
+    finally:
+        first.close()
+        second.close()
 
 
 CLIENT = textwrap.dedent(

@@ -25,7 +25,7 @@ def test_options_that_need_the_mode_are_checked_only_once_the_mode_is_known() ->
         parse_reader(stream_only, streaming=False)
 
 
-def test_batch_max_bytes_must_fit_in_one_grpc_message() -> None:
+def test_batch_max_bytes_must_fit_in_one_frame_a_broker_takes() -> None:
     with pytest.raises(OptionError, match='option "batchMaxBytes" must be at most 134217728'):
         parse_writer({"nameserver": NS, "batchMaxBytes": str(1 << 30)})
 

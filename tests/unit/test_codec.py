@@ -11,8 +11,6 @@ import msgpack
 import pytest
 
 from rocketspark.protocol.codec import MalformedBody, pack, unpack
-from rocketspark.protocol.codes import Flag, RequestCode, ResponseCode
-from rocketspark.protocol.command import MalformedCommand, RemotingCommand
 from rocketspark.protocol.types import GC_PAUSE
 
 # --- pack / unpack -------------------------------------------------------------------------
@@ -68,40 +66,6 @@ def test_garbage_is_a_malformed_body(data: bytes) -> None:
 
 def test_malformed_body_is_a_value_error() -> None:
     assert issubclass(MalformedBody, ValueError)
-
-
-# --- remoting commands ---------------------------------------------------------------------
-
-
-def test_a_command_survives_a_round_trip_through_bytes() -> None:
-    request = RemotingCommand.request(RequestCode.SEND_MESSAGE, {"topic": "t", "queueId": 3}, b"\x00body")
-    decoded = RemotingCommand.decode(request.encode())
-    assert (decoded.code, decoded.opaque, decoded.ext, decoded.body) == (10, request.opaque, request.ext, b"\x00body")
-    response = decoded.response(ResponseCode.TOPIC_NOT_EXIST, remark="no such topic")
-    assert response.is_response and response.opaque == request.opaque and not response.is_oneway
-
-
-def test_each_request_gets_a_new_opaque() -> None:
-    assert RemotingCommand.request(1).opaque != RemotingCommand.request(1).opaque
-
-
-@pytest.mark.parametrize(
-    ("data", "fragment"),
-    [
-        (b"\xc1garbage", "not valid msgpack"),
-        (msgpack.packb({"code": 10}), "must be a msgpack array"),
-        (msgpack.packb(["10", 1, 0, "", {}, b""]), "must be integers"),
-        (msgpack.packb([10, 1, 0, "", [], b""]), "ext a map"),
-    ],
-)
-def test_malformed_commands_are_rejected_with_a_reason(data: bytes, fragment: str) -> None:
-    with pytest.raises(MalformedCommand, match=fragment):
-        RemotingCommand.decode(data)
-
-
-def test_oneway_flag_is_a_bit_of_flag() -> None:
-    command = RemotingCommand(1, flag=Flag.ONEWAY)
-    assert command.is_oneway and not command.is_response
 
 
 # --- the decoders' GC pause ----------------------------------------------------------------

@@ -4,62 +4,72 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 
-from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.codes import Flag, RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.remoting.admission import SMALL_REQUEST_BYTES
-from rocketspark.remoting.framing import PIECE_BYTES, messages
+from rocketspark.remoting.admission import SMALL_REQUEST_BYTES, Ticket
 from rocketspark.remoting.server import Dispatcher, PushHub, run_every
 
-CONTEXT: Any = None  # the handlers under test never touch the gRPC context
 PULL = {"topic": "t", "queueId": 0, "queueOffset": 0}  # a pull request's required fields
 
 
-async def _collect(stream: AsyncIterator[bytes]) -> list[RemotingCommand]:
-    return [RemotingCommand.decode(raw) async for raw in stream]
+class FakeChannel:
+    """A connection as handlers see it (``rocketspark.remoting.server.Channel``)."""
+
+    def __init__(self) -> None:
+        self.pushed: list[RemotingCommand] = []
+        self.closers: list[Callable[[], None]] = []
+
+    @property
+    def peer(self) -> str:
+        return "127.0.0.1:1"
+
+    def push(self, command: RemotingCommand) -> bool:
+        self.pushed.append(command)
+        return True
+
+    def on_close(self, callback: Callable[[], None]) -> None:
+        self.closers.append(callback)
+
+    def close(self) -> None:
+        for callback in self.closers:
+            callback()
 
 
-def test_a_malformed_stream_request_is_counted_and_answered_like_a_malformed_call() -> None:
+def serve(dispatcher: Dispatcher, request: RemotingCommand, body_bytes: int = 0) -> RemotingCommand:
+    accepted = dispatcher.accept(request, body_bytes)
+    if isinstance(accepted, RemotingCommand):
+        return accepted
+    return asyncio.run(dispatcher.serve(request, accepted))
+
+
+async def collect(dispatcher: Dispatcher, request: RemotingCommand) -> list[RemotingCommand]:
+    accepted = dispatcher.accept(request, 0)
+    if isinstance(accepted, RemotingCommand):
+        return [accepted]
+    return [r async for r in dispatcher.serve_stream(request, accepted)]
+
+
+def test_an_unknown_code_is_refused_and_counted_as_one() -> None:
     dispatcher = Dispatcher("test")
-    streamed = asyncio.run(_collect(dispatcher.stream(b"\x00garbage", CONTEXT)))
-    called = RemotingCommand.decode(asyncio.run(dispatcher.invoke(b"\x00garbage", CONTEXT)))
-    assert [r.code for r in streamed] == [ResponseCode.MALFORMED_REQUEST] == [called.code]
-    assert "malformed request" in streamed[0].remark
-    assert dispatcher.counters[-1] == 2
+    answer = serve(dispatcher, RemotingCommand.request(4242))
+    assert answer.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED and "4242 is not supported by test" in answer.remark
+    assert dispatcher.counters[-1] == 1 and 4242 not in dispatcher.counters  # a client cannot mint counters
 
 
-def test_an_unknown_code_is_refused_by_both_call_kinds() -> None:
-    dispatcher = Dispatcher("test")
-    raw = RemotingCommand.request(4242).encode()
-    streamed = asyncio.run(_collect(dispatcher.stream(raw, CONTEXT)))
-    called = RemotingCommand.decode(asyncio.run(dispatcher.invoke(raw, CONTEXT)))
-    assert streamed[0].code == called.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
-    assert dispatcher.counters[-1] == 2 and 4242 not in dispatcher.counters  # a client cannot mint counters
-
-
-def test_a_client_cancelling_a_stream_is_not_an_error(caplog: pytest.LogCaptureFixture) -> None:
+def test_a_stream_of_a_code_with_no_stream_handler_is_refused_as_a_stream() -> None:
     dispatcher = Dispatcher("test")
 
-    async def endless(request: RemotingCommand) -> AsyncIterator[RemotingCommand]:
-        while True:
-            yield request.response()
-            await asyncio.sleep(0)
+    async def handler(request: RemotingCommand) -> RemotingCommand:
+        return request.response()
 
-    dispatcher.register_stream(RequestCode.PULL_MESSAGE, endless)
-
-    async def cancel_after_one() -> None:
-        stream = dispatcher.stream(RemotingCommand.request(RequestCode.PULL_MESSAGE, PULL).encode(), CONTEXT)
-        assert isinstance(stream, AsyncGenerator)
-        await anext(stream)
-        await stream.aclose()  # what grpc.aio does when the client cancels
-
-    with caplog.at_level(logging.ERROR):
-        asyncio.run(cancel_after_one())
-    assert caplog.records == []
+    dispatcher.register(RequestCode.GET_MAX_OFFSET, handler)
+    request = RemotingCommand.request(RequestCode.GET_MAX_OFFSET, {"topic": "t", "queueId": 0})
+    request.flag |= Flag.MORE
+    assert "not supported as a stream" in serve(dispatcher, request).remark
 
 
 def test_a_failing_stream_handler_ends_the_stream_with_its_error() -> None:
@@ -70,61 +80,78 @@ def test_a_failing_stream_handler_ends_the_stream_with_its_error() -> None:
         raise KeyError("boom")
 
     dispatcher.register_stream(RequestCode.PULL_MESSAGE, broken)
-    raw = RemotingCommand.request(RequestCode.PULL_MESSAGE, PULL).encode()
-    codes = [r.code for r in asyncio.run(_collect(dispatcher.stream(raw, CONTEXT)))]
+    request = RemotingCommand.request(RequestCode.PULL_MESSAGE, PULL)
+    request.flag |= Flag.MORE
+    codes = [r.code for r in asyncio.run(collect(dispatcher, request))]
     assert codes == [ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR]
 
 
-def test_a_push_stream_needs_a_client_id_and_reports_its_close() -> None:
+def test_a_stopped_stream_runs_its_handlers_clean_up_and_logs_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    dispatcher = Dispatcher("test")
+    cleaned: list[bool] = []
+
+    async def endless(request: RemotingCommand) -> AsyncIterator[RemotingCommand]:
+        try:
+            while True:
+                yield request.response()
+                await asyncio.sleep(0)
+        finally:
+            cleaned.append(True)
+
+    dispatcher.register_stream(RequestCode.PULL_MESSAGE, endless)
+
+    async def stop_after_one() -> None:
+        request = RemotingCommand.request(RequestCode.PULL_MESSAGE, PULL)
+        request.flag |= Flag.MORE
+        accepted = dispatcher.accept(request, 0)
+        assert isinstance(accepted, Ticket)
+        stream = dispatcher.serve_stream(request, accepted)
+        await anext(stream)
+        await stream.aclose()  # what the listener does when the client stops it or goes away
+
+    with caplog.at_level(logging.ERROR):
+        asyncio.run(stop_after_one())
+    assert caplog.records == [] and cleaned == [True]
+
+
+def test_push_registration_needs_a_client_id_and_a_connection_and_ends_with_it() -> None:
     hub = PushHub()
     closed: list[str] = []
     hub.on_close = closed.append
     dispatcher = Dispatcher("test")
-    dispatcher.register_stream(RequestCode.OPEN_PUSH_STREAM, hub.stream)
+    dispatcher.register(RequestCode.OPEN_PUSH_STREAM, hub.register)
+    refused = serve(dispatcher, RemotingCommand.request(RequestCode.OPEN_PUSH_STREAM))
+    assert refused.code == ResponseCode.INVALID_PARAMETER and '"clientId" is required' in refused.remark
+    in_process = serve(dispatcher, RemotingCommand.request(RequestCode.OPEN_PUSH_STREAM, {"clientId": "c1"}))
+    assert in_process.code == ResponseCode.MALFORMED_REQUEST and "needs a connection" in in_process.remark
 
-    refused = asyncio.run(
-        _collect(dispatcher.stream(RemotingCommand.request(RequestCode.OPEN_PUSH_STREAM).encode(), CONTEXT))
-    )
-    assert refused[0].code == ResponseCode.INVALID_PARAMETER and '"clientId" is required' in refused[0].remark
-
-    async def open_push_close() -> tuple[RemotingCommand, RemotingCommand]:
-        raw = RemotingCommand.request(RequestCode.OPEN_PUSH_STREAM, {"clientId": "c1"}).encode()
-        stream = dispatcher.stream(raw, CONTEXT)
-        assert isinstance(stream, AsyncGenerator)
-        registered = RemotingCommand.decode(await anext(stream))
-        assert hub.is_open("c1") and hub.open_count == 1  # open by the time the client hears so
-        second = asyncio.ensure_future(anext(stream))
-        assert hub.send("c1", RemotingCommand.request(RequestCode.NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED, {"topics": ["t"]}))
-        pushed = RemotingCommand.decode(await second)
-        await stream.aclose()
-        assert closed == ["c1"]  # at once, not when the generators are garbage-collected
-        return registered, pushed
-
-    registered, pushed = asyncio.run(open_push_close())
-    assert registered.is_response and registered.code == ResponseCode.SUCCESS
-    assert pushed.code == RequestCode.NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED and pushed.is_oneway
+    channel = FakeChannel()
+    request = RemotingCommand.request(RequestCode.OPEN_PUSH_STREAM, {"clientId": "c1"})
+    request.channel = channel
+    registered = serve(dispatcher, request)
+    assert registered.code == ResponseCode.SUCCESS and hub.is_open("c1") and hub.open_count == 1
+    assert hub.send("c1", RemotingCommand.request(RequestCode.NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED, {"topics": ["t"]}))
+    [pushed] = channel.pushed
+    assert pushed.code == RequestCode.NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED and pushed.is_oneway  # a oneway request
+    channel.close()
     assert closed == ["c1"] and hub.open_count == 0 and not hub.send("c1", RemotingCommand.request(1))
 
 
-def test_a_push_stream_reopened_under_the_same_id_replaces_the_old_one_without_a_close() -> None:
+def test_a_client_that_registers_again_replaces_its_old_connection_without_a_close() -> None:
     hub = PushHub()
     closed: list[str] = []
     hub.on_close = closed.append
     dispatcher = Dispatcher("test")
-    dispatcher.register_stream(RequestCode.OPEN_PUSH_STREAM, hub.stream)
-    raw = RemotingCommand.request(RequestCode.OPEN_PUSH_STREAM, {"clientId": "c1"}).encode()
-
-    async def reconnect() -> None:
-        old, new = dispatcher.stream(raw, CONTEXT), dispatcher.stream(raw, CONTEXT)
-        assert isinstance(old, AsyncGenerator) and isinstance(new, AsyncGenerator)
-        await anext(old)
-        await anext(new)
-        await old.aclose()  # the old stream's end arrives after the new one opened
-        assert closed == [] and hub.is_open("c1")
-        await new.aclose()
-        assert closed == ["c1"] and not hub.is_open("c1")
-
-    asyncio.run(reconnect())
+    dispatcher.register(RequestCode.OPEN_PUSH_STREAM, hub.register)
+    old, new = FakeChannel(), FakeChannel()
+    for channel in (old, new):
+        request = RemotingCommand.request(RequestCode.OPEN_PUSH_STREAM, {"clientId": "c1"})
+        request.channel = channel
+        serve(dispatcher, request)
+    old.close()  # the old connection's end arrives after the new one registered
+    assert closed == [] and hub.is_open("c1")
+    new.close()
+    assert closed == ["c1"] and not hub.is_open("c1")
 
 
 def test_a_request_out_of_its_shape_is_refused_before_its_handler_runs() -> None:
@@ -136,13 +163,11 @@ def test_a_request_out_of_its_shape_is_refused_before_its_handler_runs() -> None
         return request.response()
 
     dispatcher.register(RequestCode.GET_MAX_OFFSET, handler)
-    bad = RemotingCommand.request(RequestCode.GET_MAX_OFFSET, {"topic": "t", "queueId": -7})
-    answer = RemotingCommand.decode(asyncio.run(dispatcher.invoke(bad.encode(), CONTEXT)))
+    answer = serve(dispatcher, RemotingCommand.request(RequestCode.GET_MAX_OFFSET, {"topic": "t", "queueId": -7}))
     assert answer.code == ResponseCode.INVALID_PARAMETER and '"queueId"' in answer.remark and seen == []
     assert answer.ext["error"] == "InvalidParameterError" and dispatcher.counters[RequestCode.GET_MAX_OFFSET] == 1
     good = RemotingCommand.request(RequestCode.GET_MAX_OFFSET, {"topic": "t", "queueId": 7})
-    assert RemotingCommand.decode(asyncio.run(dispatcher.invoke(good.encode(), CONTEXT))).code == ResponseCode.SUCCESS
-    assert len(seen) == 1
+    assert serve(dispatcher, good).code == ResponseCode.SUCCESS and len(seen) == 1
 
 
 def test_a_handler_for_a_code_without_a_declared_shape_cannot_be_registered() -> None:
@@ -153,40 +178,22 @@ def test_a_handler_for_a_code_without_a_declared_shape_cannot_be_registered() ->
         Dispatcher("test").register(4242, handler)
 
 
-def test_the_channel_refuses_past_its_budget_and_gives_every_byte_back_when_the_stream_ends() -> None:
-    dispatcher = Dispatcher("test", max_inflight_bytes=1)  # each request is admitted only alone
+def test_a_body_past_the_budget_is_refused_from_its_header_and_admitted_bytes_come_back() -> None:
+    dispatcher = Dispatcher("test", max_inflight_bytes=1)  # each large request is admitted only alone
     code = RequestCode.GET_BROKER_RUNTIME_INFO
-    padding = {"padding": "p" * SMALL_REQUEST_BYTES}  # small requests are never refused; undeclared fields ignored
 
-    async def scenario() -> None:
-        gate = asyncio.Event()
+    async def handler(request: RemotingCommand) -> RemotingCommand:
+        return request.response()
 
-        async def slow(request: RemotingCommand) -> RemotingCommand:
-            await gate.wait()
-            return request.response()
-
-        dispatcher.register(code, slow)
-        inbox: asyncio.Queue[bytes | None] = asyncio.Queue()
-
-        async def requests() -> AsyncIterator[bytes]:
-            while (message := await inbox.get()) is not None:
-                yield message
-
-        responses = dispatcher.channel(requests(), CONTEXT)
-        first, second = RemotingCommand.request(code, padding), RemotingCommand.request(code, padding)
-        large = RemotingCommand.request(code, body=b"x" * (3 * PIECE_BYTES))
-        for message in [first.encode(), second.encode(), *messages(large.encode())]:
-            inbox.put_nowait(message)
-        answers = [RemotingCommand.decode(await anext(responses)) for _ in range(2)]
-        assert [(a.opaque, a.code) for a in answers] == [(r.opaque, ResponseCode.SYSTEM_BUSY) for r in (second, large)]
-        assert "budget of 1 bytes" in answers[0].remark and dispatcher.counters[code] == 3
-        assert dispatcher.budget.inflight_bytes == len(first.encode()) and dispatcher.budget.refused == 2
-        assert isinstance(responses, AsyncGenerator)
-        await responses.aclose()  # the client went away with the first request still running
-        await asyncio.sleep(0)
-        assert dispatcher.budget.inflight_bytes == 0
-
-    asyncio.run(scenario())
+    dispatcher.register(code, handler)
+    first = dispatcher.accept(RemotingCommand.request(code), SMALL_REQUEST_BYTES + 1)
+    assert isinstance(first, Ticket)
+    busy = dispatcher.accept(RemotingCommand.request(code), SMALL_REQUEST_BYTES + 1)
+    assert isinstance(busy, RemotingCommand) and busy.code == ResponseCode.SYSTEM_BUSY
+    assert "budget of 1 bytes" in busy.remark and busy.ext["limitBytes"] == 1
+    assert isinstance(dispatcher.accept(RemotingCommand.request(code), 10), Ticket)  # small ones always pass
+    assert asyncio.run(dispatcher.serve(RemotingCommand.request(code), first)).code == ResponseCode.SUCCESS
+    assert dispatcher.budget.inflight_bytes == 10 and dispatcher.budget.refused == 1
 
 
 def test_a_failing_round_does_not_end_the_periodic_loop(caplog: pytest.LogCaptureFixture) -> None:
