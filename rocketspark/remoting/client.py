@@ -63,7 +63,7 @@ def transport_error(
     if isinstance(cause, RocketSparkError):
         return cause
     if isinstance(cause, ssl.SSLError) or (not answered and isinstance(cause, Closed | ConnectionResetError)):
-        problem = _tls_problem(cause, peer, tls)
+        problem = _tls_problem(cause, peer, tls, answered)
         if problem is not None:
             return TlsError(f"cannot connect to {peer} at {address}: {problem}", address=address)
     if isinstance(cause, ConnectionRefusedError):
@@ -85,9 +85,10 @@ def transport_error(
     )
 
 
-def _tls_problem(cause: BaseException, peer: str, tls: ClientTls | None) -> str | None:
+def _tls_problem(cause: BaseException, peer: str, tls: ClientTls | None, answered: bool) -> str | None:
     """What went wrong in a TLS handshake, in terms of the settings that fix it; None when the
-    failure is not one."""
+    failure is not one. A server that refuses the client's certificate (or its lack of one)
+    does so after the handshake in TLS 1.3: the refusal is the connection's first read."""
     if isinstance(cause, ssl.SSLCertVerificationError):
         if "hostname" in str(cause).lower() or "ip address mismatch" in str(cause).lower():
             return f"its certificate is not valid for this host name or address ({cause.verify_message})"
@@ -96,12 +97,10 @@ def _tls_problem(cause: BaseException, peer: str, tls: ClientTls | None) -> str 
             f"its certificate is not signed by a CA this client trusts ({trust}): set tls_ca_file to the CA "
             "that signed the cluster's certificates"
         )
-    if isinstance(cause, ssl.SSLError):
-        if "WRONG_VERSION_NUMBER" in str(cause) or "wrong version number" in str(cause):
-            return f"the {peer} does not speak TLS: connect without tls, or turn tls_enable on at the {peer}"
-        if tls is not None and not tls.cert_file and "CERTIFICATE_REQUIRED" in str(cause).upper():
-            return _NO_CLIENT_CERT.format(peer=peer)
-        return f"the TLS handshake failed ({cause})"
+    if isinstance(cause, ssl.SSLError) and "WRONG_VERSION_NUMBER" in str(cause).upper().replace(" ", "_"):
+        return f"the {peer} does not speak TLS: connect without tls, or turn tls_enable on at the {peer}"
+    if answered:
+        return f"the TLS connection failed ({cause})" if isinstance(cause, ssl.SSLError) else None
     if tls is None:
         return (
             f"the {peer} closed the connection at once, as a TLS server does with a plaintext client: "

@@ -35,6 +35,7 @@ from rocketspark.security.tls import ServerTls
 
 log = logging.getLogger(__name__)
 
+TLS_HANDSHAKE: Final = 0x16  # the first byte of a TLS record carrying a ClientHello
 STALL_S: Final = 5.0  # a frame begun and not continued for this long closes its connection
 MIN_BODY_RATE: Final = 1024 * 1024  # bytes/s a large body must arrive at, past STALL_S
 CHECK_S: Final = 1.0
@@ -73,6 +74,7 @@ class ServerConnection(asyncio.Protocol):
         self._writable = asyncio.Event()  # clear while the peer does not read (streams wait on it)
         self._writable.set()
         self._closed = False
+        self._seen = False  # the connection's first bytes have been looked at
         self._watch: asyncio.TimerHandle | None = None
 
     # -- the Channel seen by handlers (rocketspark.remoting.server.Channel) ---------------------
@@ -98,8 +100,9 @@ class ServerConnection(asyncio.Protocol):
     # -- asyncio.Protocol ------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]  # a stream transport (uvloop's is no subclass)
-        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
+        stream: asyncio.Transport = transport  # type: ignore[assignment]  # uvloop's is no subclass of it
+        self.transport = stream
+        stream.set_write_buffer_limits(high=WRITE_HIGH_WATER)
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -168,6 +171,11 @@ class ServerConnection(asyncio.Protocol):
         """Take every whole frame (or the start of a large one) from ``view``; return how many
         bytes were used."""
         pos, end = 0, len(view)
+        if not self._seen and end >= 2:
+            self._seen = True
+            if view[0] == TLS_HANDSHAKE and view[1] == 3 and self.listener.tls is None:
+                self._refuse_tls()
+                return end
         while end - pos >= frame.PREFIX_BYTES:
             length, word = frame.PREFIX.unpack_from(view, pos)
             header_bytes = frame.header_length(word)
@@ -235,6 +243,15 @@ class ServerConnection(asyncio.Protocol):
             body.request.body = bytes(body.data)
             self._start(body.request, body.ticket)
         return data[take:]
+
+    def _refuse_tls(self) -> None:
+        """A TLS client on a plaintext port: a plaintext line its TLS layer cannot parse (it
+        reports a wrong version number, which our client explains), then close."""
+        log.info("%s: a TLS client (%s) on a plaintext port: refused", self.dispatcher.server_name, self.peer)
+        assert self.transport is not None
+        self.transport.write(b"rocketspark: this port speaks plaintext RocketMQ remoting, not TLS\n")
+        self._closed = True
+        self.transport.close()
 
     # -- serving ---------------------------------------------------------------------------------
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import struct
-
 import zlib
 from collections.abc import Callable
 
@@ -27,7 +26,7 @@ from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.types import SendResult
 from rocketspark.remoting import frame
-from tests.helpers import frame_bytes, raw_exchange, free_port
+from tests.helpers import frame_bytes, free_port, raw_exchange
 
 pytestmark = pytest.mark.integration
 

@@ -145,14 +145,15 @@ def test_a_client_over_its_cap_is_refused_the_rest_counted_and_polls_them(
     cluster = make_cluster(brokers=1, nameserver_config={"max_subscriptions_per_client": 5})
     ns = cluster.nameserver
     topics = [f"capped-{i}" for i in range(8)]
-    stream = open_stream(raw, ns, "raw")  # on the wire: a partial refusal is a refusal, naming what and why
+    own = RemotingClient(peer_kind="nameserver")
+    open_stream(own, ns, "raw")  # on the wire: a partial refusal is a refusal, naming what and why
     answer = subscribe(raw, ns, "raw", topics)
     assert answer.code == ResponseCode.SUBSCRIPTION_REFUSED and answer.ext["error"] == "SubscriptionRefusedError"
     assert answer.ext["streamOpen"] is True and answer.ext["refused"] == topics[5:]
     assert 'client "raw" is at its cap of 5 route subscriptions' in answer.remark
     assert "3 of its 8 topic(s) were not kept" in answer.remark and "and 5 were" in answer.remark
     assert subscribe(raw, ns, "raw", topics[:5]).code == ResponseCode.SUCCESS  # all of these are kept
-    stream.cancel()
+    own.close()  # the registration ends with its connection
     eventually(lambda: counters(ns)["subscriptions"] == 0, timeout_s=5)
     with Admin(ns) as admin, Consumer(ns, poll_interval_ms=1000) as consumer:
         for topic in topics:

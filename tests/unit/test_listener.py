@@ -88,7 +88,7 @@ def read_response(sock: socket.socket) -> RemotingCommand:
         chunk = sock.recv(65536)
         assert chunk, "the server closed the connection"
         data += chunk
-    length, word = frame.PREFIX.unpack_from(data, 0)
+    _, word = frame.PREFIX.unpack_from(data, 0)
     return frame.decode_header(frame.serialization(word), data[8 : 8 + frame.header_length(word)])
 
 
@@ -148,10 +148,10 @@ def test_a_peer_that_stops_in_the_middle_of_a_body_is_cut_off_and_holds_nothing(
         return request.response()
 
     dispatcher.register(SEND, handler)
-    announced = 256 * 1024 * 1024
+    announced = 200 * 1024 * 1024
     with socket.create_connection(server.listener.sock.getsockname()) as sock:
         sock.sendall(raw_frame(SEND, TOPIC, announced) + b"x" * (1024 * 1024))  # then nothing
-        eventually(lambda: dispatcher.budget.inflight_bytes == announced, 5)
+        eventually(lambda: dispatcher.budget.inflight_bytes >= announced, 5)  # its header counts too
         sock.settimeout(10)
         assert sock.recv(1) == b""  # closed by the server (stall_s = 0.5 here)
     assert dispatcher.budget.inflight_bytes == 0
@@ -234,7 +234,7 @@ def test_a_dead_or_silent_peer_gives_clear_errors_and_no_hang() -> None:
             with pytest.raises(ConnectError, match="connection refused"):
                 client.invoke(dead, RemotingCommand.request(INFO))
             started = time.monotonic()
-            with pytest.raises(RequestTimeoutError, match="did not answer request code 28 within 0.2 s"):
+            with pytest.raises(RequestTimeoutError, match=r"did not answer request code 28 within 0\.2 s"):
                 client.invoke(f"127.0.0.1:{silent.getsockname()[1]}", RemotingCommand.request(INFO), 200)
             assert time.monotonic() - started < 30  # a generous bound: no hang
         finally:

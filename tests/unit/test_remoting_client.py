@@ -15,8 +15,8 @@ import pytest
 from rocketspark.errors import ConnectError, RequestTimeoutError
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.remoting.deadlines import DEADLINES
 from rocketspark.remoting.client import RemotingClient
+from rocketspark.remoting.deadlines import DEADLINES
 
 
 def _dead_address() -> str:
