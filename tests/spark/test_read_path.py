@@ -19,7 +19,8 @@ from rocketspark.errors import DataCorruptedError, DataLossError, RequestTimeout
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.mapping import LogicQueueMappingItem
-from rocketspark.remoting.server import Dispatcher, create_server
+from rocketspark.remoting.listener import create_server
+from rocketspark.remoting.server import Dispatcher
 from rocketspark.spark.options import Connection
 from rocketspark.spark.planning import split
 from rocketspark.spark.reading import ReadSpec, read_range
@@ -138,7 +139,7 @@ def test_verify_crc_decides_whether_a_damaged_record_fails_the_read() -> None:
 
 @pytest.fixture
 def silent_broker() -> Iterator[str]:
-    """A gRPC server that takes pull requests and never answers them."""
+    """A server that takes pull requests and never answers them."""
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
