@@ -1,21 +1,44 @@
-"""The broker's check of a batch record a producer sent: once per send, never per message in
-Python.
+"""The broker's check of a batch record a producer sent: once per send.
 
 A record that would not decode for a consumer is refused here, so a broken producer cannot
-poison a queue: its header and body CRC, every offset of its message section (numpy, over all
-messages at once), its tags' UTF-8, the size of its largest body, and, for the few messages
-that have any, their keys and properties.
+poison a queue: its header and body CRC, every offset of its message section, its tags' UTF-8,
+the size of its largest body, and, for the few messages that have any, their keys and
+properties. A large batch is checked with numpy over all its messages at once, never per
+message in Python; a small one (at most ``SMALL_BATCH`` messages, uncompressed: what a service
+sending one message at a time sends) with a few ``struct`` reads, which cost a tenth of the
+numpy set-up. Both apply the same rules, and the tests hold them to the same answers.
 """
 
 from __future__ import annotations
 
+import struct
+import zlib
 from dataclasses import dataclass
+from typing import Any, Final
 
 import msgpack
 import numpy as np
 
 from rocketspark.codec.columns import Columns, check_tags_utf8, decode
-from rocketspark.codec.layout import BODY_AT, HEADER_SIZE, PRODUCER_FIELDS, RecordCorrupted
+from rocketspark.codec.layout import (
+    BATCH_MAGIC,
+    BODY_AT,
+    BROKER_AT,
+    BROKER_END,
+    COMPRESSION_MASK,
+    HAS_TAG,
+    HEADER,
+    HEADER_SIZE,
+    NONE,
+    PRODUCER_FIELDS,
+    VERSION,
+    RecordCorrupted,
+    summary_of,
+    tag_hash,
+)
+
+SMALL_BATCH: Final = 16
+_OFFSETS: Final = {n: struct.Struct(f"<{3 * (n + 1)}I") for n in range(1, SMALL_BATCH + 1)}
 
 
 class BatchRefused(ValueError):
@@ -42,8 +65,17 @@ class SentBatch:
     topic: bytes
 
 
-def check_sent(record: bytes, *, max_body: int, max_section: int) -> SentBatch:
-    """Check one sent record; raise BatchRefused (malformed) or BodyTooLarge."""
+def check_sent(record: bytes, *, max_body: int, max_section: int, small: int = SMALL_BATCH) -> SentBatch:
+    """Check one sent record; raise BatchRefused (malformed) or BodyTooLarge. ``small``: the
+    most messages checked one by one (0: every batch with numpy)."""
+    if len(record) >= HEADER_SIZE:
+        head = HEADER.unpack_from(record, 0)
+        one_record = head[0] == len(record) and head[1] == BATCH_MAGIC
+        if one_record and 1 <= head[12] <= min(small, SMALL_BATCH) and head[10] & COMPRESSION_MASK == NONE:
+            try:
+                return _check_small(record, head, max_body, max_section)
+            except RecordCorrupted as exc:
+                raise BatchRefused(f"the batch record is malformed: {exc}") from None
     try:
         columns = decode(record, max_section=max_section)
         if len(columns.heads) != 1:
@@ -85,17 +117,21 @@ def _check_exts(columns: Columns) -> None:
     for at, length in zip(
         columns.ext_at[columns.ext_len > 0].tolist(), columns.ext_len[columns.ext_len > 0].tolist(), strict=True
     ):
-        try:
-            ext = msgpack.unpackb(data[at : at + length], raw=False)
-        except Exception as exc:
-            raise RecordCorrupted(f"message keys/properties are not valid msgpack ({type(exc).__name__})", at) from None
-        if type(ext) is not list or len(ext) != 2 or type(ext[0]) is not list or type(ext[1]) is not dict:
-            raise RecordCorrupted("message keys/properties must be [keys: array, properties: map]", at)
-        keys, properties = ext
-        if not all(type(k) is str for k in keys) or not all(
-            type(k) is str and type(v) is str for k, v in properties.items()
-        ):
-            raise RecordCorrupted("message keys, property names and property values must be strings", at)
+        _check_ext(data[at : at + length], at)
+
+
+def _check_ext(packed: bytes | memoryview, at: int) -> None:
+    try:
+        ext = msgpack.unpackb(packed, raw=False)
+    except Exception as exc:
+        raise RecordCorrupted(f"message keys/properties are not valid msgpack ({type(exc).__name__})", at) from None
+    if type(ext) is not list or len(ext) != 2 or type(ext[0]) is not list or type(ext[1]) is not dict:
+        raise RecordCorrupted("message keys/properties must be [keys: array, properties: map]", at)
+    keys, properties = ext
+    if not all(type(k) is str for k in keys) or not all(
+        type(k) is str and type(v) is str for k, v in properties.items()
+    ):
+        raise RecordCorrupted("message keys, property names and property values must be strings", at)
 
 
 def _check_summary(columns: Columns) -> None:
@@ -104,3 +140,55 @@ def _check_summary(columns: Columns) -> None:
     expected = columns.tag_summary()
     if int(columns.heads.rows[0]["tag_summary"]) != expected:
         raise RecordCorrupted(f"the tag summary does not match the batch's tags (expected {expected:#x})", 0)
+
+
+def _check_small(record: bytes, head: tuple[Any, ...], max_body: int, max_section: int) -> SentBatch:
+    """``check_sent`` of one whole uncompressed record of at most SMALL_BATCH messages, message
+    by message with ``struct``: the same rules as ``columns.decode`` and the checks after it."""
+    total, _magic, header_crc, *_, body_crc, version, _attributes, topic_len, count = head[:13]
+    producer_id, producer_epoch, base_sequence, tag_summary, size = head[14:19]
+    view = memoryview(record)
+    if zlib.crc32(view[BODY_AT:total]) != body_crc:
+        raise RecordCorrupted("body CRC mismatch in the record at byte 0", 0)
+    if zlib.crc32(view[BROKER_AT:BROKER_END]) != header_crc:
+        raise RecordCorrupted("header CRC mismatch in the record at byte 0", 0)
+    if version != VERSION:
+        raise RecordCorrupted(f"the record at byte 0 has version {version} (this reader knows {VERSION})", 0)
+    if size > max_section:
+        raise RecordCorrupted(
+            f"the record at byte 0 has a message section of {size} bytes, over the limit of {max_section} bytes", 0
+        )
+    sec = HEADER_SIZE + topic_len
+    if total - sec != size or size < 13 * count + 12:
+        raise RecordCorrupted(
+            "the record at byte 0 has sizes that do not add up (topic, section and record size disagree)", 0
+        )
+    offsets = _OFFSETS[count].unpack_from(record, sec)
+    bodies, tags, exts = offsets[: count + 1], offsets[count + 1 : 2 * count + 2], offsets[2 * count + 2 :]
+    flags_at = sec + 12 * (count + 1)
+    data_at = flags_at + count
+    if bodies[0] or tags[0] or exts[0] or data_at + bodies[-1] + tags[-1] + exts[-1] != total:
+        raise RecordCorrupted("the record at byte 0 has a message section whose offsets do not add up to its size", 0)
+    hashes: set[int] = set()
+    tags_at, exts_at = data_at + bodies[-1], data_at + bodies[-1] + tags[-1]
+    for i in range(count):
+        lengths = (bodies[i + 1] - bodies[i], tags[i + 1] - tags[i], exts[i + 1] - exts[i])
+        if min(lengths) < 0:
+            raise RecordCorrupted("the record at byte 0 has message offsets that go backwards", 0)
+        flag, tag_len = record[flags_at + i], lengths[1]
+        if flag > HAS_TAG or (not flag & HAS_TAG and tag_len):
+            raise RecordCorrupted("the record at byte 0 has message flags that disagree with its tags", 0)
+        if lengths[0] > max_body:
+            raise BodyTooLarge(i, lengths[0], max_body)
+        if tag_len:
+            tag = record[tags_at + tags[i] : tags_at + tags[i + 1]]
+            try:
+                tag.decode()
+            except UnicodeDecodeError:
+                raise RecordCorrupted("a message tag is not valid UTF-8", 0) from None
+            hashes.add(tag_hash(tag))
+        if lengths[2]:
+            _check_ext(record[exts_at + exts[i] : exts_at + exts[i + 1]], exts_at + exts[i])
+    if summary_of(hashes) != tag_summary:
+        raise RecordCorrupted(f"the tag summary does not match the batch's tags (expected {summary_of(hashes):#x})", 0)
+    return SentBatch(count, tag_summary, producer_id, producer_epoch, base_sequence, bytes(record[HEADER_SIZE:sec]))

@@ -40,6 +40,7 @@ STALL_S: Final = 5.0  # a frame begun and not continued for this long closes its
 MIN_BODY_RATE: Final = 1024 * 1024  # bytes/s a large body must arrive at, past STALL_S
 CHECK_S: Final = 1.0
 HANDSHAKE_TIMEOUT_S: Final = 10.0
+FLUSH_BYTES: Final = 256 * 1024  # frames queued past this leave at once, without being joined
 WRITE_HIGH_WATER: Final = 8 * 1024 * 1024  # past this unread, the connection stops taking requests
 
 
@@ -75,6 +76,8 @@ class ServerConnection(asyncio.Protocol):
         self._writable.set()
         self._closed = False
         self._seen = False  # the connection's first bytes have been looked at
+        self._outbox: list[bytes] | None = None  # frames written this turn of the loop, sent at its end
+        self._outbox_bytes = 0
         self._watch: asyncio.TimerHandle | None = None
 
     # -- the Channel seen by handlers (rocketspark.remoting.server.Channel) ---------------------
@@ -294,14 +297,29 @@ class ServerConnection(asyncio.Protocol):
             self._write(response)
 
     def _write(self, command: RemotingCommand) -> None:
-        assert self.transport is not None
+        """Queue a frame; every frame queued in one turn of the loop leaves in one write (a
+        system call is most of what a small answer costs, and under load many are ready at
+        once), at the end of the turn, so no answer waits for another."""
         parts = frame.encode(command)
-        if len(parts) == 1:
-            self.transport.write(parts[0])
-        elif len(parts[1]) < 65536:
-            self.transport.write(parts[0] + parts[1])
+        if self._outbox is None:
+            self._outbox = []
+            self._outbox_bytes = 0
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._outbox.extend(parts)
+        self._outbox_bytes += sum(map(len, parts))
+        if self._outbox_bytes >= FLUSH_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        out, self._outbox = self._outbox, None
+        if not out or self._closed or self.transport is None:
+            return
+        if len(out) == 1:
+            self.transport.write(out[0])
+        elif self._outbox_bytes < FLUSH_BYTES:
+            self.transport.write(b"".join(out))
         else:
-            self.transport.writelines(parts)
+            self.transport.writelines(out)
 
     # -- stalled peers ---------------------------------------------------------------------------
 

@@ -30,7 +30,7 @@ from rocketspark.codec.build import (
 )
 from rocketspark.codec.columns import Columns, check_record, decode
 from rocketspark.codec.from_arrow import MessageArrays, records
-from rocketspark.codec.ingest import BatchRefused, BodyTooLarge, SentBatch, built_here, check_sent
+from rocketspark.codec.ingest import SMALL_BATCH, BatchRefused, BodyTooLarge, SentBatch, built_here, check_sent
 from rocketspark.codec.layout import (
     BLOOM_BITS,
     BODY_AT,
@@ -154,7 +154,24 @@ def tagged(*tags: str | None) -> list[Message]:
 
 
 def check(record: bytes, max_body: int = 1 << 20, max_section: int = 1 << 24) -> SentBatch:
-    return check_sent(record, max_body=max_body, max_section=max_section)
+    """``check_sent``, held to giving the same answer message by message (a small batch) and
+    with numpy (``small=0``)."""
+    outcomes: list[SentBatch | Exception] = []
+    for small in (SMALL_BATCH, 0):
+        try:
+            outcomes.append(check_sent(record, max_body=max_body, max_section=max_section, small=small))
+        except (BatchRefused, BodyTooLarge) as exc:
+            outcomes.append(exc)
+    one_by_one, numpy_way = outcomes
+    assert type(one_by_one) is type(numpy_way), (one_by_one, numpy_way)
+    if isinstance(one_by_one, BodyTooLarge):
+        assert isinstance(numpy_way, BodyTooLarge)
+        assert (one_by_one.index, one_by_one.size) == (numpy_way.index, numpy_way.size)
+    if isinstance(one_by_one, Exception):
+        assert str(one_by_one).split(":")[0] == str(numpy_way).split(":")[0]
+        raise one_by_one
+    assert one_by_one == numpy_way
+    return one_by_one
 
 
 # --- round trip ----------------------------------------------------------------------------
