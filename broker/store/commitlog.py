@@ -133,8 +133,9 @@ class CommitLog:
             segment.append(layout.encode_blank(self.segment_bytes - segment.wrote))
             segment = self._roll(segment.base + self.segment_bytes)
         phys = segment.base + segment.wrote
-        segment.append(stamped_head(record, queue_id, base_offset, phys, store_ms))
-        segment.append(memoryview(record)[layout.BODY_AT :])
+        segment.append_parts(
+            [stamped_head(record, queue_id, base_offset, phys, store_ms), memoryview(record)[layout.BODY_AT :]]
+        )
         return phys
 
     def append_raw(self, offset: int, data: bytes | memoryview) -> None:

@@ -92,6 +92,19 @@ class MappedFile:
         self.wrote = pos + n
         return pos
 
+    def append_parts(self, parts: list[bytes | memoryview]) -> int:
+        """``append`` of several buffers in one system call (``pwritev``): a record's stamped
+        head and the rest as its producer built it."""
+        pos = self.wrote
+        n = sum(map(len, parts))
+        if pos + n > self.size:
+            raise ValueError(f"append of {n} bytes overflows {self.path.name} at {pos}/{self.size}")
+        written = os.pwritev(self._fd, parts, pos)
+        if written < n:  # a short write (the disk filling up): finish it, or fail, as append does
+            self.write_at(pos + written, memoryview(b"".join(parts))[written:])
+        self.wrote = pos + n
+        return pos
+
     def write_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
         """Overwrite bytes in place (recovery marks damaged regions, consume queues fill holes)."""
         view = memoryview(data)

@@ -283,11 +283,11 @@ class Producer(ClientBase):
         started = time.monotonic()
         wait_ms = self._attempt_timeout_ms(retries.deadline - started, retries.pinned, retries.attempts_left)
         try:
-            future = self.remoting.invoke_async(address, request, wait_ms)
             if replicated(info.route, ref.broker_name):
+                future = self.remoting.invoke_async(address, request, wait_ms)
                 response = check(self._until_master_moves(future, topic, ref.broker_name, address))
             else:
-                response = check(future.result())
+                response = check(self.remoting.invoke(address, request, wait_ms))
         except RETRY_ON:
             self._record(ref.broker_name, started, failed=True)
             raise

@@ -8,11 +8,14 @@ once, in C.
 
 from __future__ import annotations
 
+import struct
 import time
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from operator import attrgetter
+from typing import Final
 
 import msgpack
 import numpy as np
@@ -76,15 +79,22 @@ def build_section(
     bodies: Sequence[bytes], tags: Sequence[str | None] | None = None, exts: Sequence[bytes] | None = None
 ) -> Section:
     """The columnar section of messages given as equal-length columns; no ``tags`` or
-    ``exts`` column means none has any (then nothing is done per message)."""
+    ``exts`` column means none has any (then nothing is done per message). A few messages
+    (``SMALL_SECTION``: one send of a service) are laid out with ``struct``, many with numpy
+    (its set-up costs more than a few messages do); both give the same bytes."""
     n = len(bodies)
     encoded, has_tag, summary = None, None, 0
     if tags is not None and any(t is not None for t in tags):
         encoded = [b"" if t is None else t.encode() for t in tags]
         if max(map(len, encoded)) > MAX_TAG_BYTES:
             raise ValueError(f"a tag is limited to {MAX_TAG_BYTES} bytes of UTF-8")
-        has_tag = np.fromiter((t is not None for t in tags), dtype=np.uint8, count=n)
         summary = summary_of({tag_hash(t) for t in set(encoded) if t})
+        if n <= SMALL_SECTION:
+            flags = bytes(HAS_TAG if t is not None else 0 for t in tags)
+            return Section(_small_section(bodies, encoded, flags, exts), n, summary)
+        has_tag = np.fromiter((t is not None for t in tags), dtype=np.uint8, count=n)
+    elif n <= SMALL_SECTION:
+        return Section(_small_section(bodies, None, bytes(n), exts), n, 0)
     return Section(
         join_section(
             np.fromiter(map(len, bodies), dtype=np.int64, count=n),
@@ -97,6 +107,29 @@ def build_section(
         ),
         n,
         summary,
+    )
+
+
+SMALL_SECTION: Final = 16
+_OFFSETS: Final = {n: struct.Struct(f"<{n + 1}I") for n in range(1, SMALL_SECTION + 1)}
+
+
+def _small_section(
+    bodies: Sequence[bytes], tags: list[bytes] | None, flags: bytes, exts: Sequence[bytes] | None
+) -> bytes:
+    """``join_section`` of a few messages, with plain integers."""
+    pack = _OFFSETS[len(bodies)].pack
+    zeros = bytes(4 * (len(bodies) + 1))
+    return b"".join(
+        (
+            pack(0, *accumulate(map(len, bodies))),
+            zeros if tags is None else pack(0, *accumulate(map(len, tags))),
+            zeros if not exts or not any(exts) else pack(0, *accumulate(map(len, exts))),
+            flags,
+            *bodies,
+            *(tags or ()),
+            *(exts or ()),
+        )
     )
 
 

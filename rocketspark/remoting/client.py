@@ -268,7 +268,21 @@ class RemotingClient:
         self, address: str, request: RemotingCommand, timeout_ms: int | None = None, *, peer: str | None = None
     ) -> RemotingCommand:
         """Sync call: wait for the response or raise at the deadline."""
-        return self._submit(address, request, timeout_ms, peer).result()
+        local = self.local
+        if local is not None and address == local.address():
+            return self._submit(address, request, timeout_ms, peer).result()
+        kind = peer or self.peer_kind
+        timeout_s = (timeout_ms or self.default_timeout_ms) / 1000
+        self._sign(request)
+        connection = self._connection(address, kind)
+
+        def expire() -> RocketSparkError:
+            return RequestTimeoutError(
+                f"{kind} at {address} did not answer request code {request.code} within {timeout_s:g} s",
+                address=address,
+            )
+
+        return connection.call(request, timeout_s, expire)
 
     def invoke_async(
         self, address: str, request: RemotingCommand, timeout_ms: int | None = None, *, peer: str | None = None

@@ -103,6 +103,38 @@ class _Tls:
             return self.outgoing.read()
 
 
+class Waiter:
+    """A synchronous call's answer: the caller blocks on a lock that the reader releases, the
+    cheapest hand-off between two threads CPython has (a Future adds a condition, callbacks
+    and a deadline entry, for a caller that waits anyway). Settled once: only whoever takes it
+    out of the pending table settles it."""
+
+    __slots__ = ("_gate", "error", "result")
+
+    def __init__(self) -> None:
+        self._gate = threading.Lock()
+        self._gate.acquire()
+        self.result: RemotingCommand | None = None
+        self.error: BaseException | None = None
+
+    def set_result(self, result: RemotingCommand) -> None:
+        self.result = result
+        self._gate.release()
+
+    def set_exception(self, error: BaseException) -> None:
+        self.error = error
+        self._gate.release()
+
+    def done(self) -> bool:
+        return False  # it leaves the pending table as it is settled
+
+    def wait(self, timeout_s: float | None) -> bool:
+        return self._gate.acquire(timeout=-1 if timeout_s is None else timeout_s)
+
+
+Pending = concurrent.futures.Future[RemotingCommand] | Waiter
+
+
 class Connection:
     """A connection to ``address``; ``failure`` turns a transport error into what callers get."""
 
@@ -122,7 +154,7 @@ class Connection:
         self.failure = failure
         self.on_request = on_request
         self.on_close = on_close
-        self._pending: dict[int, concurrent.futures.Future[RemotingCommand]] = {}
+        self._pending: dict[int, Pending] = {}
         self._streams: dict[int, queue.SimpleQueue[object]] = {}
         self._lock = threading.Lock()  # the pending tables
         self._send_lock = threading.Lock()  # one frame at a time on the socket
@@ -163,6 +195,27 @@ class Connection:
         DEADLINES.add(time.monotonic() + timeout_s, future, expire)
         self._send_or_fail(request)
         return future
+
+    def call(self, request: RemotingCommand, timeout_s: float, expire: Expire) -> RemotingCommand:
+        """Send a request and wait for its answer in the caller's thread; raise the
+        connection's error, or ``expire()`` at the deadline."""
+        waiter = Waiter()
+        with self._lock:
+            if self._broken is not None:
+                raise self._broken
+            request.opaque = opaque = next(self._opaques)
+            self._pending[opaque] = waiter
+        self._send_or_fail(request)
+        if not waiter.wait(timeout_s):
+            with self._lock:
+                abandoned = self._pending.pop(opaque, None) is not None
+            if abandoned:
+                raise expire()
+            waiter.wait(None)  # the answer came as the deadline passed: it is being handed over
+        if waiter.error is not None:
+            raise waiter.error
+        assert waiter.result is not None
+        return waiter.result
 
     def send_oneway(self, request: RemotingCommand) -> None:
         request.flag |= Flag.ONEWAY
@@ -293,10 +346,10 @@ class Connection:
             self._broken = error = self.failure(cause, self.answered)
             pending, self._pending = self._pending, {}
             streams, self._streams = self._streams, {}
-        for future in pending.values():
-            if not future.done():
+        for waiting in pending.values():
+            if not waiting.done():
                 try:
-                    future.set_exception(error)
+                    waiting.set_exception(error)
                 except concurrent.futures.InvalidStateError:
                     pass
         for responses in streams.values():

@@ -928,3 +928,31 @@ def test_a_batch_of_messages_with_large_properties_is_split_to_fit_its_limit() -
     chunks = chunk_messages(sent, 100_000)
     assert sum(len(c) for c in chunks) == 40 and len(chunks) > 1
     assert all(len(encode_messages(TOPIC, list(c))) <= 100_000 for c in chunks)
+
+
+@pytest.mark.parametrize(
+    ("bodies", "tags", "exts"),
+    [
+        ([b"one"], None, None),
+        ([b"a", b"", b"ccc"], ["x", None, ""], [b"", msgpack.packb([["k"], {}]), b""]),
+        ([b"b" * 100] * 16, ["t"] * 16, None),
+        ([b"b"] * 17, [None] * 16 + ["late"], [b""] * 17),  # past SMALL_SECTION: numpy
+    ],
+)
+def test_a_small_section_is_laid_out_byte_for_byte_as_numpy_lays_it_out(
+    bodies: list[bytes], tags: list[str | None] | None, exts: list[bytes] | None
+) -> None:
+    section = build_section(bodies, tags, exts)
+    n = len(bodies)
+    encoded = None if tags is None else [b"" if t is None else t.encode() for t in tags]
+    expected = join_section(
+        np.array([len(b) for b in bodies], dtype=np.int64),
+        b"".join(bodies),
+        None if encoded is None else np.array([len(t) for t in encoded], dtype=np.int64),
+        b"" if encoded is None else b"".join(encoded),
+        np.array([len(e) for e in exts], dtype=np.int64) if exts and any(exts) else None,
+        b"".join(exts) if exts else b"",
+        None if tags is None else np.array([t is not None for t in tags], dtype=np.uint8),
+    )
+    assert section.data == expected and section.count == n
+    assert decode(encode_batch(TOPIC.encode(), section)).body_len.tolist() == [len(b) for b in bodies]

@@ -239,3 +239,52 @@ def test_a_dead_or_silent_peer_gives_clear_errors_and_no_hang() -> None:
             assert time.monotonic() - started < 30  # a generous bound: no hang
         finally:
             client.close()
+
+
+@pytest.mark.parametrize("loop_factory", [loops.new_event_loop, asyncio.new_event_loop], ids=["uvloop", "asyncio"])
+def test_a_request_served_eagerly_runs_at_once_and_one_that_waits_finishes_in_a_task(loop_factory: Any) -> None:
+    from rocketspark.remoting.listener import eagerly
+
+    seen: list[str] = []
+
+    async def quick() -> None:
+        seen.append("quick")
+
+    async def waits() -> None:
+        await asyncio.sleep(0)  # a bare yield
+        await asyncio.sleep(0.01)  # a future
+        fut = asyncio.get_running_loop().create_future()
+        asyncio.get_running_loop().call_later(0.01, fut.set_exception, ValueError("from the future"))
+        try:
+            await fut
+        except ValueError as exc:
+            seen.append(str(exc))
+        await asyncio.shield(asyncio.sleep(0.01))
+        seen.append("waited")
+
+    async def cancelled() -> None:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        assert eagerly(loop, quick()) is None and seen == ["quick"]  # done on the spot, no task
+        task = eagerly(loop, waits())
+        assert task is not None
+        await task
+        stuck = eagerly(loop, cancelled())
+        assert stuck is not None
+        await asyncio.sleep(0.01)
+        stuck.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await stuck
+
+    loop = loop_factory()
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
+    assert seen == ["quick", "from the future", "waited", "cancelled"]
