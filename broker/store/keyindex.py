@@ -32,7 +32,7 @@ from rocketspark.codec.layout import (
     BATCH_MAGIC,
     BLANK_MAGIC,
     COMPRESSION_MASK,
-    HEADER_DTYPE,
+    HEADER,
     HEADER_SIZE,
     PREFIX,
     RecordCorrupted,
@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 
 ROUND_BYTES = 16 * 1024 * 1024  # the most of the log one indexing round reads
 PROGRESS_BYTES = 64 * 1024 * 1024  # log without keys read before the progress alone is saved
+WINDOW_BYTES = 256 * 1024  # the log read ahead at once (small records: many in one read)
 
 
 class IndexedLog(Protocol):
@@ -79,6 +80,8 @@ class KeyIndex:
         self._purged_below = 0
         self._saved_to = 0  # the progress last saved (a restart re-reads keyless log after it)
         self._cut = store.cut  # the log's last cut, as last seen
+        self._window = b""  # log read ahead (``_read``), from log offset _window_at; dropped every round
+        self._window_at = 0
 
     def open(self) -> None:
         self.indexed_to = self._saved_to = self.db.open()
@@ -119,6 +122,7 @@ class KeyIndex:
         """Index the flushed log after ``indexed_to``, at most ``ROUND_BYTES`` of it; True when
         there is more to do. The log is read with ``pread`` (never through a mapping: this
         thread must not pin a segment retention is deleting, nor count its pages as resident)."""
+        self._window = b""  # the log below the indexable end changes only by a cut: read it afresh
         self._follow_cut()
         end = self.store.indexable_end
         pos = start = max(self.indexed_to, self.store.log_min_offset)
@@ -146,10 +150,27 @@ class KeyIndex:
                 self.db.cut(cut[1])
                 self.indexed_to = self._saved_to = cut[1]
 
+    def _read(self, pos: int, size: int) -> bytes | None:
+        """``size`` bytes of the log at ``pos``, from a window of it read ahead (one ``pread``
+        serves many small records: a service sending one message at a time makes a record a
+        message), never across a segment's end nor past the indexable end."""
+        window, at = self._window, self._window_at
+        if at <= pos and pos + size <= at + len(window):
+            return window[pos - at : pos - at + size]
+        segment_end = self.store.segment_end(pos)
+        limit = min(self.store.indexable_end, segment_end if segment_end is not None else pos + size)
+        window_bytes = max(size, min(WINDOW_BYTES, limit - pos))
+        data = self.store.read_record(pos, window_bytes)
+        if data is None or len(data) < size:
+            self._window = b""
+            return None if data is None or len(data) < size else data
+        self._window, self._window_at = data, pos
+        return data[:size]
+
     def _record_at(self, pos: int, end: int, rows: list[Row]) -> int | None:
         """Index the record at ``pos`` into ``rows``; where the next one starts (None: stop for
         this round: the log is not readable there yet, or the record ends past ``end``)."""
-        prefix = self.store.read_record(pos, PREFIX.size)
+        prefix = self._read(pos, PREFIX.size)
         if prefix is None:  # deleted by retention meanwhile, or the end of what is written
             floor = self.store.log_min_offset
             return floor if floor > pos else None
@@ -161,22 +182,22 @@ class KeyIndex:
         if pos + size > end:
             return None  # not whole below the indexable end yet (a slave's copy may end mid-record)
         if magic == BATCH_MAGIC and size >= HEADER_SIZE:
-            head = self.store.read_record(pos, HEADER_SIZE)
+            head = self._read(pos, HEADER_SIZE)
             if head is None:
                 return None
             rows.extend(self._keys_of(pos, size, head))
         return pos + size  # a batch, or a gap recovery cut out
 
     def _keys_of(self, pos: int, size: int, head: bytes) -> Iterator[Row]:
-        fields = np.frombuffer(head, dtype=HEADER_DTYPE, count=1)[0]
-        count, topic_len = int(fields["count"]), int(fields["topic_len"])
-        if not int(fields["attributes"]) & COMPRESSION_MASK:
+        fields = HEADER.unpack_from(head)
+        attributes, topic_len, count = fields[10], fields[11], fields[12]
+        if not attributes & COMPRESSION_MASK:
             # the ext offsets' last entry is the size of every message's keys and properties
             at = pos + HEADER_SIZE + topic_len + 4 * (count + 1) * 2 + 4 * count
-            ext = self.store.read_record(at, 4)
+            ext = self._read(at, 4)
             if ext is not None and struct.unpack("<I", ext)[0] == 0:
                 return  # no message of the batch has keys: nothing more to read
-        raw = self.store.read_record(pos, size)
+        raw = self._read(pos, size)
         if raw is None:
             return
         try:

@@ -32,7 +32,7 @@ from rocketspark.errors import (
     TlsError,
     error_for_response,
 )
-from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.codes import Flag, RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting import frame
 from rocketspark.remoting.connection import _END, Closed, Connection
@@ -385,6 +385,9 @@ class ResponseStream(Iterator[RemotingCommand]):
             self._done = True
             raise item
         assert isinstance(item, RemotingCommand)
+        if not item.flag & Flag.MORE and item.ext.get(frame.STREAM_END_FIELD):
+            self._done = True  # the server's end of the stream: no answer of its own
+            raise StopIteration
         return item
 
     def cancel(self) -> None:

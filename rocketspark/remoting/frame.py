@@ -20,8 +20,9 @@ All integers big-endian. Three header serializations are understood:
   this machine it decodes in a third of the time of the JSON form.
 
 A response is written in the serialization of its request. The flag's bit 0 marks a response,
-bit 1 a oneway request (RocketMQ); bit 2 (ours) marks one response of several to a streaming
-request, the last of which has it clear.
+bit 1 a oneway request (RocketMQ); bit 2 (ours) marks a streaming request and each of its
+responses, which leave as soon as they are made; an empty response without it
+(``STREAM_END_FIELD``) ends the stream.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ LANGUAGE: Final = "PYTHON"  # RocketMQ's LanguageCode name for us (3)
 LANGUAGE_CODE: Final = 3
 VERSION: Final = 479  # RocketMQ's MQVersion ordinal we speak as (V5_3_3): route JSON in the standard form
 STOP_STREAM_FIELD: Final = "streamOpaque"  # STOP_STREAM's header field: the opaque of the stream to end
+STREAM_END_FIELD: Final = "streamEnd"  # the header field of the empty frame that ends a stream
 
 _BIN_HEAD = struct.Struct(">hbhii")  # code, language, version, opaque, flag
 _I16 = struct.Struct(">h")

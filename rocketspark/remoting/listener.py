@@ -277,15 +277,13 @@ class ServerConnection(asyncio.Protocol):
             self._reply(response)
 
     async def _stream(self, request: RemotingCommand, ticket: Ticket) -> None:
-        previous: RemotingCommand | None = None
+        """Each response leaves as soon as it is made, with the MORE flag; an empty frame
+        without it ends the stream (``frame.STREAM_END_FIELD``)."""
         async for response in self.dispatcher.serve_stream(request, ticket):
-            if previous is not None:
-                previous.flag |= Flag.MORE
-                self._reply(previous)
-                await self._writable.wait()
-            previous = response
-        if previous is not None:
-            self._reply(previous)
+            response.flag |= Flag.MORE
+            self._reply(response)
+            await self._writable.wait()
+        self._reply(request.response(ext={frame.STREAM_END_FIELD: True}))
 
     def _stop_stream(self, request: RemotingCommand) -> None:
         opaque = request.ext.get(frame.STOP_STREAM_FIELD)
