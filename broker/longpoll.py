@@ -15,22 +15,24 @@ Key = tuple[str, int]
 
 class LongPollHub:
     def __init__(self) -> None:
-        self._waiters: defaultdict[Key, list[asyncio.Future[None]]] = defaultdict(list)
+        self._waiters: defaultdict[Key, list[asyncio.Future[bool]]] = defaultdict(list)
         self.closing = False  # set at shutdown: held pulls answer at once instead of waiting again
 
     async def wait(self, key: Key, timeout_s: float) -> bool:
-        """Wait for new data on ``key``; True if woken by data, False on timeout or shutdown."""
+        """Wait for new data on ``key``; True if woken by data, False on timeout or shutdown.
+        The timeout is a timer on the loop that settles the same future (``wait_for`` would
+        add a waiter and two turns of the loop to every wake-up: a message's latency)."""
         if self.closing:
             return False
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bool] = loop.create_future()
+        timer = loop.call_later(timeout_s, _settle, future, False)
         waiters = self._waiters[key]
         waiters.append(future)
         try:
-            await asyncio.wait_for(future, timeout_s)
-            return True
-        except TimeoutError:
-            return False
+            return await future
         finally:
+            timer.cancel()
             if future in waiters:
                 waiters.remove(future)
             # notify() may have detached this list already and a re-waiting poller started a
@@ -42,8 +44,7 @@ class LongPollHub:
         waiters = self._waiters.pop(key, None)
         if waiters:
             for future in waiters:
-                if not future.done():
-                    future.set_result(None)
+                _settle(future, True)
 
     def notify_topic(self, topic: str) -> None:
         """Wake every pull held on one topic (its queues changed shape or it went away)."""
@@ -59,3 +60,8 @@ class LongPollHub:
     @property
     def waiting(self) -> int:
         return sum(len(w) for w in self._waiters.values())
+
+
+def _settle(future: asyncio.Future[bool], woken: bool) -> None:
+    if not future.done():
+        future.set_result(woken)
