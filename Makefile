@@ -6,7 +6,7 @@ DEPS := $(VENV)/.deps-installed
 INSTALLED := $(VENV)/.project-installed
 SOURCES := $(shell find rocketspark broker nameserver -name '*.py' 2>/dev/null)
 
-.PHONY: test run check bench bench-spark bench-resilience bench-security protos clean
+.PHONY: test run check bench bench-wire bench-spark bench-resilience bench-security protos clean
 
 # Dependencies once; the project itself is installed the way a user installs it (not in
 # editable mode), so that Spark's data-source discovery finds pyspark_rocketmq, and again
@@ -41,6 +41,9 @@ check: $(INSTALLED)
 
 bench: $(INSTALLED)
 	$(PY) benchmarks/bench_broker.py
+
+bench-wire: $(INSTALLED)  # starts Redis and NATS JetStream too (apt-get installs them when missing)
+	$(PY) benchmarks/bench_wire.py
 
 bench-spark: $(INSTALLED)
 	$(PY) benchmarks/bench_spark.py

@@ -1,11 +1,12 @@
-"""Broker benchmark: batched ingest, drain and produce-to-pull latency, against a gRPC ceiling.
+"""Broker benchmark: batched ingest, drain and produce-to-pull latency, against the wire's ceiling.
 
-Starts a real nameserver and broker (separate processes, async flush) and a do-nothing gRPC
-echo server, then for 100-byte and 1 KiB bodies measures:
+Starts a real nameserver and broker (separate processes, async flush) and a do-nothing server
+of remoting frames (``echo_server.py``, on the same event loop the broker runs on), then for
+100-byte and 1 KiB bodies measures:
 
 - ingest: ``Producer.send_batch`` of 100- and 1,000-message batches from 4 threads, msgs/s;
-  and the same batch records sent to a do-nothing gRPC server (the ceiling: what the
-  transport takes), and our ratio to it;
+  and the same batch records sent to the do-nothing server (the ceiling: what the transport
+  and our client take), and our ratio to it;
 - drain: reading every message back from offset 0 with ``Consumer.iter_range``, msgs/s, into
   Message objects and into Arrow columns (``columnar=True``);
 - latency: one message a send at 1,000 and 10,000 msg/s offered (from one sending thread per
@@ -79,8 +80,8 @@ def start_echo() -> tuple[subprocess.Popen[str], str]:
 
 
 def ingest_echo(address: str, messages: list[Message], batches: int) -> float:
-    """The ceiling: a do-nothing server receiving the same bytes over the same multiplexed
-    channel (each batch encoded once and resent: transport only)."""
+    """The ceiling: a do-nothing server receiving the same bytes over the same connection
+    (each batch encoded once and resent: transport only)."""
     client = RemotingClient()
     topic = messages[0].topic
     request = RemotingCommand.request(
@@ -270,7 +271,7 @@ def main() -> None:
         f"\nrocketspark broker benchmark ({messages_n:,} msgs per ingest run, {THREADS} sender threads, "
         "async flush, 1 broker)"
     )
-    print("\ningest (ceiling: a do-nothing gRPC server receiving the same batch records over the same channel)")
+    print("\ningest (ceiling: a do-nothing server receiving the same batch records over the same connection)")
     print(f"{'body':>6} {'batch':>6} {'msg/s':>12} {'ceiling':>12} {'ratio':>6}")
     for size, batch_n, ours, ceiling in ingest_rows:
         print(f"{size:>5}B {batch_n:>6} {ours:>12,.0f} {ceiling:>12,.0f} {ours / ceiling:>6.2f}")

@@ -60,11 +60,19 @@ TOPIC = "wire"
 
 
 def ensure_tools() -> None:
-    missing = [pkg for pkg, binary in (("redis-server", "redis-server"), ("nats-server", "nats-server")) if not shutil.which(binary)]
+    missing = [
+        pkg
+        for pkg, binary in (("redis-server", "redis-server"), ("nats-server", "nats-server"))
+        if not shutil.which(binary)
+    ]
     if missing:
         print(f"installing {', '.join(missing)} with apt-get", flush=True)
         subprocess.run(["apt-get", "update", "-qq"], check=True)
-        subprocess.run(["apt-get", "install", "-y", "-qq", *missing], check=True, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+        subprocess.run(
+            ["apt-get", "install", "-y", "-qq", *missing],
+            check=True,
+            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+        )
     try:
         import nats  # noqa: F401
         import redis  # noqa: F401
@@ -93,8 +101,23 @@ def wait_port(port: int, timeout_s: float = 30) -> None:
 def start_redis(directory: Path) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
     proc = subprocess.Popen(
-        ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--appendonly", "yes", "--appendfsync",
-         "everysec", "--save", "", "--dir", str(directory), "--protected-mode", "no"],
+        [
+            "redis-server",
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "everysec",
+            "--save",
+            "",
+            "--dir",
+            str(directory),
+            "--protected-mode",
+            "no",
+        ],
         stdout=subprocess.DEVNULL,
     )
     wait_port(port)
@@ -214,8 +237,11 @@ def profiled(pid: int, directory: Path | None, name: str, seconds: float) -> sub
         return None
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     out = directory / f"{name}.svg"
-    return subprocess.Popen([spy, "record", "-p", str(pid), "-d", str(int(seconds) + 4), "-o", str(out), "-r", "200"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [spy, "record", "-p", str(pid), "-d", str(int(seconds) + 4), "-o", str(out), "-r", "200"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def main() -> None:
@@ -276,7 +302,11 @@ def main() -> None:
     print(f"\nwire benchmark: 1 KiB bodies, one message per send, each waiting for its ack ({seconds:g} s runs)")
     print(f"\n1. {PROCESSES} processes x {THREADS} senders")
     print(f"   {'system':<12} {'msg/s':>10} {'server CPU/msg':>15}")
-    for name, rate, cpu in (("rocketspark", ours, ours_cpu), ("Redis", redis_rate, redis_cpu), ("JetStream", nats_rate, nats_cpu)):
+    for name, rate, cpu in (
+        ("rocketspark", ours, ours_cpu),
+        ("Redis", redis_rate, redis_cpu),
+        ("JetStream", nats_rate, nats_cpu),
+    ):
         print(f"   {name:<12} {rate:>10,.0f} {cpu:>12.1f} us")
     print(
         f"   ratios: {ours / redis_rate:.2f}x Redis ({verdict(ours >= redis_rate)} >= 1.0), {ours / nats_rate:.2f}x "

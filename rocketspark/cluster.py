@@ -411,7 +411,9 @@ class LocalCluster:
         conf = self.data_dir / f"{name}.toml"
         write_toml(conf, values)
         proc = ServerProcess(name, [sys.executable, "-m", module, "--conf", str(conf)], self.data_dir / f"{name}.log")
-        address = proc.start(self._child_env())
+        # ``python -m`` looks in the working directory first: run where this rocketspark lives, so
+        # that the servers are this code, not a checkout the caller happens to stand in.
+        address = proc.start(self._child_env(), cwd=str(Path(__file__).resolve().parent.parent))
         self._procs[name] = proc
         return address
 

@@ -59,11 +59,11 @@ class ServerProcess:
     address: str = ""
     ready_timeout_s: float = READY_TIMEOUT_S
 
-    def start(self, env: dict[str, str] | None = None) -> str:
+    def start(self, env: dict[str, str] | None = None, cwd: str | None = None) -> str:
         """Start the child and wait, at most ``ready_timeout_s``, for its readiness line."""
         log = open(self.log_path, "a")  # noqa: SIM115 - lives as long as the child
         self.process = subprocess.Popen(
-            self.args, stdout=subprocess.PIPE, stderr=log, text=True, env=env, start_new_session=True
+            self.args, stdout=subprocess.PIPE, stderr=log, text=True, env=env, cwd=cwd, start_new_session=True
         )
         log.close()
         lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
