@@ -28,7 +28,7 @@ class _Waiter:
     offset: int
     members: set[int]
     needed: int
-    future: asyncio.Future[None]
+    future: asyncio.Future[bool]  # True: held by enough; False: the deadline passed
 
 
 class AckTracker:
@@ -53,7 +53,7 @@ class AckTracker:
         for waiter in [w for w in self._waiters if self.holding(w.offset, w.members) >= w.needed]:
             self._waiters.discard(waiter)  # only the sends this report completes wake up
             if not waiter.future.done():
-                waiter.future.set_result(None)
+                waiter.future.set_result(True)
 
     def holding(self, offset: int, members: set[int]) -> int:
         """How many of ``members`` (slave replica ids) hold the log up to ``offset``."""
@@ -63,16 +63,19 @@ class AckTracker:
         """Wait until ``needed`` of ``members`` hold ``offset``; False on timeout."""
         if self.holding(offset, members) >= needed:
             return True
-        waiter = _Waiter(offset, members, needed, asyncio.get_running_loop().create_future())
+        loop = asyncio.get_running_loop()
+        waiter = _Waiter(offset, members, needed, loop.create_future())
         self._waiters.add(waiter)
+        # A timer that settles the future, not asyncio.timeout: handlers may run outside any
+        # task (rocketspark.remoting.listener.eagerly), and asyncio.timeout needs one.
+        timer = loop.call_later(timeout_s, _expire, waiter.future)
         try:
-            async with asyncio.timeout(timeout_s):
-                await waiter.future
-        except TimeoutError:
+            if await waiter.future:
+                return True
             return self.holding(offset, members) >= needed
         finally:
+            timer.cancel()
             self._waiters.discard(waiter)
-        return True
 
     def in_sync(self, current: set[int], log_end: int) -> set[int]:
         """The slaves that belong in the SyncStateSet now: members not lagging too long, plus
@@ -81,3 +84,8 @@ class AckTracker:
         keep = {rid for rid in current if rid in self.slaves and now - self.slaves[rid].caught_up_at <= self.max_lag_s}
         join = {rid for rid, p in self.slaves.items() if p.offset >= log_end and now - p.seen_at <= self.max_lag_s}
         return keep | join
+
+
+def _expire(future: asyncio.Future[bool]) -> None:
+    if not future.done():
+        future.set_result(False)

@@ -288,3 +288,19 @@ def test_a_request_served_eagerly_runs_at_once_and_one_that_waits_finishes_in_a_
     finally:
         loop.close()
     assert seen == ["quick", "from the future", "waited", "cancelled"]
+
+
+def test_no_request_handler_needs_a_task_of_its_own() -> None:
+    """Requests run eagerly, outside any task until they first wait (``eagerly``); asyncio's
+    timeout and current_task need a task. The servers' code keeps to timers on the loop (the
+    HA port's connections, which run in tasks of their own, are the one exception)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    offenders = [
+        str(path.relative_to(root))
+        for package in ("broker", "nameserver")
+        for path in (root / package).rglob("*.py")
+        if path.name != "transfer.py" and any(s in path.read_text() for s in ("asyncio.timeout(", "current_task("))
+    ]
+    assert offenders == []
