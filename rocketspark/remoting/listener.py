@@ -374,7 +374,10 @@ async def _resume(coro: Coroutine[Any, Any, None], waiting_on: Any) -> None:
                 # would clear the mark as it takes the future): clear it, and await it here.
                 waiting_on._asyncio_future_blocking = False
                 await waiting_on
-        except BaseException as exc:
+        except GeneratorExit:  # this task is being closed (its loop shut down): so is the request
+            coro.close()
+            raise
+        except BaseException as exc:  # its own to handle, CancelledError included
             try:
                 waiting_on = coro.throw(exc)
             except StopIteration:

@@ -4,6 +4,7 @@ requests multiplexed by opaque, refusals from the header, stalled peers, streams
 from __future__ import annotations
 
 import asyncio
+import gc
 import socket
 import struct
 import threading
@@ -304,3 +305,26 @@ def test_no_request_handler_needs_a_task_of_its_own() -> None:
         if path.name != "transfer.py" and any(s in path.read_text() for s in ("asyncio.timeout(", "current_task("))
     ]
     assert offenders == []
+
+
+def test_a_request_waiting_when_its_loop_closes_is_closed_with_it() -> None:
+    from rocketspark.remoting.listener import eagerly
+
+    closed: list[bool] = []
+
+    async def waits_forever() -> None:
+        try:
+            await asyncio.get_running_loop().create_future()
+        finally:
+            closed.append(True)
+
+    async def start() -> asyncio.Task[None] | None:
+        return eagerly(asyncio.get_running_loop(), waits_forever())
+
+    loop = loops.new_event_loop()
+    task = loop.run_until_complete(start())
+    assert task is not None and not task.done()
+    loop.close()
+    del task
+    gc.collect()  # the pending task is finalized: its request is closed with it, nothing raised
+    assert closed == [True]
