@@ -1,0 +1,101 @@
+"""Message ids: the one place their byte layouts live.
+
+A message has two ids, as in RocketMQ:
+
+- its **client id** (RocketMQ's ``UNIQ_KEY`` property, the ``msgId`` a send returns), given by
+  the producer;
+- its **offset id** (RocketMQ's ``offsetMsgId``), naming where the broker stored it: uppercase
+  hex of the storing broker's IPv4 address (4 bytes, or 16 for IPv6), its port (int32) and
+  the message's *physical offset* (int64), exactly RocketMQ's ``MessageDecoder.createMessageId``
+  layout, so RocketMQ's tools decode it (``mqadmin queryMsgById`` connects to the address in it
+  and asks for the offset).
+
+RocketMQ stores one message per log entry, so its physical offset is the entry's log offset. We
+store batches: a message's physical offset is its batch's log offset shifted left by
+``INDEX_BITS`` with its place in the batch below (a batch holds at most ``MAX_BATCH_COUNT``
+messages, which the broker enforces on every send). That names 2^44 bytes (16 TiB) of a
+broker's log; an id is computable from where the message is, so it is never stored.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import struct
+from dataclasses import dataclass
+from typing import Final
+
+from rocketspark.errors import InvalidParameterError
+
+INDEX_BITS: Final = 20
+MAX_BATCH_COUNT: Final = 1 << INDEX_BITS  # messages one batch record may hold (its ids must fit)
+_INDEX_MASK: Final = MAX_BATCH_COUNT - 1
+MAX_LOG_OFFSET: Final = (1 << (63 - INDEX_BITS)) - 1
+_PORT_OFFSET: Final = struct.Struct(">iq")
+V4_HEX: Final = 32  # 4 + 4 + 8 bytes
+V6_HEX: Final = 56  # 16 + 4 + 8 bytes
+
+
+def physical_offset(commitlog_offset: int, index: int) -> int:
+    """The int64 RocketMQ clients see as a message's commit-log offset (``PHYSICALOFFSET``)."""
+    return (commitlog_offset << INDEX_BITS) | index
+
+
+def split_physical(physical: int) -> tuple[int, int]:
+    """(batch log offset, place in the batch) of a physical offset; InvalidParameterError when
+    it cannot be one."""
+    if physical < 0:
+        raise InvalidParameterError(f"physical offset {physical} is negative: not a message's position")
+    return physical >> INDEX_BITS, physical & _INDEX_MASK
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetMsgId:
+    """What an offset id says: the storing broker's address and the message's place in its log."""
+
+    host: str
+    port: int
+    commitlog_offset: int
+    index: int
+
+    @property
+    def address(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+    @property
+    def physical(self) -> int:
+        return physical_offset(self.commitlog_offset, self.index)
+
+
+def host_bytes(host: str) -> bytes:
+    """The packed address of a broker's (literal) host; ValueError for a name."""
+    return ipaddress.ip_address(host).packed
+
+
+def offset_msg_id(host: bytes, port: int, commitlog_offset: int, index: int) -> str:
+    """The offset id of the ``index``-th message of the batch at ``commitlog_offset`` on the
+    broker listening at ``host`` (packed, ``host_bytes``) and ``port``."""
+    return (host + _PORT_OFFSET.pack(port, physical_offset(commitlog_offset, index))).hex().upper()
+
+
+def is_offset_msg_id(text: str) -> bool:
+    """Whether ``text`` has the shape of an offset id (it may still name no broker of ours)."""
+    return len(text) in (V4_HEX, V6_HEX) and all(c in "0123456789abcdefABCDEF" for c in text)
+
+
+def parse_offset_msg_id(text: str) -> OffsetMsgId:
+    """What an offset id names; InvalidParameterError when ``text`` is not one."""
+    text = text.strip()
+    if not is_offset_msg_id(text):
+        raise InvalidParameterError(
+            f"{text!r} is not an offset message id (32 hexadecimal digits: a broker's IPv4 address, port and "
+            "log position, or 56 with an IPv6 address)"
+        )
+    raw = bytes.fromhex(text)
+    ip = ipaddress.ip_address(raw[:-12])
+    port, physical = _PORT_OFFSET.unpack(raw[-12:])
+    if not 0 < port < 65536 or physical < 0:
+        raise InvalidParameterError(
+            f"{text!r} is not an offset message id: port {port} or position {physical} is impossible"
+        )
+    commitlog_offset, index = split_physical(physical)
+    return OffsetMsgId(str(ip), port, commitlog_offset, index)
