@@ -23,6 +23,7 @@ import numpy.typing as npt
 
 from rocketspark.codec import compression
 from rocketspark.codec.columns import decode
+from rocketspark.codec.ids import MIN_BYTES_PER_MESSAGE
 from rocketspark.codec.layout import (
     BATCH_MAGIC,
     BODY_AT,
@@ -166,6 +167,8 @@ def encode_batch(
 ) -> bytes:
     """A whole batch record with the broker's fields zero, as a producer sends it."""
     packed = compression.compress(compression_kind, section.data)
+    if compression_kind != NONE and HEADER_SIZE + len(topic) + len(packed) < section.count * MIN_BYTES_PER_MESSAGE:
+        compression_kind, packed = NONE, section.data  # the broker refuses it: offset ids must stay inside the batch
     born = int(time.time() * 1000) if born_ms is None else born_ms
     pid, epoch, seq = (
         (0, 0, 0) if idempotence is None else (idempotence.producer_id, idempotence.epoch, idempotence.base_sequence)

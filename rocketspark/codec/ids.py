@@ -11,10 +11,15 @@ A message has two ids, as in RocketMQ:
   and asks for the offset).
 
 RocketMQ stores one message per log entry, so its physical offset is the entry's log offset. We
-store batches: a message's physical offset is its batch's log offset shifted left by
-``INDEX_BITS`` with its place in the batch below (a batch holds at most ``MAX_BATCH_COUNT``
-messages, which the broker enforces on every send). That names 2^44 bytes (16 TiB) of a
-broker's log; an id is computable from where the message is, so it is never stored.
+store batches: a message's physical offset is its batch's log offset plus its place in the
+batch. That stays inside the batch's own bytes, because the broker refuses a batch record
+smaller than its message count (``MIN_BYTES_PER_MESSAGE``; no real batch is: every message
+takes at least 13 bytes of offsets and flags before compression, and the producer does not
+compress a batch past that), so the batch holding a physical offset is the one whose bytes
+cover it: a binary search over a queue's consume queue, by log position. It is not a bit
+field (batch offset shifted, index below): 4.x clients in JavaScript (ali-ons) hold the
+offset as a double, exact only below 2^53, and send it back (CONSUMER_SEND_MSG_BACK); a sum
+stays as small as the log. An id is computable from where the message is, so never stored.
 """
 
 from __future__ import annotations
@@ -26,44 +31,36 @@ from typing import Final
 
 from rocketspark.errors import InvalidParameterError
 
-INDEX_BITS: Final = 20
-MAX_BATCH_COUNT: Final = 1 << INDEX_BITS  # messages one batch record may hold (its ids must fit)
-_INDEX_MASK: Final = MAX_BATCH_COUNT - 1
-MAX_LOG_OFFSET: Final = (1 << (63 - INDEX_BITS)) - 1
+MIN_BYTES_PER_MESSAGE: Final = 1  # a batch record has at least as many bytes as messages
 _PORT_OFFSET: Final = struct.Struct(">iq")
 V4_HEX: Final = 32  # 4 + 4 + 8 bytes
 V6_HEX: Final = 56  # 16 + 4 + 8 bytes
 
 
 def physical_offset(commitlog_offset: int, index: int) -> int:
-    """The int64 RocketMQ clients see as a message's commit-log offset (``PHYSICALOFFSET``)."""
-    return (commitlog_offset << INDEX_BITS) | index
+    """The int64 RocketMQ clients see as a message's commit-log offset (``PHYSICALOFFSET``):
+    inside its batch's bytes, ``[commitlog_offset, commitlog_offset + record size)``."""
+    return commitlog_offset + index
 
 
-def split_physical(physical: int) -> tuple[int, int]:
-    """(batch log offset, place in the batch) of a physical offset; InvalidParameterError when
-    it cannot be one."""
-    if physical < 0:
-        raise InvalidParameterError(f"physical offset {physical} is negative: not a message's position")
-    return physical >> INDEX_BITS, physical & _INDEX_MASK
+def covers(commitlog_offset: int, record_size: int, physical: int) -> bool:
+    """Whether the batch record at ``commitlog_offset`` of ``record_size`` bytes holds the
+    message at ``physical`` (its index is then ``physical - commitlog_offset``)."""
+    return commitlog_offset <= physical < commitlog_offset + record_size
 
 
 @dataclass(frozen=True, slots=True)
 class OffsetMsgId:
-    """What an offset id says: the storing broker's address and the message's place in its log."""
+    """What an offset id says: the storing broker's address and the message's physical offset
+    in its log (``physical_offset``)."""
 
     host: str
     port: int
-    commitlog_offset: int
-    index: int
+    physical: int
 
     @property
     def address(self) -> str:
         return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
-
-    @property
-    def physical(self) -> int:
-        return physical_offset(self.commitlog_offset, self.index)
 
 
 def host_bytes(host: str) -> bytes:
@@ -97,5 +94,4 @@ def parse_offset_msg_id(text: str) -> OffsetMsgId:
         raise InvalidParameterError(
             f"{text!r} is not an offset message id: port {port} or position {physical} is impossible"
         )
-    commitlog_offset, index = split_physical(physical)
-    return OffsetMsgId(str(ip), port, commitlog_offset, index)
+    return OffsetMsgId(str(ip), port, physical)

@@ -20,6 +20,7 @@ import msgpack
 import numpy as np
 
 from rocketspark.codec.columns import Columns, check_tags_utf8, decode
+from rocketspark.codec.ids import MIN_BYTES_PER_MESSAGE
 from rocketspark.codec.layout import (
     BATCH_MAGIC,
     BODY_AT,
@@ -89,6 +90,11 @@ def check_sent(record: bytes, *, max_body: int, max_section: int, small: int = S
         index = int(np.argmax(columns.body_len > max_body))
         raise BodyTooLarge(index, int(columns.body_len[index]), max_body)
     row = columns.heads.rows[0]
+    if int(row["count"]) * MIN_BYTES_PER_MESSAGE > len(record):
+        raise BatchRefused(
+            f"a batch record of {int(row['count'])} messages in {len(record)} bytes: compressed past one byte per "
+            "message, its messages' offset ids would leave its bytes; send it uncompressed"
+        )
     tlen = int(row["topic_len"])
     return SentBatch(
         int(row["count"]),

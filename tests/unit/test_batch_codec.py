@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from rocketspark.codec import compression
 from rocketspark.codec.arrow import SCHEMA, Source, msg_ids, to_record_batch
 from rocketspark.codec.build import (
     Idempotence,
@@ -32,17 +33,20 @@ from rocketspark.codec.columns import Columns, check_record, decode
 from rocketspark.codec.from_arrow import MessageArrays, records
 from rocketspark.codec.ingest import SMALL_BATCH, BatchRefused, BodyTooLarge, SentBatch, built_here, check_sent
 from rocketspark.codec.layout import (
+    BATCH_MAGIC,
     BLOOM_BITS,
     BODY_AT,
     BODY_CRC_AT,
     BROKER_AT,
     BROKER_END,
+    BROKER_FIELDS,
     HEADER,
     HEADER_SIZE,
     LZ4,
     MAX_TAG_BYTES,
     MIXED,
     NONE,
+    PRODUCER_FIELDS,
     VERSION,
     ZSTD,
     RecordCorrupted,
@@ -956,3 +960,29 @@ def test_a_small_section_is_laid_out_byte_for_byte_as_numpy_lays_it_out(
     )
     assert section.data == expected and section.count == n
     assert decode(encode_batch(TOPIC.encode(), section)).body_len.tolist() == [len(b) for b in bodies]
+
+
+def test_a_batch_compressed_to_fewer_bytes_than_messages_is_refused() -> None:
+    """A message's offset id lies inside its batch's bytes (codec.ids), so a batch must have at
+    least as many bytes as messages; a hand-made record past that is refused, not stored."""
+    section = build_section([b""] * 20_000)
+    record = encode_batch(b"T", section, compression_kind=ZSTD)
+    assert len(record) >= 20_000  # our encoder does not compress past it: it sends the section plain
+    packed = compression.compress(ZSTD, section.data)
+    head = PRODUCER_FIELDS.pack(VERSION, ZSTD, 1, 20_000, 0, 0, 0, 0, section.tag_summary, len(section.data))
+    body_crc = zlib.crc32(packed, zlib.crc32(b"T", zlib.crc32(head)))
+    total = HEADER_SIZE + 1 + len(packed)
+    forged = HEADER.pack(
+        total,
+        BATCH_MAGIC,
+        zlib.crc32(BROKER_FIELDS.pack(0, 0, 0, 0, 0)),
+        0,
+        0,
+        0,
+        0,
+        0,
+        body_crc,
+        *PRODUCER_FIELDS.unpack(head),
+    )
+    with pytest.raises(BatchRefused, match=r"20000 messages in \d+ bytes: compressed past one byte per message"):
+        check_sent(forged + b"T" + packed, max_body=1 << 20, max_section=1 << 24)
