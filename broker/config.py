@@ -77,7 +77,8 @@ class BrokerConfig(SecuritySettings):
     pop_min_invisible_ms: int = 10_000  # the shortest invisible duration a v2 receive may ask (RocketMQ's proxy)
     pop_max_invisible_ms: int = 12 * 3_600_000  # and the longest
     pop_max_reconsume_times: int = 16  # a v2 consumer's message is delivered this many times more, then DLQ
-    transaction_timeout_ms: int = 6000  # a v2 half message this old with no outcome is checked back
+    message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"  # RocketMQ 4.x delay levels
+    transaction_timeout_ms: int = 6000  # a half message this old with no outcome is checked back
     transaction_check_interval_ms: int = 30_000  # and again this often (RocketMQ's)
     transaction_check_max: int = 15  # checks before a half message is discarded
     ha_chunk_bytes: int = 1 * MiB  # the most of the log the master pushes to a slave at once

@@ -16,6 +16,7 @@ from typing import Any
 
 from grpc import aio
 
+from broker import rocketmq4
 from broker.config import BrokerConfig
 from broker.consumers import ConsumerGroups
 from broker.dedupe import ProducerTable
@@ -31,6 +32,13 @@ from broker.metadata import BrokerFile, check_identity
 from broker.metrics import broker_metrics
 from broker.offsets import ConsumerOffsets
 from broker.registry import Registry
+from broker.rocketmq4.context import Dialect
+from broker.rocketmq4.filters import Filters, compile_sql
+from broker.rocketmq4.held import BrokerHeld
+from broker.rocketmq4.members import Members
+from broker.rocketmq4.messages import DelayLevels, mint_client_id
+from broker.rocketmq4.queues import Queues
+from broker.rocketmq4.transactions import check_back
 from broker.static_cleanup import SegmentOffsets, clean_expired_segments
 from broker.static_topics import StaticTopics
 from broker.store.keyindex import KeyIndex
@@ -42,16 +50,19 @@ from rocketspark.dirlock import DirLock
 from rocketspark.errors import ControllerInvalidRequestError, ControllerReplicaIdInvalidError, RocketSparkError
 from rocketspark.grpcv2.clients import Cluster as GrpcCluster
 from rocketspark.grpcv2.clients import InProcess
+from rocketspark.grpcv2.delay import TICK_S, DelayScheduler
 from rocketspark.grpcv2.endpoint import Endpoint as GrpcEndpoint
 from rocketspark.grpcv2.endpoint import Host as GrpcHost
+from rocketspark.grpcv2.held import run_every as held_rounds
 from rocketspark.grpcv2.receiving import PopLimits
 from rocketspark.grpcv2.server import create_server as bind_grpc
-from rocketspark.grpcv2.transactions import CheckRules
-from rocketspark.protocol.types import Perm
+from rocketspark.grpcv2.transactions import CheckRules, Transactions
+from rocketspark.protocol.types import MessageExt, Perm
 from rocketspark.remoting.listener import Listener
 from rocketspark.remoting.listener import create_server as bind_server
 from rocketspark.remoting.server import Dispatcher, run_every, serve_until_signalled
 from rocketspark.remoting.transport import Transport
+from rocketspark.rocketmq4.records import NO_HOST, Host
 from rocketspark.security.service import serve_acl
 
 log = logging.getLogger("broker")
@@ -111,6 +122,7 @@ class Broker:
             security=self.security,
         )
         self.address = ""
+        self.loop: asyncio.AbstractEventLoop | None = None  # the loop it serves on, once started
         self.grpc_address = ""  # the v2 endpoint's host:port once bound ("" when off)
         self.grpc_server: aio.Server | None = None
         self.grpc_endpoint: GrpcEndpoint | None = None
@@ -129,6 +141,25 @@ class Broker:
             if config.controller_mode
             else None
         )
+        # Our own clients of the cluster (signed with the cluster credential), and the held logs
+        # behind delay messages and transactions: the v2 endpoint and 4.x clients share them.
+        self.clients = GrpcCluster(config.nameservers, self.security, config.max_message_bytes)
+        self.host = GrpcHost(
+            config.broker_name,
+            lambda: self.role.is_master,
+            lambda topic: self.topics.get(topic) is not None,
+            PopLimits(
+                config.pop_min_invisible_ms,
+                config.pop_max_invisible_ms,
+                max(config.pop_min_invisible_ms, min(60_000, config.pop_max_invisible_ms)),
+                config.pop_max_reconsume_times,
+            ),
+            CheckRules(
+                config.transaction_timeout_ms, config.transaction_check_interval_ms, config.transaction_check_max
+            ),
+        )
+        self.delay = DelayScheduler(self.clients, self.host)
+        self.transactions = Transactions(self.clients, self.host, self.host.checks)
         self.metrics = broker_metrics(self) if config.metrics_port >= 0 else None
         self._register_handlers()
 
@@ -184,6 +215,42 @@ class Broker:
         static.register(d, self.static_context)
         ha.register(d, ha.HaContext(role, store, self.epochs, self.replication))
         serve_acl(d, self.acl, enabled=self.config.auth_enable)
+        queues = Queues(self.name, d, static_, self.clients)
+        self.dialect = Dialect(
+            self.name,
+            self.config,
+            d,
+            queues,
+            Members(),
+            self.consumers,
+            store,
+            BrokerHeld(queues, self.delay, self.transactions),
+            Filters(compile_sql),
+            DelayLevels(self.config.message_delay_level),
+            self.host_of,
+            mint_client_id,
+        )
+        rocketmq4.register(d, self.dialect)
+
+    def host_of(self, broker_name: str) -> Host:
+        """A broker's address as a 4.x record holds it: this one's, or one our clients' routes
+        name (a static topic's segment elsewhere); 0.0.0.0:0 for one not known here."""
+        if broker_name == self.name:
+            return Host.parse(self.address)
+        routes = self.clients.consumer.routes
+        for topic in routes.cached_topics():
+            route = routes.cached(topic)
+            address = route.read_address_of(broker_name) if route is not None else None
+            if address:
+                return Host.parse(address)
+        return NO_HOST
+
+    def ask_transaction(self, topic: str, message: MessageExt, transaction_id: str) -> bool:
+        """Ask a producer how a half message's transaction ended (a worker thread): a v2 client
+        on its Telemetry stream, else a 4.x producer of its group."""
+        if self.grpc_endpoint is not None and self.grpc_endpoint.ask(topic, message, transaction_id):
+            return True
+        return self.loop is not None and check_back(self.dialect, self.loop, topic, message, transaction_id)
 
     @property
     def perm(self) -> int:
@@ -349,6 +416,12 @@ class Broker:
             self._every(self.config.retention_check_interval_ms, "retention", self.apply_retention),
             self._every(1000, "disk check", self.disk.refresh),
             self._every(self.config.mapping_clean_interval_ms, "static segment cleanup", self.clean_mappings),
+            held_rounds(TICK_S, self.delay.step, "delivering delay messages"),
+            held_rounds(
+                min(1.0, self.config.transaction_check_interval_ms / 2000),
+                lambda: self.transactions.step(self.ask_transaction),
+                "checking transactions",
+            ),
         ]
 
     def apply_retention(self) -> None:
@@ -400,23 +473,12 @@ def _bind_endpoint(broker: Broker, config: BrokerConfig) -> None:
     if config.grpc_listen_port < 0:
         return
     endpoint = GrpcEndpoint(
-        GrpcCluster(config.nameservers, broker.security, config.max_message_bytes),
+        broker.clients,
         broker.dispatcher.guard,
         lambda: broker.grpc_address,
-        GrpcHost(
-            config.broker_name,
-            lambda: broker.role.is_master,
-            lambda topic: broker.topics.get(topic) is not None,
-            PopLimits(
-                config.pop_min_invisible_ms,
-                config.pop_max_invisible_ms,
-                max(config.pop_min_invisible_ms, min(60_000, config.pop_max_invisible_ms)),
-                config.pop_max_reconsume_times,
-            ),
-            CheckRules(
-                config.transaction_timeout_ms, config.transaction_check_interval_ms, config.transaction_check_max
-            ),
-        ),
+        broker.host,
+        broker.delay,
+        broker.transactions,
     )
     broker.grpc_server, grpc_port = bind_grpc(
         endpoint, config.listen_host, config.grpc_listen_port, broker.security.server_tls, broker.metrics
@@ -451,10 +513,9 @@ async def start(server: Listener, broker: Broker) -> list[asyncio.Task[None]]:
             log.warning(
                 "broker %s replica %d: the controller did not answer yet: %s", broker.name, broker.role.replica_id, exc
             )
+    broker.loop = asyncio.get_running_loop()
+    broker.clients.local = InProcess(broker.dispatcher, broker.loop, lambda: broker.address)
     if broker.grpc_server is not None and broker.grpc_endpoint is not None:  # the controller has not refused it
-        broker.grpc_endpoint.cluster.local = InProcess(
-            broker.dispatcher, asyncio.get_running_loop(), lambda: broker.address
-        )
         await broker.grpc_server.start()
         broker.grpc_endpoint.start()
         log.info("broker %s: grpc v2 endpoint ready on %s", broker.name, broker.grpc_address)
@@ -474,6 +535,7 @@ async def stop(server: Listener, broker: Broker, tasks: list[asyncio.Task[None]]
         await broker.grpc_server.stop(grace=1)
     if broker.grpc_endpoint is not None:
         await broker.grpc_endpoint.stop()
+    broker.clients.close()
     await server.stop(grace=2)
     await broker.registry.unregister_all()
     if broker.metrics is not None:

@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from nameserver import rocketmq4
 from nameserver.config import NameServerConfig
 from nameserver.controller.service import SCAN_INTERVAL_MS, Controller, register_disabled
 from nameserver.metrics import nameserver_metrics
@@ -68,6 +69,7 @@ class NameServer:
         d.register(RequestCode.UNSUBSCRIBE_TOPIC_ROUTE, self.unsubscribe)
         d.register(RequestCode.OPEN_PUSH_STREAM, self.push.register)
         serve_acl(d, self.acl, enabled=self.config.auth_enable)
+        rocketmq4.register(d)
         if self.controller is not None:
             self.controller.register(d)
         else:

@@ -174,6 +174,7 @@ async def handle_send(ctx: SendContext, cmd: RemotingCommand) -> RemotingCommand
         queueOffset=result.first_queue_offset + delta,
         count=result.count,
         msgId=msg_id(ctx.name, result.first_offset, 0),
+        logOffset=result.first_offset,  # where the record lies in the log (offset ids are made from it)
         status=status.value,
     )
     return cmd.response(ext=ext)

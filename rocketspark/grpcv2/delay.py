@@ -53,7 +53,7 @@ class DelayScheduler:
         """Hold a delay message (a worker thread); its offset in the timer topic."""
         properties = {**message.properties, REAL_TOPIC: message.topic, DELIVER_MS: str(deliver_at_ms)}
         held = Message(message.topic, message.body, tags=message.tags, keys=message.keys, properties=properties)
-        return self.holder.hold(held)
+        return self.holder.hold(held).queue_offset
 
     def step(self) -> None:
         """One round (a worker thread): read new delay messages, deliver the due ones."""

@@ -36,8 +36,7 @@ from rocketspark.errors import RocketSparkError
 from rocketspark.grpcv2 import mapping, settings
 from rocketspark.grpcv2.clients import Cluster, in_thread
 from rocketspark.grpcv2.consuming import Consuming, client_id
-from rocketspark.grpcv2.delay import TICK_S, DelayScheduler
-from rocketspark.grpcv2.held import run_every
+from rocketspark.grpcv2.delay import DelayScheduler
 from rocketspark.grpcv2.limits import Limits
 from rocketspark.grpcv2.presence import Presence
 from rocketspark.grpcv2.receiving import Pop, PopLimits
@@ -86,7 +85,15 @@ class Endpoint:
     """The service's methods, by their v2 names (``method_handlers`` binds them, with those of
     ``consuming`` and ``sending``)."""
 
-    def __init__(self, cluster: Cluster, guard: RequestGuard | None, address: Callable[[], str], host: Host) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        guard: RequestGuard | None,
+        address: Callable[[], str],
+        host: Host,
+        delay: DelayScheduler,
+        transactions: Transactions,
+    ) -> None:
         self.cluster = cluster
         self.guard = guard
         self.address = address  # host:port this endpoint is reached at (known once it is bound)
@@ -94,22 +101,20 @@ class Endpoint:
         self.limits = Limits(host.pop)
         self.presence = Presence()
         self.consuming = Consuming(self, Pop(cluster, host.pop, lambda: f"grpc-v2-endpoint@{address()}", self.presence))
-        self.transactions = Transactions(cluster, host, host.checks)
-        self.delay = DelayScheduler(cluster, host)
+        self.transactions = transactions  # the broker's, which runs their rounds (shared with 4.x clients)
+        self.delay = delay
         self.sending = Sending(self, cluster, self.delay, self.transactions)
         self.sessions: set[Session] = set()
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
-        """The endpoint's background work, on the running loop: storing pop watermarks,
-        releasing what gone consumers held, delivering delay messages, checking transactions back."""
-        check_every = min(1.0, self.host.checks.interval_ms / 2000)
+        """The endpoint's background work, on the running loop: storing pop watermarks and
+        releasing what gone consumers held. (Delay messages and transaction checks are the
+        broker's rounds: ``broker.server``.)"""
         for work in (
             self.consuming.pop.commit_forever(),
             self.consuming.pop.keep_forever(),
             self.consuming.pop.release_departed_forever(),
-            run_every(TICK_S, self.delay.step, "delivering delay messages"),
-            run_every(check_every, lambda: self.transactions.step(self.ask), "checking transactions"),
         ):
             self._tasks.append(asyncio.create_task(work))
 

@@ -31,7 +31,7 @@ from typing import Protocol
 from rocketspark.client.consumer import Consumer
 from rocketspark.errors import NoRouteInfoError, TopicNotExistError
 from rocketspark.grpcv2.clients import Clients, in_thread
-from rocketspark.protocol.types import Message, MessageExt, PullStatus
+from rocketspark.protocol.types import Message, MessageExt, PullStatus, SendResult
 
 log = logging.getLogger(__name__)
 
@@ -171,8 +171,8 @@ class Holder:
         self._made = False
         self._lock = threading.Lock()
 
-    def hold(self, message: Message) -> int:
-        """Store a message to hold (a worker thread); its offset in the hold topic."""
+    def hold(self, message: Message) -> SendResult:
+        """Store a message to hold (a worker thread): where it went in the hold topic."""
         if not self._made:
             admin = self.clients.admin
             for topic in self.topics:
@@ -183,7 +183,7 @@ class Holder:
             self._made = True
         properties = message.properties
         copy = Message(self.topics[0], message.body, tags=message.tags, keys=message.keys, properties=properties)
-        return self.clients.producer.send(copy).queue_offset
+        return self.clients.producer.send(copy)
 
     def current(self, *, master_only: bool = True) -> HeldLog | None:
         """The held log, read up to now the first time (a worker thread); None on a slave

@@ -27,7 +27,7 @@ from rocketspark.grpcv2.held import Broker, Holder
 from rocketspark.grpcv2.mapping import HELD, Refused
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
 from rocketspark.protocol.properties import REAL_TOPIC, UNIQ_KEY
-from rocketspark.protocol.types import Message, MessageExt
+from rocketspark.protocol.types import Message, MessageExt, SendResult
 
 log = logging.getLogger(__name__)
 
@@ -62,9 +62,16 @@ class Transactions:
 
     def half(self, message: Message) -> str:
         """Hold a half message (a worker thread); its transaction id."""
+        return self.transaction_id(self.hold_half(message).queue_offset)
+
+    def hold_half(self, message: Message) -> SendResult:
+        """Hold a half message (a worker thread): where it went in the half topic."""
         properties = {**message.properties, REAL_TOPIC: message.topic}
         half = Message(message.topic, message.body, tags=message.tags, keys=message.keys, properties=properties)
-        return f"{self.broker_name}:{self.holder.hold(half)}"
+        return self.holder.hold(half)
+
+    def transaction_id(self, half_offset: int) -> str:
+        return f"{self.broker_name}:{half_offset}"
 
     def end(self, transaction_id: str, topic: str, message_id: str, commit: bool) -> None:
         """Commit or roll back (a worker thread). Ending it again the same way is fine."""
@@ -146,7 +153,7 @@ class Transactions:
                 held.mark_done(message.queue_offset, DISCARD)
                 self.checks.pop(message.queue_offset, None)
                 continue
-            transaction_id = f"{self.broker_name}:{message.queue_offset}"
+            transaction_id = self.transaction_id(message.queue_offset)
             if not ask(message.properties[REAL_TOPIC], message, transaction_id):  # counted all the same (RocketMQ)
                 log.debug(
                     "grpc v2 endpoint: no producer of %s to check %s with",

@@ -30,7 +30,7 @@ from rocketspark.errors import MalformedRequestError, RocketSparkError, wire_det
 from rocketspark.protocol import shapes
 from rocketspark.protocol.codec import MalformedBody
 from rocketspark.protocol.codes import Flag, ResponseCode
-from rocketspark.protocol.command import MalformedCommand, RemotingCommand
+from rocketspark.protocol.command import MSGPACK, MalformedCommand, RemotingCommand
 from rocketspark.protocol.headers import get_str
 from rocketspark.remoting.admission import InflightBudget, Ticket
 from rocketspark.security import rules
@@ -130,10 +130,14 @@ class PushHub:
 class RequestGuard(Protocol):
     """Who may make a request (``rocketspark.security.guard.Guard``): ``authenticate`` names
     the user that signed it, ``authorize`` raises unless that user may make it
-    (AuthenticationError / NoPermissionError)."""
+    (AuthenticationError / NoPermissionError). A RocketMQ client's request is signed over its
+    body too (ACL 1.0): ``claimant`` names the user it claims to be from its header, and
+    ``verify_body_signature`` checks the signature once the body is in."""
 
     def authenticate(self, request: RemotingCommand) -> str: ...
     def authorize(self, request: RemotingCommand, user: str) -> None: ...
+    def claimant(self, request: RemotingCommand) -> str: ...
+    def verify_body_signature(self, request: RemotingCommand, user: str) -> None: ...
 
 
 UNSERVED = "unserved"  # the request-code label of a malformed request or a code not served
@@ -146,9 +150,20 @@ class RequestObserver(Protocol):
     def observe_request(self, protocol: str, code: int | str, response_code: int, started: float) -> None: ...
 
 
+def is_rocketmq(request: RemotingCommand) -> bool:
+    """Whether a request is a RocketMQ client's (RocketMQ's JSON or binary header) rather than
+    ours (msgpack): its codes mean what they mean in Apache RocketMQ, and it is served by the
+    RocketMQ dialect's handlers (``rocketspark.rocketmq4``)."""
+    return request.serialize != MSGPACK
+
+
 class Dispatcher:
     """Routes each request to its handler and counts requests by code. With a ``guard``
-    (security on), every request is authenticated and authorized before its handler."""
+    (security on), every request is authenticated and authorized before its handler.
+
+    Two tables: our own requests (msgpack headers) and RocketMQ clients' (``is_rocketmq``),
+    whose handlers translate each request into ours and serve it through ``serve_translated``,
+    so that one rule table (``security.rules``) and one handler decide both."""
 
     def __init__(
         self, server_name: str, *, max_inflight_bytes: int | None = None, guard: RequestGuard | None = None
@@ -157,6 +172,7 @@ class Dispatcher:
         self.guard = guard
         self.handlers: dict[int, Handler] = {}
         self.stream_handlers: dict[int, StreamHandler] = {}
+        self.rocketmq_handlers: dict[int, Handler] = {}
         self.counters: Counter[int] = Counter()
         self.budget = InflightBudget(max_inflight_bytes, server_name)
         self.observer: RequestObserver | None = None  # set once the server's metrics exist
@@ -173,6 +189,11 @@ class Dispatcher:
         rules.require(code)
         self.stream_handlers[int(code)] = handler
 
+    def register_rocketmq(self, code: int, handler: Handler) -> None:
+        """A RocketMQ client's request code: its handler checks the request's fields itself
+        and authorizes what it does (``authorize``) before doing it."""
+        self.rocketmq_handlers[int(code)] = handler
+
     # -- the two steps of a request from the wire -------------------------------------------------
 
     def accept(self, request: RemotingCommand, size: int) -> Ticket | RemotingCommand:
@@ -181,20 +202,31 @@ class Dispatcher:
         in-flight budget, all before its body is read; or the response that refuses it (its body is then dropped as
         it comes). Refusals are observed here."""
         started = time.perf_counter()
-        table = self.stream_handlers if self.is_stream(request) else self.handlers
+        rocketmq = is_rocketmq(request)
+        if rocketmq:
+            table: dict[int, Handler] | dict[int, StreamHandler] = self.rocketmq_handlers
+        else:
+            table = self.stream_handlers if self.is_stream(request) else self.handlers
         if request.code not in table:  # counted and labelled as one: a client cannot mint counters or series
             self.counters[-1] += 1
-            how = " as a stream" if table is self.stream_handlers else ""
-            remark = f"request code {request.code} is not supported{how} by {self.server_name}"
+            remark = self._unserved(request, rocketmq)
             refused = request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=remark)
             return self._refuse(UNSERVED, refused, started)
         self.counters[request.code] += 1
         try:
             if self.guard is not None:
-                request.user = self.guard.authenticate(request)
+                request.user = self.guard.claimant(request) if rocketmq else self.guard.authenticate(request)
             return self.budget.admit(size)
         except RocketSparkError as exc:
             return self._refuse(request.code, response_for_exception(request, exc, self.server_name), started)
+
+    def _unserved(self, request: RemotingCommand, rocketmq: bool) -> str:
+        if rocketmq:
+            from rocketspark.rocketmq4.codes import unserved_remark  # the dialect's table of names
+
+            return unserved_remark(request.code, self.server_name, sorted(self.rocketmq_handlers))
+        how = " as a stream" if self.is_stream(request) else ""
+        return f"request code {request.code} is not supported{how} by {self.server_name}"
 
     def refuse_malformed(self, exc: Exception) -> RemotingCommand:
         """What a frame whose header does not decode is answered (no opaque to answer to)."""
@@ -206,10 +238,16 @@ class Dispatcher:
         budget when the handler is done."""
         started = time.perf_counter()
         try:
-            refused = self._check(request)
-            if refused is not None:
-                return self._refuse(request.code, refused, started)
-            response = await self._run(self.handlers[request.code], request)
+            if is_rocketmq(request):
+                refused = self._check_signature(request)
+                if refused is not None:
+                    return self._refuse(request.code, refused, started)
+                response = await self._run(self.rocketmq_handlers[request.code], request)
+            else:
+                refused = self._check(request)
+                if refused is not None:
+                    return self._refuse(request.code, refused, started)
+                response = await self._run(self.handlers[request.code], request)
         finally:
             ticket.release()
         self._observe(request.code, response, started)
@@ -238,6 +276,29 @@ class Dispatcher:
     def is_stream(request: RemotingCommand) -> bool:
         """A request asking for a stream of responses carries the MORE flag (ours)."""
         return bool(request.flag & Flag.MORE)
+
+    def _check_signature(self, request: RemotingCommand) -> RemotingCommand | None:
+        try:
+            if self.guard is not None and request.user is not None:
+                self.guard.verify_body_signature(request, request.user)
+        except RocketSparkError as exc:
+            return response_for_exception(request, exc, self.server_name)
+        return None
+
+    def authorize(self, request: RemotingCommand, user: str | None) -> None:
+        """Raise unless ``user`` may make ``request`` (one of ours, translated from a RocketMQ
+        client's): its shape is checked first, as any request of ours is at the edge."""
+        shapes.check(request)
+        if self.guard is not None and user is not None:
+            self.guard.authorize(request, user)
+
+    async def serve_translated(self, request: RemotingCommand, user: str | None) -> RemotingCommand:
+        """Serve one of our requests that a RocketMQ client's request was translated into, as
+        ``user`` (who signed the original): shape, authorization, handler. Errors are raised,
+        for the dialect's handler to answer in its client's terms."""
+        self.authorize(request, user)
+        request.user = user
+        return await self.handlers[request.code](request)
 
     def _check(self, request: RemotingCommand) -> RemotingCommand | None:
         try:

@@ -1,0 +1,51 @@
+"""What the RocketMQ 4.x dialect's handlers touch of their broker."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from broker.config import BrokerConfig
+from broker.consumers import ConsumerGroups
+from broker.rocketmq4.filters import Filters
+from broker.rocketmq4.members import Members
+from broker.rocketmq4.messages import DelayLevels
+from broker.rocketmq4.queues import Queues
+from broker.store.store import MessageStore
+from rocketspark.protocol.types import Message, MessageExt
+from rocketspark.remoting.server import Dispatcher
+from rocketspark.rocketmq4.records import Host
+
+
+@dataclass(frozen=True, slots=True)
+class Half:
+    """Where a half message is held: its offset in the half topic and its record's log offset."""
+
+    queue_offset: int
+    commitlog_offset: int
+
+
+class Held(Protocol):
+    """The broker's timer and half-message holder (shared with the v2 endpoint)."""
+
+    async def delay(self, message: Message, due_ms: int, user: str | None) -> int: ...
+    async def half(self, message: Message, user: str | None) -> Half: ...
+    async def end(self, half_offset: int, topic: str, msg_id: str, commit: bool, user: str | None) -> None: ...
+    def read_half(self, half_offset: int) -> MessageExt | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    name: str  # this broker's
+    config: BrokerConfig
+    dispatcher: Dispatcher
+    queues: Queues
+    members: Members
+    groups: ConsumerGroups
+    store: MessageStore
+    held: Held
+    filters: Filters
+    delay_levels: DelayLevels
+    host_of: Callable[[str], Host]  # a broker's address as records hold it, by broker name
+    mint_id: Callable[[], str]  # a client id (UNIQ_KEY) for a message sent without one

@@ -1,0 +1,201 @@
+"""The queues a RocketMQ 4.x request names, served as ours.
+
+A normal topic's queue is one of this broker's: the request is translated into ours and served
+by our own handler, in this process (``dispatcher.serve_translated``: the same permission rule
+and the same code as for our clients). A static topic's queue is a logical queue whose segments
+may be on any broker: it is read, written and committed through our own client library, as the
+rocketspark Consumer and Producer do (the v2 endpoint serves the official RocketMQ 5 clients
+the same way), after the request is authorized here. Either way the 4.x client sees one queue
+with one run of offsets, whatever remaps happen under it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from broker.static_topics import StaticTopics
+from rocketspark.client.admin import Admin
+from rocketspark.client.consumer import Consumer
+from rocketspark.client.producer import Producer
+from rocketspark.codec.columns import decode
+from rocketspark.codec.messages import to_messages
+from rocketspark.errors import RocketSparkError
+from rocketspark.grpcv2.clients import in_thread
+from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.types import MessageExt, PullStatus
+from rocketspark.remoting.server import Dispatcher
+
+
+class Clients(Protocol):
+    """Our own clients of the cluster (``rocketspark.grpcv2.clients.Cluster``)."""
+
+    @property
+    def consumer(self) -> Consumer: ...
+    @property
+    def producer(self) -> Producer: ...
+    @property
+    def admin(self) -> Admin: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    queue_id: int
+    queue_offset: int
+    broker_name: str
+    commitlog_offset: int  # of the record holding the message (its first, for a batch)
+
+
+@dataclass(frozen=True, slots=True)
+class Pulled:
+    code: int  # ResponseCode: SUCCESS, PULL_NOT_FOUND, PULL_RETRY_IMMEDIATELY, PULL_OFFSET_MOVED
+    next_offset: int
+    min_offset: int
+    max_offset: int
+    messages: list[MessageExt]  # from the requested offset on, in order (filtered ones left out)
+
+
+_STATUS_CODES = {
+    PullStatus.FOUND: ResponseCode.SUCCESS,
+    PullStatus.NO_NEW_MSG: ResponseCode.PULL_NOT_FOUND,
+    PullStatus.NO_MATCHED_MSG: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    PullStatus.OFFSET_ILLEGAL: ResponseCode.PULL_OFFSET_MOVED,
+}
+
+
+class Queues:
+    """Where each request of a 4.x client goes: ours, or the cluster's through our clients."""
+
+    def __init__(
+        self,
+        broker_name: str,
+        dispatcher: Dispatcher,
+        static: StaticTopics,
+        clients: Clients,
+    ) -> None:
+        self.broker_name = broker_name
+        self.dispatcher = dispatcher
+        self.static = static
+        self.clients = clients
+
+    def is_static(self, topic: str) -> bool:
+        return self.static.is_static(topic)
+
+    async def ours(self, code: int, ext: dict[str, object], user: str | None, body: bytes = b"") -> RemotingCommand:
+        return await self.dispatcher.serve_translated(RemotingCommand(code, ext=ext, body=body), user)
+
+    def authorize(self, code: int, ext: dict[str, object], user: str | None) -> None:
+        """Whether ``user`` may do what our request ``code`` with ``ext`` does (a static topic's
+        request goes out with the cluster's credential, so it is authorized here first)."""
+        self.dispatcher.authorize(RemotingCommand(code, ext=ext), user)
+
+    # -- writing ---------------------------------------------------------------------------
+
+    async def send(self, topic: str, queue_id: int, record: bytes, user: str | None, **ext: object) -> Stored:
+        if self.is_static(topic):
+            self.authorize(RequestCode.SEND_MESSAGE, {"topic": topic}, user)
+            result = await in_thread(self.clients.producer.send_to_queue, topic, queue_id, record)
+            return Stored(result.queue_id, result.queue_offset, result.broker_name, log_offset(result.msg_id))
+        answer = await self.ours(RequestCode.SEND_MESSAGE, {"topic": topic, "queueId": queue_id, **ext}, user, record)
+        return Stored(
+            int(answer.ext["queueId"]), int(answer.ext["queueOffset"]), self.broker_name, int(answer.ext["logOffset"])
+        )
+
+    # -- reading ---------------------------------------------------------------------------
+
+    async def pull(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_messages: int,
+        tags: list[str] | None,
+        suspend_ms: int,
+        user: str | None,
+    ) -> Pulled:
+        if self.is_static(topic):
+            self.authorize(RequestCode.PULL_MESSAGE, {"topic": topic, "queueId": queue_id, "queueOffset": offset}, user)
+            result = await in_thread(
+                self.clients.consumer.pull,
+                topic,
+                queue_id,
+                offset,
+                max_messages,
+                tags=tags,
+                long_poll_ms=suspend_ms,
+            )
+            wanted = [m for m in result.messages if m.queue_offset >= offset]
+            return Pulled(
+                _STATUS_CODES[result.status], result.next_offset, result.min_offset, result.max_offset, wanted
+            )
+        ext: dict[str, object] = {
+            "topic": topic,
+            "queueId": queue_id,
+            "queueOffset": offset,
+            "maxMsgNums": max_messages,
+            "suspendTimeoutMs": suspend_ms,
+        }
+        if tags:
+            ext["tags"] = tags
+        answer = await self.ours(RequestCode.PULL_MESSAGE, ext, user)
+        messages: list[MessageExt] = []
+        if answer.code == ResponseCode.SUCCESS:
+            columns = decode(answer.body).select(offset, None, tags)
+            messages = to_messages(columns, topic, self.broker_name)
+        return Pulled(answer.code, int(answer.ext["next"]), int(answer.ext["min"]), int(answer.ext["max"]), messages)
+
+    async def offset(self, code: int, topic: str, queue_id: int, user: str | None, **extra: object) -> int:
+        """GET_MAX_OFFSET, GET_MIN_OFFSET or SEARCH_OFFSET_BY_TIMESTAMP (``timestamp``)."""
+        if self.is_static(topic):
+            self.authorize(code, {"topic": topic, "queueId": queue_id, **extra}, user)
+            consumer = self.clients.consumer
+            if code == RequestCode.GET_MAX_OFFSET:
+                return await in_thread(consumer.max_offset, topic, queue_id)
+            if code == RequestCode.GET_MIN_OFFSET:
+                return await in_thread(consumer.min_offset, topic, queue_id)
+            return await in_thread(consumer.offset_for_timestamp, topic, queue_id, int(str(extra["timestamp"])))
+        answer = await self.ours(code, {"topic": topic, "queueId": queue_id, **extra}, user)
+        return int(answer.ext["offset"])
+
+    # -- a group's progress ---------------------------------------------------------------
+
+    async def committed(self, group: str, topic: str, queue_id: int, user: str | None) -> int | None:
+        ext: dict[str, object] = {"consumerGroup": group, "topic": topic, "queueId": queue_id}
+        if self.is_static(topic):
+            self.authorize(RequestCode.QUERY_CONSUMER_OFFSET, ext, user)
+            return await in_thread(self.clients.consumer.committed_offset, group, topic, queue_id)
+        answer = await self.ours(RequestCode.QUERY_CONSUMER_OFFSET, ext, user)
+        return None if answer.code == ResponseCode.QUERY_NOT_FOUND else int(answer.ext["offset"])
+
+    async def commit(self, group: str, topic: str, queue_id: int, offset: int, user: str | None) -> None:
+        ext: dict[str, object] = {"consumerGroup": group, "topic": topic, "queueId": queue_id, "commitOffset": offset}
+        if self.is_static(topic):
+            self.authorize(RequestCode.UPDATE_CONSUMER_OFFSET, ext, user)
+            await in_thread(self.clients.consumer.commit_offset, group, topic, queue_id, offset)
+            return
+        await self.ours(RequestCode.UPDATE_CONSUMER_OFFSET, ext, user)
+
+    # -- queue locks (orderly consumers) ------------------------------------------------------
+
+    async def lock(self, code: int, ext: dict[str, object], user: str | None) -> str:
+        """LOCK_BATCH_MQ or UNLOCK_BATCH_MQ of one queue; the holder after a lock."""
+        topic, group, client_id = str(ext["topic"]), str(ext["consumerGroup"]), str(ext["clientId"])
+        queue_id = int(str(ext["queueId"]))
+        if self.is_static(topic):
+            self.authorize(code, ext, user)
+            consumer = self.clients.consumer
+            if code == RequestCode.LOCK_BATCH_MQ:
+                return await in_thread(consumer.lock_queue, group, client_id, topic, queue_id)
+            await in_thread(consumer.unlock_queue, group, client_id, topic, queue_id)
+            return ""
+        answer = await self.ours(code, ext, user)
+        return str(answer.ext.get("holder", ""))
+
+
+def log_offset(msg_id: str) -> int:
+    """The record's log offset in our position id (8 hex digits of the broker, 16 of the offset)."""
+    try:
+        return int(msg_id[8:24], 16)
+    except ValueError:
+        raise RocketSparkError(f"the broker answered a send with message id {msg_id!r}, not one of ours") from None
