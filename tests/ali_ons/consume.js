@@ -2,7 +2,7 @@
 // A push consumer of ali-ons (a RocketMQ 4.x client) printing one JSON line per message handled.
 // Usage: node consume.js '<json options>'
 //   {nameSrv, topic, group, expression?: '*' | 'A || B', sql?: '...', fromFirst?: bool,
-//    fail?: {tag?: str, times?: n} (return ACTION_RETRY), maxReconsumeTimes?, seconds?, until?: n messages,
+//    fail?: {tag?: str, times?: n} (the handler throws), maxReconsumeTimes?, seconds?, until?: n messages,
 //    accessKeyId?, accessKeySecret?, quiet?}
 // It stops after `seconds`, or once `until` messages were handled, and prints {"done": n}.
 const httpclient = require('urllib');
@@ -43,7 +43,8 @@ async function main() {
       failed.set(key, n);
       console.log(JSON.stringify({ failed: n, body: msg.body.toString(), reconsumeTimes: msg.reconsumeTimes,
         topic: msg.topic, msgId: msg.msgId }));
-      if (!o.fail.times || n <= o.fail.times) return Consumer.ACTION_RETRY;
+      // thrown, not ACTION_RETRY: ali-ons' handler of %RETRY% messages drops the returned value
+      if (!o.fail.times || n <= o.fail.times) throw new Error(`failing ${msg.msgId} on purpose`);
     }
     handled++;
     if (!o.quiet) {
