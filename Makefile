@@ -6,7 +6,7 @@ DEPS := $(VENV)/.deps-installed
 INSTALLED := $(VENV)/.project-installed
 SOURCES := $(shell find rocketspark broker nameserver -name '*.py' 2>/dev/null)
 
-.PHONY: test run check bench bench-wire bench-spark bench-resilience bench-security protos clean
+.PHONY: test run check bench bench-rocketmq4 bench-wire bench-spark bench-resilience bench-security protos clean
 
 # Dependencies once; the project itself is installed the way a user installs it (not in
 # editable mode), so that Spark's data-source discovery finds pyspark_rocketmq, and again
@@ -23,8 +23,19 @@ $(INSTALLED): $(DEPS) $(SOURCES)
 
 # The console's test drives Debian's headless chromium: installed here when missing (root, apt).
 CHROMIUM := $(shell command -v chromium || command -v chromium-browser)
+# The RocketMQ 4.x client the tests run (ali-ons, npm), pinned by its package-lock.json.
+ALI_ONS := tests/ali_ons/node_modules/.installed
+NPM := $(shell command -v npm)
 
-test: $(INSTALLED)
+$(ALI_ONS): tests/ali_ons/package.json tests/ali_ons/package-lock.json
+ifeq ($(NPM),)
+	@echo "installing node and npm (the RocketMQ 4.x client in the tests is ali-ons, an npm package)"
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm
+endif
+	cd tests/ali_ons && npm ci --no-audit --no-fund --loglevel=error
+	touch $(ALI_ONS)
+
+test: $(INSTALLED) $(ALI_ONS)
 ifeq ($(CHROMIUM),)
 	@echo "installing chromium (the web console's test runs it headless)"
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
@@ -41,6 +52,9 @@ check: $(INSTALLED)
 
 bench: $(INSTALLED)
 	$(PY) benchmarks/bench_broker.py
+
+bench-rocketmq4: $(INSTALLED) $(ALI_ONS)
+	$(PY) benchmarks/bench_rocketmq4.py
 
 bench-wire: $(INSTALLED)  # starts Redis and NATS JetStream too (apt-get installs them when missing)
 	$(PY) benchmarks/bench_wire.py

@@ -229,6 +229,7 @@ class Broker:
             DelayLevels(self.config.message_delay_level),
             self.host_of,
             mint_client_id,
+            lambda topic: self.topics.get(topic) is not None,
         )
         rocketmq4.register(d, self.dialect)
 

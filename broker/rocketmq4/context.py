@@ -48,4 +48,7 @@ class Dialect:
     filters: Filters
     delay_levels: DelayLevels
     host_of: Callable[[str], Host]  # a broker's address as records hold it, by broker name
-    mint_id: Callable[[], str]  # a client id (UNIQ_KEY) for a message sent without one
+    mint_id: Callable[[], str]
+    topic_exists: Callable[
+        [str], bool
+    ]  # in this broker's topic table  # a client id (UNIQ_KEY) for a message sent without one

@@ -59,7 +59,7 @@ async def handle_send(dialect: Dialect, request: RemotingCommand, *, short: bool
         return await _delayed(dialect, request, first, due)
     ext: dict[str, object] = {}
     default_topic = fields.text("defaultTopic", "")
-    if default_topic:
+    if default_topic and not dialect.topic_exists(topic):  # 4.x clients always name TBW102; only a new topic needs it
         ext.update(defaultTopic=default_topic, defaultTopicQueueNums=fields.integer("defaultTopicQueueNums", 4))
     record = encode_messages(topic, messages, born_ms=born_ms)
     stored = await dialect.queues.send(topic, queue_id, record, request.user, **ext)
