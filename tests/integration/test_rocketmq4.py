@@ -108,14 +108,14 @@ def test_a_push_group_of_two_gets_every_matching_message_once_while_it_rebalance
         time.sleep(5)  # both have rebalanced (every 2 s)
         batch(100, 30)
         wanted |= {f"b100-{i}" for i in range(30) if i % 3 != 1}
-        eventually(lambda: len(first.messages) + len(second.messages) == 40, 60)  # type: ignore[union-attr]
+        eventually(lambda: len(first.messages) + len(second.messages) == 40, 60)
         assert first.messages[20:] and second.messages, "both members got a share after the rebalance"
         time.sleep(2)
         first.stop()  # the group rebalances again: the second member takes every queue
         time.sleep(5)
         batch(200, 30)
         wanted |= {f"b200-{i}" for i in range(30) if i % 3 != 1}
-        eventually(lambda: len(first.messages) + len(second.messages) == 60, 60)  # type: ignore[union-attr]
+        eventually(lambda: len(first.messages) + len(second.messages) == 60, 60)
         time.sleep(3)
         bodies = Counter(m["body"] for c in (first, second) for m in c.messages)
         assert set(bodies) == wanted and set(bodies.values()) == {1}, "every matching message, each once"
