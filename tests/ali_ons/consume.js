@@ -4,7 +4,7 @@
 //   {nameSrv, topic, group, expression?: '*' | 'A || B', sql?: '...', fromFirst?: bool,
 //    fail?: {tag?: str, times?: n} (the handler throws), maxReconsumeTimes?, seconds?, until?: n messages,
 //    accessKeyId?, accessKeySecret?, quiet?}
-// It stops after `seconds`, or once `until` messages were handled, and prints {"done": n}.
+// It stops after `seconds`, or once `until` messages were handled, and prints {"done": n, "ms": first to last}.
 const httpclient = require('urllib');
 const { Consumer } = require('ali-ons');
 
@@ -29,10 +29,12 @@ async function main() {
     if (!o.quiet) console.error(`consumer error: ${err && err.message}`);
   });
   let handled = 0;
+  let firstAt = 0;
+  let lastAt = 0;
   const failed = new Map();
   const expression = o.sql ? { expressionType: 'SQL92', subString: o.sql } : (o.expression || '*');
   const finish = async () => {
-    console.log(JSON.stringify({ done: handled }));
+    console.log(JSON.stringify({ done: handled, ms: lastAt - firstAt }));
     try { await consumer.close(); } catch (e) { /* closing */ }
     process.exit(0);
   };
@@ -47,6 +49,8 @@ async function main() {
       if (!o.fail.times || n <= o.fail.times) throw new Error(`failing ${msg.msgId} on purpose`);
     }
     handled++;
+    lastAt = Date.now();
+    if (!firstAt) firstAt = lastAt;
     if (!o.quiet) {
       console.log(JSON.stringify({ body: msg.body.toString(), tags: msg.tags, keys: msg.keys, msgId: msg.msgId,
         queueId: msg.queueId, queueOffset: msg.queueOffset, topic: msg.topic, properties: msg.properties,
