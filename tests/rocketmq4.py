@@ -173,6 +173,11 @@ class RawClient:
         return answer
 
     def close(self) -> None:
+        """Shut the connection down (a plain close would wait for the reader thread's recv)."""
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         self.sock.close()
 
     def __enter__(self) -> RawClient:

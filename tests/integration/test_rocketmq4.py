@@ -434,3 +434,61 @@ def test_with_auth_on_ali_ons_signs_as_acl_1_and_a_wrong_secret_is_refused(
             },
             timeout_s=60,
         )
+
+
+def _heartbeat(client: rocketmq4.RawClient, client_id: str, group: str, topic: str) -> Any:
+    body = {
+        "clientID": client_id,
+        "producerDataSet": [],
+        "consumerDataSet": [
+            {
+                "groupName": group,
+                "consumeType": "CONSUME_PASSIVELY",
+                "messageModel": "CLUSTERING",
+                "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+                "unitMode": False,
+                "subscriptionDataSet": [{"topic": topic, "subString": "*", "expressionType": "TAG", "subVersion": 1}],
+            }
+        ],
+    }
+    return client.call(Code.HEART_BEAT, body=json.dumps(body).encode())
+
+
+def test_a_groups_members_are_listed_and_told_when_it_changes(cluster: LocalCluster) -> None:
+    with Admin(cluster.nameserver) as admin:
+        admin.create_topic("ons-members", queues=2, brokers=["broker-a"])
+    broker = cluster.brokers["broker-a"]
+    with rocketmq4.RawClient(broker) as one, rocketmq4.RawClient(broker) as two:
+        assert _heartbeat(one, "10.0.0.1@1", "members-g", "ons-members").code == ResponseCode.SUCCESS
+        assert one.pushed.get(timeout=10).code == Code.NOTIFY_CONSUMER_IDS_CHANGED  # the group changed: it joined
+        listed = one.call(Code.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "members-g"})
+        assert json.loads(listed.body) == {"consumerIdList": ["10.0.0.1@1"]}
+        assert _heartbeat(two, "10.0.0.2@2", "members-g", "ons-members").code == ResponseCode.SUCCESS
+        told = one.pushed.get(timeout=10)  # NOTIFY_CONSUMER_IDS_CHANGED, oneway, on its connection
+        assert (told.code, told.ext["consumerGroup"]) == (Code.NOTIFY_CONSUMER_IDS_CHANGED, "members-g")
+        listed = one.call(Code.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "members-g"})
+        assert sorted(json.loads(listed.body)["consumerIdList"]) == ["10.0.0.1@1", "10.0.0.2@2"]
+        two.close()  # its connection closed: it leaves the group at once, and the other is told
+        assert one.pushed.get(timeout=10).code == Code.NOTIFY_CONSUMER_IDS_CHANGED
+        listed = one.call(Code.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "members-g"})
+        assert json.loads(listed.body)["consumerIdList"] == ["10.0.0.1@1"]
+
+
+def test_a_queues_bounds_and_offsets_by_time_and_a_groups_commits(cluster: LocalCluster) -> None:
+    with Admin(cluster.nameserver) as admin:
+        admin.create_topic("ons-bounds", queues=1, brokers=["broker-a"])
+    with rocketmq4.RawClient(cluster.brokers["broker-a"]) as client:
+        for i in range(3):
+            _send(client, "ons-bounds", f"b{i}".encode(), {})
+            time.sleep(0.05)
+        queue = {"topic": "ons-bounds", "queueId": 0}
+        assert client.call(Code.GET_MAX_OFFSET, queue).ext["offset"] == "3"
+        assert client.call(Code.GET_MIN_OFFSET, queue).ext["offset"] == "0"
+        assert client.call(Code.SEARCH_OFFSET_BY_TIMESTAMP, {**queue, "timestamp": 0}).ext["offset"] == "0"
+        later = client.call(Code.SEARCH_OFFSET_BY_TIMESTAMP, {**queue, "timestamp": int(time.time() * 1000) + 60_000})
+        assert later.ext["offset"] == "3"
+        group = {"consumerGroup": "bounds-g", **queue}
+        assert client.call(Code.QUERY_CONSUMER_OFFSET, group).code == ResponseCode.QUERY_NOT_FOUND
+        client.call(Code.UPDATE_CONSUMER_OFFSET, {**group, "commitOffset": 2})
+        client.call(Code.UPDATE_CONSUMER_OFFSET, {**group, "commitOffset": -1})  # ali-ons' way of saying 0: none
+        assert client.call(Code.QUERY_CONSUMER_OFFSET, group).ext["offset"] == "2"
