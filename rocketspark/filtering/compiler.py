@@ -129,17 +129,23 @@ class Compiler:
         op = _ORDERS[type(node)]
         return self._ordered(op, self.value(node.this), self.value(node.expression))
 
-    def _ordered(self, op: str, left: Value, right: Value) -> Order:
+    def _ordered(self, op: str, left: Value, right: Value, *, written: str = "") -> Order:
+        """``left op right`` (``written``: the operator as the expression has it, for errors)."""
         for side in (left, right):
             if side.literal and side.operand.kind not in NUMBERS:
                 what = {STRING: "a string", BOOLEAN: "a boolean", NULL: "NULL"}[side.operand.kind]
-                self.refuse(side.node, f"{op} compares numbers, and this is {what} (compare strings with = or IN)")
+                self.refuse(
+                    side.node, f"{written or op} compares numbers, and this is {what} (compare strings with = or IN)"
+                )
         return Order(op, left.operand, right.operand)
 
     def _between(self, node: exp.Expr, negated: bool) -> Condition:
         value, low, high = self.value(node.this), self.value(node.args["low"]), self.value(node.args["high"])
         if negated:  # RocketMQ: a < low OR a > high, without the checks of the bounds below
-            return disjunction([self._ordered("<", value, low), self._ordered(">", value, high)])
+            written = "NOT BETWEEN"
+            return disjunction(
+                [self._ordered("<", value, low, written=written), self._ordered(">", value, high, written=written)]
+            )
         if low.literal and high.literal:
             if low.is_null_literal or high.is_null_literal:
                 self.refuse(node, "BETWEEN's bounds cannot be NULL")
@@ -149,7 +155,9 @@ class Compiler:
                 self.refuse(node, "BETWEEN's bounds cannot be compared with each other")
             if above:
                 self.refuse(node, "BETWEEN's lower bound is above its upper bound; write the smaller one first")
-        return conjunction([self._ordered(">=", value, low), self._ordered("<=", value, high)])
+        return conjunction(
+            [self._ordered(">=", value, low, written="BETWEEN"), self._ordered("<=", value, high, written="BETWEEN")]
+        )
 
     def _in(self, node: exp.Expr, negated: bool) -> Condition:
         left = self.value(node.this)

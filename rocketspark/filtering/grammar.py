@@ -31,6 +31,7 @@ from sqlglot.errors import ErrorLevel, ParseError, TokenError
 from sqlglot.tokenizer_core import Token, TokenType
 
 from rocketspark.errors import IllegalFilterExpressionError
+from rocketspark.filtering import MAX_EXPRESSION_CHARS
 
 T = TokenType
 # RocketMQ's 5.x string operators have no token type of their own in sqlglot: they borrow three
@@ -55,11 +56,10 @@ PUNCTUATION: Final = {"(": T.L_PAREN, ")": T.R_PAREN, ",": T.COMMA}
 # what each allowed token type must read (sqlglot also makes NOT of "!", and EQ of each "=" in "==")
 _SPELLING: Final = {kind: text for text, kind in (WORDS | OPERATORS | PUNCTUATION).items()}
 _VALUES: Final = {T.VAR, T.NUMBER, T.STRING}
-COMPARING: Final = {T.EQ, T.NEQ, T.GT, T.GTE, T.LT, T.LTE, T.IS, T.BETWEEN, T.IN, CONTAINS, STARTSWITH, ENDSWITH}
+_COMPARING: Final = {T.EQ, T.NEQ, T.GT, T.GTE, T.LT, T.LTE, T.IS, T.BETWEEN, T.IN, CONTAINS, STARTSWITH, ENDSWITH}
 _AFTER_INFIX_NOT: Final = {T.BETWEEN, T.IN, CONTAINS, STARTSWITH, ENDSWITH}
 
 _SHOWN: Final = 200  # characters of a longer expression an error shows, around the place
-_KEPT: Final = 16_384  # characters of the expression an error carries in its details
 NAME: Final = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 INTEGER: Final = re.compile(r"(?:0|[1-9][0-9]*)[lL]?")
 DECIMAL: Final = re.compile(r"(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+")
@@ -124,7 +124,7 @@ class Source:
         raise IllegalFilterExpressionError(
             f"Invalid SQL92 filter expression {shown!r}: at line {line}, column {column} (character {start}): "
             f"{problem}",
-            expression=text[:_KEPT],
+            expression=text[:MAX_EXPRESSION_CHARS],
             position=start,
             line=line,
             column=column,
@@ -287,7 +287,13 @@ def _check_sequence(source: Source, found: list[Token]) -> None:
         if kind == T.STRING and after == T.STRING:
             source.refuse(at, f"unexpected {here} right after a string", found=here)
         if kind == T.IS and not (after == T.NULL or (after == T.NOT and _type(found, i + 2) == T.NULL)):
-            source.refuse(at, f"IS must be followed by NULL or NOT NULL, found {here}", found=here, expected="NULL")
+            _refuse_after_is(source, found, i + 2 if after == T.NOT else i + 1)
+
+
+def _refuse_after_is(source: Source, found: list[Token], i: int) -> NoReturn:
+    here = source.quote(found[i]) if i < len(found) else "the end of the expression"
+    at = found[i].start if i < len(found) else len(source.text)
+    source.refuse(at, f"IS must be followed by NULL or NOT NULL, found {here}", found=here, expected="NULL")
 
 
 def _type(found: list[Token], i: int) -> TokenType | None:
@@ -313,7 +319,7 @@ def _check_not_binding(source: Source, found: list[Token]) -> None:
                 )
             continue
         after = _after_operand(found, i + 1)
-        if after < len(found) and found[after].token_type in COMPARING | {T.NOT}:
+        if after < len(found) and found[after].token_type in _COMPARING | {T.NOT}:
             operand = source.text[found[i + 1].start : found[after - 1].end + 1]
             rest = source.text[found[i + 1].start : _end_of_comparison(found, after) + 1]
             source.refuse(
