@@ -48,8 +48,10 @@ class Env(Protocol):
 
 
 Codes: TypeAlias = npt.NDArray[np.int8]
+# [outcome so far, next operand's outcome] -> outcome; rows and columns UNKNOWN, TRUE, FALSE, ERROR
 _AND: Final = np.array([[0, 0, 2, 3], [0, 1, 2, 3], [2, 2, 2, 2], [3, 3, 3, 3]], dtype=np.int8)
 _OR: Final = np.array([[0, 1, 0, 3], [1, 1, 1, 1], [0, 1, 2, 3], [3, 3, 3, 3]], dtype=np.int8)
+_CONNECTIVES: Final = {"AND": (_AND, (FALSE, ERROR)), "OR": (_OR, (TRUE, ERROR))}  # the table, what it keeps
 _NOT: Final = np.array([UNKNOWN, FALSE, TRUE, ERROR], dtype=np.int8)
 _ORDER: Final[dict[str, Callable[[int], bool]]] = {
     ">": lambda c: c > 0,
@@ -254,26 +256,26 @@ class Not(Condition):
 
 @dataclass(frozen=True, slots=True)
 class Logic(Condition):
-    """AND or OR of ``children``, left to right: ``table`` combines two outcomes, and once the
-    outcome is one of ``decided`` the rest is not looked at."""
+    """``connective`` (AND or OR) of ``children``, left to right: its table combines two
+    outcomes, and once the outcome is one the table keeps, the rest is not looked at."""
 
-    table: npt.NDArray[np.int8]
-    decided: tuple[int, int]
+    connective: str
     children: tuple[Condition, ...]
 
     def code(self, env: Env) -> int:
-        decided = self.decided
+        table, decided = _CONNECTIVES[self.connective]
         outcome = self.children[0].code(env)
         for child in self.children[1:]:
             if outcome in decided:
                 break
-            outcome = int(self.table[outcome, child.code(env)])
+            outcome = int(table[outcome, child.code(env)])
         return outcome
 
     def codes(self, table: Table) -> Codes:
+        combine = _CONNECTIVES[self.connective][0]
         out = self.children[0].codes(table)
         for child in self.children[1:]:
-            out = self.table[out, child.codes(table)]
+            out = combine[out, child.codes(table)]
         return out
 
     def atoms(self) -> Iterator[Atom]:
@@ -282,11 +284,11 @@ class Logic(Condition):
 
 
 def conjunction(children: Sequence[Condition]) -> Logic:
-    return Logic(_AND, (FALSE, ERROR), tuple(children))
+    return Logic("AND", tuple(children))
 
 
 def disjunction(children: Sequence[Condition]) -> Logic:
-    return Logic(_OR, (TRUE, ERROR), tuple(children))
+    return Logic("OR", tuple(children))
 
 
 def _names(*operands: Operand) -> tuple[str, ...]:
