@@ -11,7 +11,7 @@ import pytest
 
 from rocketspark import Admin, Consumer, GroupConsumer, LocalCluster, Message, Producer, PullStatus
 from rocketspark.codec.columns import decode
-from rocketspark.errors import IllegalFilterExpressionError
+from rocketspark.errors import IllegalFilterExpressionError, InvalidParameterError
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.client import check
@@ -120,6 +120,10 @@ def test_a_bad_expression_is_refused_at_subscribe_with_where_it_goes_wrong(
         assert from_broker.value.details["position"] == 9 and "compares numbers" in from_broker.value.message
         with pytest.raises(IllegalFilterExpressionError):
             GroupConsumer(shared_cluster.nameserver, "g-bad-sql", topic, lambda batch: None, sql="amount >> 1")
+        with pytest.raises(InvalidParameterError, match="tags or by an SQL92 expression, not both"):
+            consumer.pull(topic, 0, 0, tags="order", sql="amount > 1")
+        both = _raw_pull(shared_cluster, consumer, topic, 0, sql="amount > 1", tags=["order"])
+        assert both.code == ResponseCode.INVALID_PARAMETER and "not both" in both.remark
         assert consumer.pull(topic, 0, 0, 1000, tags="ping").status is PullStatus.FOUND  # tags still work
 
 
