@@ -218,7 +218,12 @@ def test_two_endpoints_never_hand_out_one_message_of_a_group_twice(cluster: Loca
     assert sorted(seen) == sorted(bodies)  # all of them, each once: the queues' locks are one endpoint's
 
 
-def test_a_simple_consumer_with_an_sql_filter_receives_exactly_the_selected_messages(cluster: LocalCluster) -> None:
+SELECTED = "amount > 50 AND TAGS = 'order'"
+
+
+@pytest.fixture(scope="module")
+def filtered(cluster: LocalCluster) -> list[bytes]:
+    """30 messages on "filtered", tagged and with an amount or none; the bodies SELECTED selects."""
     producer = Producer(ClientConfiguration(cluster.grpc_endpoint, Credentials()), ("filtered",))
     producer.startup()
     expected = []
@@ -233,20 +238,54 @@ def test_a_simple_consumer_with_an_sql_filter_receives_exactly_the_selected_mess
                 expected.append(message.body)
     finally:
         producer.shutdown()
-    sql = FilterExpression("amount > 50 AND TAGS = 'order'", FilterType.SQL)
+    return expected
+
+
+def test_a_simple_consumer_with_an_sql_filter_receives_exactly_the_selected_messages(
+    cluster: LocalCluster, filtered: list[bytes]
+) -> None:
+    sql = FilterExpression(SELECTED, FilterType.SQL)
     consumer = SimpleConsumer(
         ClientConfiguration(cluster.grpc_endpoint, Credentials()), "g-filtered", {"filtered": sql}, await_duration=2
     )
     consumer.startup()
     try:
-        got = receive_all(consumer, len(expected))
+        got = receive_all(consumer, len(filtered))
         for message in got:
             consumer.ack(message)
-        assert sorted(m.body for m in got) == sorted(expected)
+        assert sorted(m.body for m in got) == sorted(filtered)
         assert all(m.tag == "order" and int(m.properties["amount"]) > 50 for m in got)
         assert consumer.receive(16, 20) == []  # the rest were never selected
     finally:
         consumer.shutdown()
+
+
+def test_a_push_consumer_with_an_sql_filter_consumes_exactly_the_selected_messages(
+    cluster: LocalCluster, filtered: list[bytes]
+) -> None:
+    seen: list[bytes] = []
+    done = threading.Event()
+
+    class Listener(MessageListener):
+        def consume(self, message: V2Message) -> ConsumeResult:
+            seen.append(message.body)
+            if len(seen) >= len(filtered):
+                done.set()
+            return ConsumeResult.SUCCESS
+
+    consumer = PushConsumer(
+        ClientConfiguration(cluster.grpc_endpoint, Credentials()),
+        "g-filtered-push",
+        Listener(),
+        {"filtered": FilterExpression(SELECTED, FilterType.SQL)},
+    )
+    consumer.startup()
+    try:
+        assert done.wait(30), f"consumed {len(seen)} of {len(filtered)}"
+        time.sleep(1.0)  # nothing else arrives
+    finally:
+        consumer.shutdown()
+    assert sorted(seen) == sorted(filtered)
 
 
 def test_a_bad_sql_filter_is_refused_with_illegal_filter_expression_and_its_position(cluster: LocalCluster) -> None:
