@@ -47,7 +47,8 @@ built from the classes themselves, so adding a class is the only step::
         ├── ControllerElectMasterFailedError 2012  a switchover to a replica not in the SyncStateSet
         ├── ControllerReplicaIdInvalidError 2014  a replica id or address claimed twice
         ├── InvalidParameterError      9100
-        │   └── IllegalTopicNameError  9100
+        │   ├── IllegalTopicNameError  9100
+        │   └── IllegalFilterExpressionError 23  an SQL92 filter that does not parse: where, and why
         ├── MalformedRequestError      9101
         ├── BrokerNotExistError        9102
         ├── MappingStaleError          9104   (retriable after a route refresh)
@@ -252,6 +253,17 @@ class InvalidParameterError(ServerError):
 
 class IllegalTopicNameError(InvalidParameterError):
     pass
+
+
+class IllegalFilterExpressionError(InvalidParameterError):
+    """A subscription's SQL92 filter expression that RocketMQ's grammar does not accept, or
+    that uses what it does not have. The message says where (line, column and character
+    offset), what was found and what was expected; ``details`` carries ``expression``,
+    ``position`` (0-based character offset), ``line``, ``column``, ``found`` and ``expected``.
+    The code is RocketMQ's SUBSCRIPTION_PARSE_FAILED."""
+
+    code = int(ResponseCode.SUBSCRIPTION_PARSE_FAILED)
+    wire_details = ("expression", "position", "line", "column", "found", "expected")
 
 
 class MalformedRequestError(ServerError):

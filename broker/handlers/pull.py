@@ -2,9 +2,16 @@
 
 Header fields: ``topic``, ``queueId``, ``queueOffset``, ``maxMsgNums`` (default 32),
 ``maxBytes``, ``suspendTimeoutMs`` (long poll; 0 answers at once), ``tags`` (list; the
-server-side tag filter), ``endOffset`` (never read at or past it), and for a segment of a
-static topic ``logicQueueId`` + ``gen`` + ``epoch``. Progress is committed separately
-(UPDATE_CONSUMER_OFFSET).
+server-side tag filter) or ``sql`` (an SQL92 filter expression), ``endOffset`` (never read at
+or past it), and for a segment of a static topic ``logicQueueId`` + ``gen`` + ``epoch``.
+Progress is committed separately (UPDATE_CONSUMER_OFFSET).
+
+A tag filter skips batches by their tag summary, without reading them. An SQL92 filter reads
+them: each distinct expression is compiled once (``compile_cached``), the records read are
+decoded and evaluated at once, and only the records holding a message the expression passes
+are answered, whole (the reader filters them message by message, as it does tags). A read
+whose every record was filtered out goes on reading, up to ``MAX_FILTER_SCAN`` messages, so
+a selective filter does not cost a round trip per batch.
 
 Outcomes that are not faults are response codes, not errors: PULL_NOT_FOUND (nothing new),
 PULL_RETRY_IMMEDIATELY (everything scanned was filtered out), PULL_OFFSET_MOVED (the offset
@@ -15,7 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 from broker.config import BrokerConfig
@@ -24,7 +31,10 @@ from broker.static_topics import StaticTopics
 from broker.store.reading import GetResult, GetStatus
 from broker.store.store import MessageStore
 from broker.topics import TopicTable
-from rocketspark.codec.layout import tag_hash
+from rocketspark.codec.layout import RecordCorrupted, tag_hash
+from rocketspark.errors import InvalidParameterError
+from rocketspark.filtering import compile_cached
+from rocketspark.filtering.messages import matching_records
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.headers import get_int, get_list, get_str
@@ -32,6 +42,7 @@ from rocketspark.protocol.mapping import LogicQueueMappingItem
 from rocketspark.remoting.server import Dispatcher
 
 MAX_MESSAGES_PER_PULL = 65_536
+MAX_FILTER_SCAN = 4096  # messages an SQL92-filtered pull reads past before it answers (the loop's time)
 
 _CODES = {
     GetStatus.FOUND: ResponseCode.SUCCESS,
@@ -75,6 +86,10 @@ class _PullRequest:
         self.suspend_ms = min(max(get_int(cmd, "suspendTimeoutMs", 0), 0), ctx.config.max_long_poll_ms)
         tags = get_list(cmd, "tags", None)
         self.tag_hashes = frozenset(tag_hash(str(t).encode()) for t in tags) if tags else None
+        sql = get_str(cmd, "sql", "")
+        if sql and tags:
+            raise InvalidParameterError("a pull filters by tags or by an SQL92 expression, not both")
+        self.selector = compile_cached(sql) if sql else None
         end = get_int(cmd, "endOffset", -1)
         self.end_offset = end if end >= 0 else None
         # A read of one segment of a static topic's logical queue names it (logicQueueId, gen).
@@ -93,6 +108,36 @@ class _PullRequest:
         return (self.topic, self.queue_id)
 
     def read(self, offset: int) -> GetResult:
+        """Read from ``offset`` what passes the request's filter."""
+        result = self._read_store(offset)
+        if self.selector is None:
+            return result
+        scanned = 0
+        while result.status is GetStatus.FOUND:
+            try:
+                body, passed = matching_records(result.body, self.selector, offset, self.end_offset)
+            except RecordCorrupted:
+                return result  # unfiltered: the reader's CRC check names the damage
+            if body:
+                return replace(result, body=body, count=passed)
+            scanned += result.next_offset - offset
+            offset = result.next_offset
+            if scanned >= MAX_FILTER_SCAN or not self._more_after(offset, result):
+                break
+            result = self._read_store(offset)
+        if not scanned:
+            return result
+        # every record read was filtered out: the reader goes on from where this read got to
+        return replace(result, status=GetStatus.NO_MATCHED_MESSAGE, body=b"", count=0, next_offset=offset)
+
+    def _more_after(self, offset: int, result: GetResult) -> bool:
+        """Whether a read may go on at ``offset``: before the queue's end, the request's end
+        and a sealed segment's end."""
+        if offset >= result.max_offset or (self.end_offset is not None and offset >= self.end_offset):
+            return False
+        return not (self.segmented and self._item().sealed and offset >= self._item().end_offset)
+
+    def _read_store(self, offset: int) -> GetResult:
         """Read from ``offset``, never past the end of a sealed segment (checked on every read,
         so a seal that happens while a long poll waits is noticed)."""
         limit = self.max_messages

@@ -21,7 +21,7 @@ from typing import Unpack
 from rocketspark.client.base import ClientKwargs
 from rocketspark.client.offsets import STALE, QueueClient
 from rocketspark.client.pipeline import Pipeline
-from rocketspark.client.pulling import PullPlan, finish_pull, parse_tags, plan_pull
+from rocketspark.client.pulling import PullPlan, finish_pull, parse_filter, plan_pull
 from rocketspark.errors import ConnectError, TopicNotExistError
 from rocketspark.protocol.types import PullResult, PullStatus
 from rocketspark.remoting.client import DEFAULT_TIMEOUT_MS
@@ -55,13 +55,16 @@ class Consumer(QueueClient):
         broker_name: str | None = None,
         max_bytes: int | None = None,
         tags: str | list[str] | None = None,
+        sql: str | None = None,
         long_poll_ms: int = 0,
         timeout_ms: int | None = None,
     ) -> PullResult:
         """Read from ``offset``, about ``max_messages`` (whole batches come back: a pull may
         return more, up to the end of the batch holding the last); wait up to ``long_poll_ms``
-        for new ones."""
-        wanted = parse_tags(tags)
+        for new ones. Only messages with one of ``tags`` (``"a || b"``), or those the SQL92
+        expression ``sql`` selects, are returned (RocketMQ's ``MessageSelector.byTag`` and
+        ``bySql``); a bad expression raises IllegalFilterExpressionError saying where."""
+        wanted, selector = parse_filter(tags, sql)
 
         def attempt() -> PullResult:
             queue = self.queue(topic, queue_id, broker_name)
@@ -71,6 +74,7 @@ class Consumer(QueueClient):
                 max_messages,
                 max_bytes=max_bytes,
                 wanted=wanted,
+                selector=selector,
                 long_poll_ms=long_poll_ms,
                 timeout_ms=timeout_ms or self.timeout_ms,
             )
@@ -89,6 +93,7 @@ class Consumer(QueueClient):
         broker_name: str | None = None,
         max_bytes: int | None = None,
         tags: str | list[str] | None = None,
+        sql: str | None = None,
         timeout_ms: int | None = None,
         columnar: bool = False,
     ) -> Iterator[PullResult]:
@@ -101,12 +106,14 @@ class Consumer(QueueClient):
         and the network overlap with the caller's. An OFFSET_ILLEGAL result is yielded and ends
         the iteration (``next_offset`` says where the queue is).
         """
-        wanted = parse_tags(tags)
+        wanted, selector = parse_filter(tags, sql)
         budget = timeout_ms or self.timeout_ms
 
         def plan_at(offset: int) -> PullPlan | PullResult:
             queue = self.queue(topic, queue_id, broker_name)
-            return plan_pull(queue, offset, batch, end=end, max_bytes=max_bytes, wanted=wanted, timeout_ms=budget)
+            return plan_pull(
+                queue, offset, batch, end=end, max_bytes=max_bytes, wanted=wanted, selector=selector, timeout_ms=budget
+            )
 
         pipeline = Pipeline(self.remoting, plan_at, end=end)
         offset = start
@@ -140,6 +147,7 @@ class Consumer(QueueClient):
         max_messages: int = 256,
         max_bytes: int | None = None,
         tags: str | list[str] | None = None,
+        sql: str | None = None,
         window_ms: int = 30_000,
     ) -> Iterator[PullResult]:
         """Follow a logical queue from ``offset``: yield each batch the moment it is stored.
@@ -149,14 +157,17 @@ class Consumer(QueueClient):
         instead of a pull round trip (renewed every ``window_ms``). A remap is followed to the
         new segment. Stop iterating to end it. OFFSET_ILLEGAL is yielded and ends it.
         """
-        wanted = parse_tags(tags)
+        wanted, selector = parse_filter(tags, sql)
         while True:
             queue = self.queue(topic, queue_id)
             segment = queue.segment_for(offset) if queue.segments else None
             sealed_end = segment.logical_end if segment is not None else None
             if segment is not None and sealed_end is not None:
                 if offset < sealed_end:
-                    for result in self.iter_range(topic, queue_id, offset, sealed_end, max_bytes=max_bytes, tags=tags):
+                    ranged = self.iter_range(
+                        topic, queue_id, offset, sealed_end, max_bytes=max_bytes, tags=tags, sql=sql
+                    )
+                    for result in ranged:
                         if result.status is PullStatus.OFFSET_ILLEGAL:
                             yield result
                             return
@@ -170,6 +181,7 @@ class Consumer(QueueClient):
                 max_messages,
                 max_bytes=max_bytes,
                 wanted=wanted,
+                selector=selector,
                 long_poll_ms=window_ms,
                 timeout_ms=self.timeout_ms,
             )

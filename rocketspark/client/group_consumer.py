@@ -12,6 +12,10 @@ Each owned queue is pulled by its own thread (long polling), messages are handed
 handler in order, and the progress is committed to the broker, so a queue that moves to
 another member continues where this one stopped: at-least-once delivery.
 
+Messages are filtered by ``tags`` (``"a || b"``) or by an SQL92 expression ``sql`` over their
+properties (RocketMQ's ``MessageSelector.bySql``), on the brokers and again message by
+message; a bad expression is refused by the constructor, with where it goes wrong.
+
 A batch the handler fails on is sent back to the group's retry topic and the queue moves on;
 the group consumes its retry topic too, and a message failing ``max_reconsume_times`` times
 ends in the dead-letter queue (``rocketspark.client.retry``). Only when sending back fails
@@ -30,6 +34,7 @@ from typing import Any, Unpack
 from rocketspark.client.allocate import STRATEGIES
 from rocketspark.client.consumer import Consumer
 from rocketspark.client.producer import Producer
+from rocketspark.client.pulling import parse_filter
 from rocketspark.client.retry import MAX_RECONSUME_TIMES, RETRY_DELAYS_MS, RetryPolicy, as_first_sent, due_at_ms
 from rocketspark.client.route_push import new_client_id
 from rocketspark.errors import InvalidParameterError, RocketSparkError
@@ -92,6 +97,7 @@ class GroupConsumer:
         commit_interval_ms: int = 1_000,
         max_messages: int = 32,
         tags: str | None = None,
+        sql: str | None = None,
         start_from: str = "latest",
         client_id: str | None = None,
         max_reconsume_times: int = MAX_RECONSUME_TIMES,
@@ -110,7 +116,8 @@ class GroupConsumer:
         self.heartbeat_interval_s = heartbeat_interval_ms / 1000
         self.commit_interval_s = commit_interval_ms / 1000
         self.max_messages = max_messages
-        self.tags = tags
+        parse_filter(tags, sql)  # a bad SQL92 expression is refused here, with where it goes wrong
+        self.tags, self.sql = tags, sql
         self.start_from = start_from
         self.client_id = client_id or new_client_id()
         self.retry = RetryPolicy(max_reconsume_times, tuple(retry_delays_ms))
@@ -355,7 +362,7 @@ class GroupConsumer:
             self._apply_reset(worker)
             try:
                 result = self.consumer.pull(
-                    topic, queue_id, worker.offset, self.max_messages, tags=self.tags, long_poll_ms=500
+                    topic, queue_id, worker.offset, self.max_messages, tags=self.tags, sql=self.sql, long_poll_ms=500
                 )
             except Exception as exc:  # a thread that ended here would leave its queue unread
                 if isinstance(exc, RocketSparkError):

@@ -22,7 +22,8 @@ from rocketspark.codec.arrow import SCHEMA, Source, to_record_batch
 from rocketspark.codec.columns import Columns, decode
 from rocketspark.codec.layout import RecordCorrupted
 from rocketspark.codec.messages import to_messages
-from rocketspark.errors import DataCorruptedError, NoRouteInfoError
+from rocketspark.errors import DataCorruptedError, InvalidParameterError, NoRouteInfoError
+from rocketspark.filtering import Selector, compile_cached
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.types import MessageExt, PullResult, PullStatus
@@ -49,6 +50,16 @@ def parse_tags(tags: str | list[str] | None) -> list[str] | None:
     return cleaned
 
 
+def parse_filter(tags: str | list[str] | None, sql: str | None) -> tuple[list[str] | None, Selector | None]:
+    """A subscription's filter: tags (``parse_tags``) or an SQL92 expression, compiled here so
+    that a bad one is refused before any request, with where it goes wrong."""
+    if sql is None:
+        return parse_tags(tags), None
+    if tags is not None:
+        raise InvalidParameterError("a subscription filters by tags or by an SQL92 expression, not both")
+    return None, compile_cached(sql)
+
+
 @dataclass(frozen=True, slots=True)
 class PullPlan:
     """One pull request against one segment, ready to send."""
@@ -60,6 +71,7 @@ class PullPlan:
     request: RemotingCommand
     wanted: list[str] | None
     budget_ms: int
+    selector: Selector | None = None
 
 
 def segment_request_ext(queue: LogicalQueue, segment: Segment) -> dict[str, Any]:
@@ -78,6 +90,7 @@ def plan_pull(
     end: int | None = None,
     max_bytes: int | None = None,
     wanted: list[str] | None = None,
+    selector: Selector | None = None,
     long_poll_ms: int = 0,
     timeout_ms: int,
 ) -> PullPlan | PullResult:
@@ -109,8 +122,10 @@ def plan_pull(
         ext["maxBytes"] = max_bytes
     if wanted:
         ext["tags"] = wanted
+    if selector is not None:
+        ext["sql"] = selector.expression
     request = RemotingCommand.request(RequestCode.PULL_MESSAGE, ext)
-    return PullPlan(queue, segment, offset, address, request, wanted, timeout_ms + long_poll_ms)
+    return PullPlan(queue, segment, offset, address, request, wanted, timeout_ms + long_poll_ms, selector)
 
 
 def next_logical(plan: PullPlan, next_physical: int) -> int:
@@ -123,8 +138,9 @@ def next_logical(plan: PullPlan, next_physical: int) -> int:
 
 def read_columns(plan: PullPlan, body: bytes, *, verify: bool, end: int | None = None) -> Columns:
     """The messages of a pull's body (one response's, or several joined) as columns, from the
-    logical offset the plan asked for up to ``end`` (logical, exclusive), with the wanted tags:
-    whole batches come back, and the broker's tag filter goes by each batch's summary."""
+    logical offset the plan asked for up to ``end`` (logical, exclusive), with the wanted tags
+    or passing the SQL92 filter: whole batches come back (the broker's tag filter goes by each
+    batch's summary, its SQL92 filter keeps a batch with one message that passes)."""
     segment, queue = plan.segment, plan.queue
     try:
         columns = decode(body, verify=verify)
@@ -134,7 +150,11 @@ def read_columns(plan: PullPlan, body: bytes, *, verify: bool, end: int | None =
             f"{segment.broker_name}) failed its integrity check: {exc}; the broker's copy is damaged"
         ) from None
     stop = None if end is None else segment.physical(end)
-    return columns.select(segment.physical(plan.offset), stop, plan.wanted)
+    columns = columns.select(segment.physical(plan.offset), stop, plan.wanted)
+    if plan.selector is None:
+        return columns
+    passed = plan.selector.mask(columns)
+    return columns if passed.all() else columns.take(passed)
 
 
 def finish_pull(

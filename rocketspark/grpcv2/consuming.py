@@ -17,6 +17,7 @@ from google.protobuf.message import Message
 from grpc import aio
 
 from rocketspark.errors import InvalidParameterError, RocketSparkError
+from rocketspark.filtering import compile_cached
 from rocketspark.grpcv2 import mapping
 from rocketspark.grpcv2.receiving import Pop
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
@@ -97,7 +98,7 @@ class Consuming:
             request.batch_size,
             invisible,
             min(wait_s, MAX_WAIT_S),
-            _tags(request.filter_expression),
+            *_filter(request.filter_expression),
             consumer=client_id(context),
             renew=request.auto_renew,
         )
@@ -184,9 +185,12 @@ def client_id(context: Context) -> str:
     return str(dict(context.invocation_metadata() or ()).get(CLIENT_ID_HEADER, ""))
 
 
-def _tags(expression: pb.FilterExpression) -> str | None:
-    """A TAG filter as our pull takes it ("a||b"; "*" or none: every message)."""
-    if expression.type == pb.FilterType.SQL:
-        raise mapping.Refused(pb.Code.ILLEGAL_FILTER_EXPRESSION, "SQL92 filters are not supported; filter by tag")
+def _filter(expression: pb.FilterExpression) -> tuple[str | None, str | None]:
+    """(tags, sql) as our pull takes them: a TAG filter ("a||b"; "*" or none: every message),
+    or an SQL92 one, compiled here so a bad one is refused (ILLEGAL_FILTER_EXPRESSION) with
+    where it goes wrong."""
     text = expression.expression.strip()
-    return None if text in ("", "*") else text
+    if expression.type == pb.FilterType.SQL:
+        compile_cached(expression.expression)
+        return None, expression.expression
+    return (None if text in ("", "*") else text), None

@@ -97,11 +97,13 @@ class Pop:
         invisible_s: float,
         wait_s: float,
         tags: str | None,
+        sql: str | None = None,
         *,
         consumer: str = "",
         renew: bool = False,
     ) -> list[tuple[Inflight, str]]:
-        """Up to ``wanted`` messages, waiting up to ``wait_s`` for one: each with its topic.
+        """Up to ``wanted`` messages, waiting up to ``wait_s`` for one: each with its topic;
+        only those with one of ``tags``, or those the SQL92 expression ``sql`` selects.
         ``consumer``: the client id they go to (visible again once it is gone); ``renew``: it
         asked for auto renewal (a PushConsumer): they stay invisible while it lives, up to
         ``MAX_RENEW_S``."""
@@ -118,7 +120,7 @@ class Pop:
                     f.consumer, f.renew, f.renew_until = consumer, renew, time.monotonic() + MAX_RENEW_S
                 return [(f, topic) for f in taken]
             if time.monotonic() >= state.idle_until:  # read again at most every POLL_S when nothing came
-                if await self._fill(state, tags):
+                if await self._fill(state, tags, sql):
                     continue
                 state.idle_until = time.monotonic() + POLL_S
             remaining = deadline - time.monotonic()
@@ -220,7 +222,7 @@ class Pop:
                 break
         return taken
 
-    async def _fill(self, state: GroupTopic, tags: str | None) -> bool:
+    async def _fill(self, state: GroupTopic, tags: str | None, sql: str | None) -> bool:
         """Read ahead on every queue with little pending; whether anything new came."""
         async with state.filling:
             short = [
@@ -232,7 +234,8 @@ class Pop:
             ]
             if not short:
                 return False
-            read = await in_thread(self._read, state.topic, [(q.queue_id, q.next_offset) for q in short], tags)
+            at = [(q.queue_id, q.next_offset) for q in short]
+            read = await in_thread(self._read, state.topic, at, tags, sql)
         grew = False
         for queue in short:
             if state.queues.get(queue.queue_id) is not queue or queue.queue_id not in state.owned:
@@ -244,12 +247,12 @@ class Pop:
         return grew
 
     def _read(
-        self, topic: str, queues: list[tuple[int, int]], tags: str | None
+        self, topic: str, queues: list[tuple[int, int]], tags: str | None, sql: str | None
     ) -> dict[int, tuple[list[MessageExt], int]]:
         consumer = self.clients.consumer
         read: dict[int, tuple[list[MessageExt], int]] = {}
         for queue_id, offset in queues:
-            result = consumer.pull(topic, queue_id, offset, READ_AHEAD, tags=tags)
+            result = consumer.pull(topic, queue_id, offset, READ_AHEAD, tags=tags, sql=sql)
             if result.status is PullStatus.OFFSET_ILLEGAL and result.next_offset > offset:
                 log.warning(
                     "grpc v2 endpoint: %s queue %d offsets %d..%d are gone (retention); going on at %d",

@@ -152,6 +152,7 @@ class ResponseCode(IntEnum):
     PULL_RETRY_IMMEDIATELY = 20
     PULL_OFFSET_MOVED = 21
     QUERY_NOT_FOUND = 22
+    SUBSCRIPTION_PARSE_FAILED = 23  # a subscription's filter expression (SQL92) does not parse
     NOT_LEADER_FOR_QUEUE = 501
     # RocketMQ 5's controller codes (its ResponseCode 2000-2014)
     CONTROLLER_FENCED_MASTER_EPOCH = 2000  # the request's master epoch is not the current one

@@ -37,6 +37,7 @@ import msgspec
 from msgspec import Meta, Struct
 
 from rocketspark.errors import InvalidParameterError, MalformedRequestError
+from rocketspark.filtering import MAX_EXPRESSION_CHARS
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.validation import TOPIC_NAME_MAX, TOPIC_NAME_PATTERN
@@ -117,6 +118,7 @@ class PullHeader(Shape):
     max_bytes: Annotated[int, Meta(ge=1, le=I64_MAX)] | None = None
     suspend_timeout_ms: Count = 0
     tags: Annotated[list[Tag], Meta(max_length=MAX_TAGS)] = []
+    sql: Annotated[str, Meta(max_length=MAX_EXPRESSION_CHARS)] | None = None  # an SQL92 filter expression
     end_offset: OffsetOrNone = -1
     logic_queue_id: QueueIdOrNone = -1
     gen: OffsetOrNone = -1

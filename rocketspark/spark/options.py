@@ -19,6 +19,7 @@ from typing import Any, cast
 from rocketspark.client.nameservers import resolve_nameservers
 from rocketspark.client.pulling import parse_tags
 from rocketspark.errors import ConfigError, InvalidAddressError, NoNameServerError, OptionError
+from rocketspark.filtering import IllegalFilterExpressionError, compile_cached
 from rocketspark.remoting.admission import MAX_REQUEST_BYTES
 from rocketspark.security.client_side import FIELDS, ClientSecurity, SecurityKwargs
 
@@ -45,6 +46,7 @@ READER_OPTIONS = (
     "maxTriggerDelay",
     "minPartitions",
     "tags",
+    "sql",
     "includeProperties",
     "consumerGroup",
     "pullTimeoutMs",
@@ -232,6 +234,7 @@ class ReaderOptions:
     max_trigger_delay_ms: int = 15 * 60 * 1000
     min_partitions: int | None = None
     tags: tuple[str, ...] | None = None
+    sql: str | None = None  # an SQL92 filter expression over the messages' properties
     include_properties: bool = False
     consumer_group: str | None = None
     pull_timeout_ms: int = 30_000
@@ -239,6 +242,20 @@ class ReaderOptions:
     verify_crc: bool = True
     latest_offset_cache_ms: int = 100
     connection: Connection = Connection()
+
+
+def _sql(options: Mapping[str, str], tags: list[str] | None) -> str | None:
+    """The ``sql`` option, compiled now: a bad expression fails the query at its start."""
+    sql = _get(options, "sql")
+    if sql is None:
+        return None
+    if tags:
+        raise OptionError('set the option "tags" or the option "sql", not both (TAGS is a name sql can test)')
+    try:
+        compile_cached(sql)
+    except IllegalFilterExpressionError as exc:
+        raise OptionError(f'option "sql": {exc.message}') from None
+    return sql
 
 
 def parse_reader(options: Mapping[str, str], *, streaming: bool | None) -> ReaderOptions:
@@ -278,6 +295,7 @@ def parse_reader(options: Mapping[str, str], *, streaming: bool | None) -> Reade
         raise OptionError('option "startingOffsetsByTimestampStrategy" must be "error" or "latest"')
     by_time = _json(options, "startingOffsetsByTimestamp", '{"orders": {"0": 1700000000000}}')
     tags = parse_tags(_get(options, "tags"))
+    sql = _sql(options, tags)
     min_trigger = _int(options, "minOffsetsPerTrigger", None, 1)
     if _get(options, "maxTriggerDelay") is not None and min_trigger is None:
         raise OptionError('option "maxTriggerDelay" only applies with "minOffsetsPerTrigger"; set both or neither')
@@ -312,6 +330,7 @@ def parse_reader(options: Mapping[str, str], *, streaming: bool | None) -> Reade
         max_trigger_delay_ms=_duration_ms(options, "maxTriggerDelay", 15 * 60 * 1000),
         min_partitions=_int(options, "minPartitions", None, 1),
         tags=tuple(tags) if tags else None,
+        sql=sql,
         include_properties=_bool(options, "includeProperties", False),
         consumer_group=_get(options, "consumerGroup"),
         pull_timeout_ms=_int(options, "pullTimeoutMs", 30_000, 1) or 30_000,

@@ -26,6 +26,7 @@ from rocketspark.client.pipeline import Pipeline
 from rocketspark.client.pulling import STATUS_CODES, PullPlan, next_logical, plan_pull, read_columns
 from rocketspark.codec.arrow import Source, to_record_batch
 from rocketspark.errors import ConnectError, DataLossError, RocketSparkError
+from rocketspark.filtering import compile_cached
 from rocketspark.protocol.codes import ResponseCode
 from rocketspark.protocol.types import PullResult
 from rocketspark.remoting.client import RemotingClient, check
@@ -65,6 +66,7 @@ class ReadSpec:
     pull_timeout_ms: int
     pull_batch_size: int
     connection: Connection
+    sql: str | None = None  # an SQL92 filter (checked when the query started)
 
 
 def _lost(spec: ReadSpec, r: SegmentRange, lo: int, hi: int, why: str) -> None:
@@ -161,6 +163,7 @@ class _Planned:
             spec.pull_batch_size,
             end=r.logical_end,
             wanted=list(spec.tags) if spec.tags else None,
+            selector=compile_cached(spec.sql) if spec.sql else None,
             timeout_ms=spec.pull_timeout_ms,
         )
         return dataclasses.replace(planned, address=self.address) if isinstance(planned, PullPlan) else planned

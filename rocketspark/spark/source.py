@@ -46,6 +46,7 @@ def _spec(options: ReaderOptions) -> ReadSpec:
     return ReadSpec(
         nameservers=options.nameservers,
         tags=options.tags,
+        sql=options.sql,
         include_properties=options.include_properties,
         fail_on_data_loss=options.fail_on_data_loss,
         verify_crc=options.verify_crc,

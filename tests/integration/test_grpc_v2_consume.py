@@ -20,6 +20,8 @@ from rocketmq import (
     SimpleConsumer,
 )
 from rocketmq import Message as V2Message
+from rocketmq.grpc_protocol import FilterType
+from rocketmq.v5.exception import BadRequestException
 
 from rocketspark import Admin, Consumer, LocalCluster
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
@@ -36,7 +38,7 @@ def cluster() -> Iterator[LocalCluster]:
     config = {"auto_create_topic_enable": False, "pop_min_invisible_ms": 1000, "pop_max_reconsume_times": MAX_RECONSUME}
     with LocalCluster(brokers=2, processes=True, broker_config=config) as c:
         with Admin(c.nameserver) as admin:
-            for topic in ("tasks", "poison", "fifo-tasks", "shared-tasks"):
+            for topic in ("tasks", "poison", "fifo-tasks", "shared-tasks", "filtered"):
                 admin.create_topic(topic, queues=2)
             admin.create_static_topic("static-tasks", 3)
         yield c
@@ -214,3 +216,89 @@ def test_two_endpoints_never_hand_out_one_message_of_a_group_twice(cluster: Loca
         first.shutdown()
         second.shutdown()
     assert sorted(seen) == sorted(bodies)  # all of them, each once: the queues' locks are one endpoint's
+
+
+SELECTED = "amount > 50 AND TAGS = 'order'"
+
+
+@pytest.fixture(scope="module")
+def filtered(cluster: LocalCluster) -> list[bytes]:
+    """30 messages on "filtered", tagged and with an amount or none; the bodies SELECTED selects."""
+    producer = Producer(ClientConfiguration(cluster.grpc_endpoint, Credentials()), ("filtered",))
+    producer.startup()
+    expected = []
+    try:
+        for i in range(30):
+            message = V2Message()
+            message.topic, message.body, message.tag = "filtered", f"f-{i}".encode(), ("order", "ping")[i % 2]
+            if i % 5:
+                message.add_property("amount", str(40 * (i % 4)))
+            producer.send(message)
+            if i % 5 and 40 * (i % 4) > 50 and i % 2 == 0:
+                expected.append(message.body)
+    finally:
+        producer.shutdown()
+    return expected
+
+
+def test_a_simple_consumer_with_an_sql_filter_receives_exactly_the_selected_messages(
+    cluster: LocalCluster, filtered: list[bytes]
+) -> None:
+    sql = FilterExpression(SELECTED, FilterType.SQL)
+    consumer = SimpleConsumer(
+        ClientConfiguration(cluster.grpc_endpoint, Credentials()), "g-filtered", {"filtered": sql}, await_duration=2
+    )
+    consumer.startup()
+    try:
+        got = receive_all(consumer, len(filtered))
+        for message in got:
+            consumer.ack(message)
+        assert sorted(m.body for m in got) == sorted(filtered)
+        assert all(m.tag == "order" and int(m.properties["amount"]) > 50 for m in got)
+        assert consumer.receive(16, 20) == []  # the rest were never selected
+    finally:
+        consumer.shutdown()
+
+
+def test_a_push_consumer_with_an_sql_filter_consumes_exactly_the_selected_messages(
+    cluster: LocalCluster, filtered: list[bytes]
+) -> None:
+    seen: list[bytes] = []
+    done = threading.Event()
+
+    class Listener(MessageListener):
+        def consume(self, message: V2Message) -> ConsumeResult:
+            seen.append(message.body)
+            if len(seen) >= len(filtered):
+                done.set()
+            return ConsumeResult.SUCCESS
+
+    consumer = PushConsumer(
+        ClientConfiguration(cluster.grpc_endpoint, Credentials()),
+        "g-filtered-push",
+        Listener(),
+        {"filtered": FilterExpression(SELECTED, FilterType.SQL)},
+    )
+    consumer.startup()
+    try:
+        assert done.wait(30), f"consumed {len(seen)} of {len(filtered)}"
+        time.sleep(1.0)  # nothing else arrives
+    finally:
+        consumer.shutdown()
+    assert sorted(seen) == sorted(filtered)
+
+
+def test_a_bad_sql_filter_is_refused_with_illegal_filter_expression_and_its_position(cluster: LocalCluster) -> None:
+    bad = FilterExpression("amount > 50 AND", FilterType.SQL)
+    consumer = SimpleConsumer(
+        ClientConfiguration(cluster.grpc_endpoint, Credentials()), "g-bad-filter", {"filtered": bad}, await_duration=2
+    )
+    consumer.startup()
+    try:
+        with pytest.raises(BadRequestException) as refused:
+            consumer.receive(16, 20)
+        assert refused.value.code == pb.Code.ILLEGAL_FILTER_EXPRESSION
+        assert "at line 1, column 16 (character 15)" in str(refused.value)
+        assert "expected a value or a condition, found the end of the expression" in str(refused.value)
+    finally:
+        consumer.shutdown()

@@ -65,3 +65,12 @@ def test_the_security_options_come_in_pairs_read_their_files_at_once_and_hide_th
         parse_reader({"nameserver": NS, "topic": "t", "tlsCaFile": "/nowhere/ca.pem"}, streaming=True)
     with pytest.raises(OptionError, match='unknown source option "secretkye"; did you mean "secretKey"'):
         parse_reader({"nameserver": NS, "topic": "t", "secretKye": "x"}, streaming=True)
+
+
+def test_the_sql_option_is_compiled_at_query_start_and_excludes_tags() -> None:
+    ok = parse_reader({"nameserver": NS, "topic": "t", "sql": "amount > 100 AND TAGS IN ('a')"}, streaming=True)
+    assert ok.sql == "amount > 100 AND TAGS IN ('a')" and ok.tags is None
+    with pytest.raises(OptionError, match=r'option "sql": .*at line 1, column 9 \(character 8\)'):
+        parse_reader({"nameserver": NS, "topic": "t", "sql": "amount >"}, streaming=True)
+    with pytest.raises(OptionError, match='set the option "tags" or the option "sql", not both'):
+        parse_reader({"nameserver": NS, "topic": "t", "sql": "a = 1", "tags": "x"}, streaming=True)

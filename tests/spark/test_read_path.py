@@ -13,12 +13,13 @@ from typing import Any
 import pytest
 
 from rocketspark.client.logical import LogicalQueue, Segment, plan_ranges
-from rocketspark.codec.build import stamped_head
+from rocketspark.codec.build import encode_messages, stamped_head
 from rocketspark.codec.layout import BODY_AT
 from rocketspark.errors import DataCorruptedError, DataLossError, RequestTimeoutError
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.mapping import LogicQueueMappingItem
+from rocketspark.protocol.types import Message
 from rocketspark.remoting.listener import create_server
 from rocketspark.remoting.server import Dispatcher
 from rocketspark.spark.options import Connection
@@ -180,6 +181,17 @@ def test_pull_requests_name_the_segment_and_ask_for_at_most_pull_batch_size() ->
         (4, 4, 10),
         (8, 2, 10),
     ]
+
+
+def test_an_sql_option_goes_with_each_pull_and_only_the_selected_rows_come_back() -> None:
+    parts = []
+    for o in range(6):  # amounts 0, 50, 100, ...: the broker answered every record; some hold no match
+        sent = encode_messages("t", [Message("t", f"m{o}".encode(), properties={"amount": str(50 * o)})])
+        parts.append(stamped_head(sent, 0, o, 1000 + 200 * o, 2) + sent[BODY_AT:])
+    scripted = Scripted(answer(ResponseCode.SUCCESS, 6, b"".join(parts)))
+    batches = list(read_range(spec(sql="amount > 100"), one_segment(6), scripted))
+    assert [bytes(b) for batch in batches for b in batch.column("body").to_pylist()] == [b"m3", b"m4", b"m5"]
+    assert [r.ext["sql"] for r in scripted.requests] == ["amount > 100"]
 
 
 def test_the_consumers_arrow_schema_is_the_spark_sources_own() -> None:
