@@ -33,7 +33,7 @@ from broker.metrics import broker_metrics
 from broker.offsets import ConsumerOffsets
 from broker.registry import Registry
 from broker.rocketmq4.context import Dialect
-from broker.rocketmq4.filters import Filters, compile_sql
+from broker.rocketmq4.filters import Filters
 from broker.rocketmq4.held import BrokerHeld
 from broker.rocketmq4.members import Members
 from broker.rocketmq4.messages import DelayLevels, mint_client_id
@@ -225,7 +225,7 @@ class Broker:
             self.consumers,
             store,
             BrokerHeld(queues, self.delay, self.transactions),
-            Filters(compile_sql),
+            Filters(),
             DelayLevels(self.config.message_delay_level),
             self.host_of,
             mint_client_id,

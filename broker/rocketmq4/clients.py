@@ -4,8 +4,9 @@ CHECK_CLIENT_CONFIG, and the queue locks of orderly consumers (LOCK_BATCH_MQ, UN
 A heartbeat joins each of its consumer groups as our own group consumers join (the group's
 retry and dead-letter topics are created on its first heartbeat) and records its subscriptions;
 when a group's members change, its 4.x members are told (NOTIFY_CONSUMER_IDS_CHANGED). An SQL92
-subscription that does not compile is refused here, at subscribe time, with the position of
-its error.
+subscription that does not compile is refused with the position of its error when the client
+starts: by CHECK_CLIENT_CONFIG (Java's push consumer asks before it starts), else by its first
+pull (ali-ons pulls at once); as in RocketMQ, the heartbeat itself still joins the group.
 """
 
 from __future__ import annotations
@@ -31,15 +32,12 @@ def _json_body(request: RemotingCommand, what: str) -> dict[str, Any]:
     return body
 
 
-def _subscriptions(dialect: Dialect, data: dict[str, Any]) -> list[Subscription]:
+def _subscriptions(data: dict[str, Any]) -> list[Subscription]:
     subscriptions = []
     for entry in data.get("subscriptionDataSet") or []:
         if not isinstance(entry, dict) or not entry.get("topic"):
             raise MalformedRequestError("HEART_BEAT: a subscription needs a topic")
-        subscription = Subscription.of(str(entry["topic"]), entry.get("subString"), entry.get("expressionType"))
-        if subscription.expression_type == SQL92:
-            dialect.filters.selector(subscription.expression)  # a bad expression is refused now
-        subscriptions.append(subscription)
+        subscriptions.append(Subscription.of(str(entry["topic"]), entry.get("subString"), entry.get("expressionType")))
     return subscriptions
 
 
@@ -52,7 +50,7 @@ async def handle_heartbeat(dialect: Dialect, request: RemotingCommand) -> Remoti
     for data in body.get("consumerDataSet") or []:
         if not isinstance(data, dict) or not data.get("groupName"):
             raise MalformedRequestError("HEART_BEAT: a consumer entry needs a groupName")
-        consumers[str(data["groupName"])] = _subscriptions(dialect, data)
+        consumers[str(data["groupName"])] = _subscriptions(data)
     producers = {
         str(p["groupName"]) for p in body.get("producerDataSet") or [] if isinstance(p, dict) and p.get("groupName")
     }
@@ -98,7 +96,9 @@ async def handle_check_client_config(dialect: Dialect, request: RemotingCommand)
     dialect.queues.authorize(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group}, request.user)
     data = body.get("subscriptionData") or {}
     if isinstance(data, dict) and data.get("topic"):
-        _subscriptions(dialect, {"subscriptionDataSet": [data]})
+        for subscription in _subscriptions({"subscriptionDataSet": [data]}):
+            if subscription.expression_type == SQL92:
+                dialect.filters.selector(subscription.expression)  # refused here, at the client's start
     return request.response()
 
 

@@ -50,7 +50,8 @@ async def handle_pull(dialect: Dialect, request: RemotingCommand) -> RemotingCom
     suspend_ms = fields.integer("suspendTimeoutMillis", 0) if sys_flag & SUSPEND else 0
     if queues.is_static(topic):
         suspend_ms = min(suspend_ms, STATIC_SUSPEND_MS)
-    pulled = await queues.pull(topic, queue_id, offset, max_messages, subscription.tags, suspend_ms, request.user)
+    sql = subscription.expression if matches is not None else None
+    pulled = await queues.pull(topic, queue_id, offset, max_messages, subscription.tags, suspend_ms, request.user, sql)
     code, next_offset = pulled.code, pulled.next_offset
     messages: list[MessageExt] = pulled.messages
     if code == ResponseCode.SUCCESS:

@@ -113,6 +113,7 @@ class Queues:
         tags: list[str] | None,
         suspend_ms: int,
         user: str | None,
+        sql: str | None = None,
     ) -> Pulled:
         if self.is_static(topic):
             self.authorize(RequestCode.PULL_MESSAGE, {"topic": topic, "queueId": queue_id, "queueOffset": offset}, user)
@@ -123,6 +124,7 @@ class Queues:
                 offset,
                 max_messages,
                 tags=tags,
+                sql=sql,
                 long_poll_ms=suspend_ms,
             )
             wanted = [m for m in result.messages if m.queue_offset >= offset]
@@ -138,6 +140,8 @@ class Queues:
         }
         if tags:
             ext["tags"] = tags
+        if sql:
+            ext["sql"] = sql  # the broker answers only batches holding a match
         answer = await self.ours(RequestCode.PULL_MESSAGE, ext, user)
         messages: list[MessageExt] = []
         if answer.code == ResponseCode.SUCCESS:

@@ -492,3 +492,33 @@ def test_a_queues_bounds_and_offsets_by_time_and_a_groups_commits(cluster: Local
         client.call(Code.UPDATE_CONSUMER_OFFSET, {**group, "commitOffset": 2})
         client.call(Code.UPDATE_CONSUMER_OFFSET, {**group, "commitOffset": -1})  # ali-ons' way of saying 0: none
         assert client.call(Code.QUERY_CONSUMER_OFFSET, group).ext["offset"] == "2"
+
+
+def test_an_sql92_subscription_of_ali_ons_gets_exactly_the_matching_messages(cluster: LocalCluster) -> None:
+    topic = "ons-sql"
+    with Admin(cluster.nameserver) as admin:
+        admin.create_topic(topic, queues=2)
+    rocketmq4.produce(
+        {
+            "nameSrv": cluster.nameserver,
+            "topic": topic,
+            "count": 30,
+            "tags": ["A", "B"],
+            "properties": {"amount": "{i}"},
+        }
+    )
+    options = {
+        "nameSrv": cluster.nameserver,
+        "topic": topic,
+        "group": "ons-sql-g",
+        "sql": "amount >= 10 AND TAGS = 'A'",
+    }
+    with rocketmq4.Consumer({**options, "until": 10, "seconds": 120}) as consumer:
+        assert consumer.wait(150) == 0
+    assert sorted(int(m["body"][2:]) for m in consumer.messages) == [i for i in range(10, 30) if i % 2 == 0]
+    with rocketmq4.Consumer({**options, "group": "ons-sql-bad", "sql": "amount >", "seconds": 8}) as refused:
+        refused.wait(60)
+    assert any("Invalid SQL92 filter expression 'amount >'" in e and "column 9" in e for e in refused.errors), (
+        refused.errors[-5:]
+    )
+    assert refused.messages == []
