@@ -155,6 +155,7 @@ class Broker:
             self.replication,
             registry,
             self.disk,
+            lambda: self.address,
         )
         self.pull_context = pull.PullContext(self.config, topics, static_, store, longpoll)
         self.static_context = static.StaticContext(
@@ -179,7 +180,7 @@ class Broker:
         pull.register(d, self.pull_context)
         offsets.register(d, offsets.OffsetsContext(topics, store, self.offsets, role, static_, self.consumers))
         consumers.register(d, consumers.ConsumersContext(self.consumers, topics, store, role, registry, self.offsets))
-        lookup.register(d, lookup.LookupContext(self.name, topics, static_, store, self.keys))
+        lookup.register(d, lookup.LookupContext(self.name, topics, static_, store, self.keys, lambda: self.address))
         admin.register(d, admin_context)
         static.register(d, self.static_context)
         ha.register(d, ha.HaContext(role, store, self.epochs, self.replication))

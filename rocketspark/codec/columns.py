@@ -14,10 +14,11 @@ import zlib
 from dataclasses import dataclass
 from typing import Final
 
+import msgpack
 import numpy as np
 import numpy.typing as npt
 
-from rocketspark.codec import compression
+from rocketspark.codec import compression, ids
 from rocketspark.codec.layout import (
     BATCH_MAGIC,
     BODY_AT,
@@ -28,14 +29,18 @@ from rocketspark.codec.layout import (
     HEADER,
     HEADER_DTYPE,
     HEADER_SIZE,
+    ID_SIZE,
     MAX_COUNT,
     NONE,
     PREFIX,
+    V2,
     VERSION,
+    VERSIONS,
     RecordCorrupted,
     summary_of,
     tag_hash,
 )
+from rocketspark.protocol.properties import UNIQ_KEY
 
 I64 = npt.NDArray[np.int64]
 _U32 = np.dtype("<u4")
@@ -56,6 +61,20 @@ class Heads:
     def field(self, name: str) -> I64:
         out: I64 = self.rows[name].astype(np.int64)
         return out
+
+    @property
+    def topic_at(self) -> I64:
+        """Where each record's topic starts, from its start (its header's size: version 2's is
+        shorter)."""
+        out: I64 = HEADER_SIZE - ID_SIZE * (self.rows["version"] == V2).astype(np.int64)
+        return out
+
+    def first_id(self, record: int) -> bytes | None:
+        """Record ``record``'s first client id (16 bytes); None when it has none (version 2)."""
+        row = self.rows[record]
+        if row["version"] == V2 or not (row["first_hi"] or row["first_lo"]):
+            return None
+        return int(row["first_hi"]).to_bytes(8, "big") + int(row["first_lo"]).to_bytes(8, "big")
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +99,45 @@ class Columns:
     @property
     def queue_offset(self) -> I64:
         return self.heads.field("base_offset")[self.batch] + self.index
+
+    @property
+    def physical_offset(self) -> I64:
+        """Each message's physical offset, the position its offset id names (``ids.physical_offset``)."""
+        return self.heads.field("commitlog_offset")[self.batch] + self.index
+
+    # -- ids (rocketspark.codec.ids): one message at a time, for code that encodes one at a time
+
+    def ext(self, i: int) -> tuple[list[str] | None, dict[str, str] | None]:
+        """Message ``i``'s keys and properties (None for none)."""
+        length = int(self.ext_len[i])
+        if not length:
+            return None, None
+        at = int(self.ext_at[i])
+        keys, properties = msgpack.unpackb(self.data[at : at + length])
+        return keys or None, properties or None
+
+    def derived_id(self, i: int) -> str | None:
+        """Message ``i``'s client id from its batch's first id (None: a version-2 record), not
+        looking at its properties."""
+        first = self.heads.first_id(int(self.batch[i]))
+        return None if first is None else ids.client_id_at(first, int(self.index[i]))
+
+    def client_id(self, i: int, properties: dict[str, str] | None = None) -> str | None:
+        """Message ``i``'s client id (RocketMQ's ``UNIQ_KEY``): its own ``UNIQ_KEY`` property
+        if it has one, else the one its batch's first id gives it, else None (a version-2
+        record). Pass ``properties`` when they are decoded already."""
+        if properties is None and self.ext_len[i]:
+            properties = self.ext(i)[1]
+        own = properties.get(UNIQ_KEY) if properties else None
+        return own or self.derived_id(i)
+
+    def offset_msg_id(self, i: int, host: bytes) -> str:
+        """Message ``i``'s offset id, read from the broker whose ``ids.store_host`` is ``host``."""
+        return ids.offset_msg_id_at(host, int(self.heads.rows["commitlog_offset"][self.batch[i]]) + int(self.index[i]))
+
+    def msg_id(self, i: int, host: bytes, properties: dict[str, str] | None = None) -> str:
+        """Message ``i``'s id as RocketMQ's ``getMsgId`` gives it: the client id, else the offset id."""
+        return self.client_id(i, properties) or self.offset_msg_id(i, host)
 
     def per_message(self, name: str) -> I64:
         """A header field repeated for each message of its record."""
@@ -164,8 +222,7 @@ def record_starts(buf: bytes | memoryview) -> list[int]:
 def read_heads(buf: bytes | memoryview, *, verify: bool = True, max_section: int = MAX_SECTION) -> Heads:
     """The records' headers, checked: version, sizes, count and (with ``verify``) both CRCs."""
     starts = np.asarray(record_starts(buf), dtype=np.int64)
-    raw = np.frombuffer(buf, dtype=np.uint8)
-    rows = raw[starts[:, None] + _HEAD_SPAN].view(HEADER_DTYPE)[:, 0] if len(starts) else np.zeros(0, HEADER_DTYPE)
+    rows = gather_heads(np.frombuffer(buf, dtype=np.uint8), starts)
     heads = Heads(starts, rows)
     if verify:  # CRCs first: a damaged byte is damage, whatever field it landed in
         view = memoryview(buf)
@@ -185,18 +242,32 @@ def read_heads(buf: bytes | memoryview, *, verify: bool = True, max_section: int
     return heads
 
 
+def gather_heads(raw: npt.NDArray[np.uint8], starts: I64) -> np.ndarray:
+    """The header rows (``HEADER_DTYPE``) of the records starting at ``starts`` in ``raw``
+    (each record at least ``HEADER_SIZE`` bytes long). A version-2 row's first id, which would
+    be its topic and section's first bytes, is zeroed."""
+    if not len(starts):
+        return np.zeros(0, HEADER_DTYPE)
+    rows: np.ndarray = raw[starts[:, None] + _HEAD_SPAN].view(HEADER_DTYPE)[:, 0]
+    old = rows["version"] == V2
+    if old.any():
+        rows["first_hi"][old] = 0
+        rows["first_lo"][old] = 0
+    return rows
+
+
 def _check_fields(heads: Heads, max_section: int) -> None:
     rows = heads.rows
-    bad_version = rows["version"] != VERSION
+    bad_version = ~np.isin(rows["version"], list(VERSIONS))
     if bad_version.any():
         i = int(np.argmax(bad_version))
-        raise _at(heads, i, f"version {rows['version'][i]} (this reader knows {VERSION})")
+        raise _at(heads, i, f"version {rows['version'][i]} (this reader knows {V2} and {VERSION})")
     count = heads.field("count")
     bad_count = (count < 1) | (count > MAX_COUNT)
     if bad_count.any():
         i = int(np.argmax(bad_count))
         raise _at(heads, i, f"a count of {count[i]}")
-    room = heads.field("total") - HEADER_SIZE - heads.field("topic_len")
+    room = heads.field("total") - heads.topic_at - heads.field("topic_len")
     plain = (heads.field("attributes") & COMPRESSION_MASK) == NONE
     size = heads.field("section_size")
     over = size > max_section
@@ -218,7 +289,7 @@ def _sections(buf: bytes | memoryview, heads: Heads) -> tuple[bytes | memoryview
     """The buffer holding every record's message section, and where each starts in it:
     ``buf`` itself unless a record is compressed."""
     topic_len = heads.field("topic_len")
-    at = heads.starts + HEADER_SIZE + topic_len
+    at = heads.starts + heads.topic_at + topic_len
     kinds = heads.field("attributes") & COMPRESSION_MASK
     size = heads.field("section_size")
     if not kinds.any():
@@ -338,6 +409,6 @@ def check_record(buf: bytes | memoryview, pos: int, limit: int) -> int:
         raise RecordCorrupted(f"body CRC mismatch in record at {pos}", pos)
     if zlib.crc32(view[pos + BROKER_AT : pos + BROKER_END]) != head[2]:
         raise RecordCorrupted(f"header CRC mismatch in record at {pos}", pos)
-    if head[9] != VERSION:  # intact, but of a format this broker does not know
-        raise RecordCorrupted(f"record version {head[9]} at {pos} (this broker knows {VERSION})", pos)
+    if head[9] not in VERSIONS:  # intact, but of a format this broker does not know
+        raise RecordCorrupted(f"record version {head[9]} at {pos} (this broker knows {V2} and {VERSION})", pos)
     return int(total)
