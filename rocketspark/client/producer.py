@@ -38,7 +38,7 @@ from rocketspark.client.selection import (
     replicated,
 )
 from rocketspark.client.send_retries import MIN_ATTEMPT_S, RETRIABLE, RETRY_ON, SendRetries
-from rocketspark.codec.build import BODY, chunk_messages, encode_messages, own_ids
+from rocketspark.codec.build import BODY, chunk_messages, encode_messages, encode_sent
 from rocketspark.codec.layout import COMPRESSIONS
 from rocketspark.errors import (
     ClientError,
@@ -346,9 +346,9 @@ class Producer(ClientBase):
         """Send one message and wait for the broker's acknowledgement. ``born_ms``: when it was
         made, if not now (a message relayed from another client keeps its born time)."""
         self._check(message)
-        body = encode_messages(message.topic, [message], compression_kind=self.compression, born_ms=born_ms)
+        body, own = encode_sent(message.topic, [message], compression_kind=self.compression, born_ms=born_ms)
         pinned = message if message.queue_id is not None or message.sharding_key is not None else None
-        return self._send_body(message.topic, body, pinned, False, timeout_ms, own_ids([message]))
+        return self._send_body(message.topic, body, pinned, False, timeout_ms, own)
 
     def first_attempt(self, message: Message, *, born_ms: int | None = None) -> FirstAttempt | None:
         """The request ``send`` would make first, and the broker it would go to, without sending
@@ -368,9 +368,9 @@ class Producer(ClientBase):
             address = self.broker_address(info.route, ref.broker_name)
         except RocketSparkError:
             return None  # e.g. a queue being remapped, a master being elected: a send (with its retries) sorts it out
-        body = encode_messages(message.topic, [message], compression_kind=self.compression, born_ms=born_ms)
+        body, own = encode_sent(message.topic, [message], compression_kind=self.compression, born_ms=born_ms)
         request = self._request(info, message.topic, ref, body, False)
-        return FirstAttempt(address, request, message.topic, ref, own_ids([message]))
+        return FirstAttempt(address, request, message.topic, ref, own)
 
     def result_of(self, attempt: FirstAttempt, response: RemotingCommand) -> SendResult:
         """The outcome of a first attempt delivered by the caller; raises for a refusal."""
@@ -388,8 +388,8 @@ class Producer(ClientBase):
         results: list[SendResult] = []
         for topic, pinned, group in self._groups(messages):
             for chunk in chunk_messages(group, self.batch_max_bytes):
-                body = encode_messages(topic, chunk, compression_kind=self.compression)
-                results.append(self._send_body(topic, body, pinned, True, timeout_ms, own_ids(chunk)))
+                body, own = encode_sent(topic, chunk, compression_kind=self.compression)
+                results.append(self._send_body(topic, body, pinned, True, timeout_ms, own))
         return results
 
     def _groups(self, messages: Sequence[Message]) -> list[tuple[str, Message | None, Sequence[Message]]]:

@@ -276,13 +276,32 @@ def encode_messages(
     """One batch record of ``messages`` (all of ``topic``), as a producer sends it; ``born_ms``:
     when they were made (default: now); ``first_id``: their first client id (default: minted;
     see ``encode_batch``). A message with a ``UNIQ_KEY`` property keeps that id."""
+    return encode_sent(
+        topic, messages, compression_kind=compression_kind, idempotence=idempotence, born_ms=born_ms, first_id=first_id
+    )[0]
+
+
+def encode_sent(
+    topic: str,
+    messages: Sequence[Message],
+    *,
+    compression_kind: int = NONE,
+    idempotence: Idempotence | None = None,
+    born_ms: int | None = None,
+    first_id: bytes | None = None,
+) -> tuple[bytes, dict[int, str] | None]:
+    """``encode_messages``, and the messages that carry a client id of their own (a ``UNIQ_KEY``
+    property, which they keep), by place (None when none does): what a producer needs to tell
+    its messages' ids, looked for only among messages with properties."""
     bodies = list(map(BODY, messages))
+    own = None
     if is_plain(messages):  # bodies alone: no per-message Python
         section = build_section(bodies)
     else:
         exts = [pack_ext(m.keys, m.properties) if m.keys or m.properties else b"" for m in messages]
         section = build_section(bodies, [m.tags for m in messages], exts)
-    return encode_batch(
+        own = {i: m.properties[UNIQ_KEY] for i, m in enumerate(messages) if UNIQ_KEY in m.properties} or None
+    record = encode_batch(
         topic.encode(),
         section,
         compression_kind=compression_kind,
@@ -290,19 +309,11 @@ def encode_messages(
         born_ms=born_ms,
         first_id=first_id,
     )
+    return record, own
 
 
 BODY = attrgetter("body")  # a message's attributes, read by C loops over many messages
 _TAGS, _KEYS, _PROPERTIES = attrgetter("tags"), attrgetter("keys"), attrgetter("properties")
-
-
-def own_ids(messages: Sequence[Message]) -> dict[int, str] | None:
-    """The messages that carry a client id of their own (a ``UNIQ_KEY`` property, which they
-    keep), by place; None when none does (messages without properties are not looked at)."""
-    if not any(map(_PROPERTIES, messages)):
-        return None
-    own = {i: m.properties[UNIQ_KEY] for i, m in enumerate(messages) if UNIQ_KEY in m.properties}
-    return own or None
 
 
 def is_plain(messages: Sequence[Message]) -> bool:
