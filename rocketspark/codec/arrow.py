@@ -19,7 +19,6 @@ import msgpack
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from rocketspark.codec.columns import I64, Columns
 from rocketspark.protocol.properties import UNIQ_KEY
@@ -143,13 +142,17 @@ def msg_ids(columns: Columns, host: bytes, own: list[str | None] | None = None) 
     client id from its batch's first id, else (a version-2 record) its offset id."""
     rows = columns.heads.rows
     with_id = ((rows["first_hi"] | rows["first_lo"]) != 0)[columns.batch]
+    mixed = not with_id.all() and with_id.any()  # records from before client ids, and after
+    owned = own is not None and any(own)
+    if mixed or owned:
+        import pyarrow.compute as pc  # only here: it costs a process 9 MB (a broker never needs it)
     if with_id.all():
         out = client_ids(columns)
-    elif not with_id.any():
+    elif not mixed:
         out = offset_ids(host, columns)
     else:
         out = pc.if_else(pa.array(with_id), client_ids(columns), offset_ids(host, columns))
-    if own is not None and any(own):
+    if owned:
         out = pc.coalesce(pa.array(own, pa.string()), out)
     return out
 
