@@ -34,7 +34,9 @@ Header (big-endian, fixed, ``HEADER_SIZE`` bytes)::
 
 ``first_id`` is the batch's first client id (:mod:`rocketspark.codec.ids`): message ``i``'s id is
 ``first_id + i``, so no message carries an id of its own unless its properties hold a
-``UNIQ_KEY`` (a foreign client's id, kept as it came). Records of version 2 (before client
+``UNIQ_KEY`` (a foreign client's id, kept as it came). It lies under the body CRC: a broker that
+mints ids for a record sent without them writes its header anew (``build.with_first_id``), once
+per record, and only then. Records of version 2 (before client
 ids) are the same without ``first_id``: their topic starts at byte 92 (``V2_HEADER_SIZE``).
 They are still read everywhere (their messages' ids fall back to offset ids) and still
 accepted from a producer, the broker then rewriting them as version 3 with ids it mints.
