@@ -62,7 +62,6 @@ from rocketspark.remoting.listener import Listener
 from rocketspark.remoting.listener import create_server as bind_server
 from rocketspark.remoting.server import Dispatcher, run_every, serve_until_signalled
 from rocketspark.remoting.transport import Transport
-from rocketspark.rocketmq4.records import NO_HOST, Host
 from rocketspark.security.service import serve_acl
 
 log = logging.getLogger("broker")
@@ -186,6 +185,7 @@ class Broker:
             self.replication,
             registry,
             self.disk,
+            lambda: self.address,
         )
         self.pull_context = pull.PullContext(self.config, topics, static_, store, longpoll)
         self.static_context = static.StaticContext(
@@ -210,12 +210,12 @@ class Broker:
         pull.register(d, self.pull_context)
         offsets.register(d, offsets.OffsetsContext(topics, store, self.offsets, role, static_, self.consumers))
         consumers.register(d, consumers.ConsumersContext(self.consumers, topics, store, role, registry, self.offsets))
-        lookup.register(d, lookup.LookupContext(self.name, topics, static_, store, self.keys))
+        lookup.register(d, lookup.LookupContext(self.name, topics, static_, store, self.keys, lambda: self.address))
         admin.register(d, admin_context)
         static.register(d, self.static_context)
         ha.register(d, ha.HaContext(role, store, self.epochs, self.replication))
         serve_acl(d, self.acl, enabled=self.config.auth_enable)
-        queues = Queues(self.name, d, static_, self.clients)
+        queues = Queues(self.name, d, static_, self.clients, lambda: self.address)
         self.dialect = Dialect(
             self.name,
             self.config,
@@ -227,24 +227,10 @@ class Broker:
             BrokerHeld(queues, self.delay, self.transactions),
             Filters(),
             DelayLevels(self.config.message_delay_level),
-            self.host_of,
             mint_client_id,
             lambda topic: self.topics.get(topic) is not None,
         )
         rocketmq4.register(d, self.dialect)
-
-    def host_of(self, broker_name: str) -> Host:
-        """A broker's address as a 4.x record holds it: this one's, or one our clients' routes
-        name (a static topic's segment elsewhere); 0.0.0.0:0 for one not known here."""
-        if broker_name == self.name:
-            return Host.parse(self.address)
-        routes = self.clients.consumer.routes
-        for topic in routes.cached_topics():
-            route = routes.cached(topic)
-            address = route.read_address_of(broker_name) if route is not None else None
-            if address:
-                return Host.parse(address)
-        return NO_HOST
 
     def ask_transaction(self, topic: str, message: MessageExt, transaction_id: str) -> bool:
         """Ask a producer how a half message's transaction ended (a worker thread): a v2 client

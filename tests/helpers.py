@@ -12,6 +12,7 @@ from typing import Any
 from broker.store.store import MessageStore, PutResult
 from rocketspark.codec.build import Idempotence, build_section, encode_batch, tag_summary_of
 from rocketspark.codec.columns import decode
+from rocketspark.codec.ids import store_host
 from rocketspark.codec.messages import to_messages
 from rocketspark.protocol.codec import unpack
 from rocketspark.protocol.codes import RequestCode
@@ -94,8 +95,9 @@ def put_batch(
 
 
 def decode_messages(body: bytes, topic: str = "t", broker: str = "b") -> list[MessageExt]:
-    """The messages of a pull response's records, as a consumer sees them."""
-    return to_messages(decode(body), topic, broker)
+    """The messages of a pull response's records, as a consumer sees them (read from a broker
+    at 127.0.0.1:10911, as far as their offset ids tell)."""
+    return to_messages(decode(body), topic, broker, store_host("127.0.0.1:10911"))
 
 
 class Registrations:

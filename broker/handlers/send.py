@@ -5,12 +5,16 @@ Header fields: ``topic``, ``queueId`` (-1 or absent: the broker picks), ``defaul
 ``logicQueueId`` + ``epoch`` (static topics). The body is one batch record
 (:mod:`rocketspark.codec.layout`), a single send a batch of one; it is checked once and
 stored as it came, with the fields the broker assigns. Its header names an idempotent
-producer, if any (:mod:`broker.dedupe`).
+producer, if any (:mod:`broker.dedupe`), and its messages' first client id: a record without
+one (or of the previous version) is given ids the broker mints, as RocketMQ 5's broker gives a
+message without ``UNIQ_KEY`` one. The answer's ``msgId`` is the first stored message's offset
+id (RocketMQ's meaning of the field) and ``firstMsgId`` its client id as the record gives it.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
@@ -24,9 +28,9 @@ from broker.registry import Registry
 from broker.static_topics import StaticTopics
 from broker.store.store import MessageStore
 from broker.topics import TopicTable
-from rocketspark.codec.build import drop_front, tag_summary_of
+from rocketspark.codec import ids
+from rocketspark.codec.build import drop_front, tag_summary_of, with_first_id
 from rocketspark.codec.ingest import BatchRefused, BodyTooLarge, SentBatch, built_here, check_sent
-from rocketspark.codec.layout import msg_id
 from rocketspark.errors import InvalidParameterError, MessageTooLargeError, TopicNotExistError
 from rocketspark.protocol.codec import MalformedBody
 from rocketspark.protocol.codes import RequestCode
@@ -52,6 +56,7 @@ class SendContext:
     replication: Replication
     registry: Registry
     disk: DiskUse
+    address: Callable[[], str]  # this broker's advertised host:port, as offset ids name it
 
 
 def register(dispatcher: Dispatcher, ctx: SendContext) -> None:
@@ -159,7 +164,21 @@ async def handle_send(ctx: SendContext, cmd: RemotingCommand) -> RemotingCommand
     if logical_id is not None:
         ext["logicQueueId"] = logical_id
     if skipped == count:
-        return cmd.response(ext={**ext, "queueOffset": -1, "count": 0, "msgId": "", "status": SendStatus.SEND_OK.value})
+        return cmd.response(
+            ext={
+                **ext,
+                "queueOffset": -1,
+                "count": 0,
+                "msgId": "",
+                "firstMsgId": "",
+                "status": SendStatus.SEND_OK.value,
+            }
+        )
+    first = batch.first_id
+    if first is None:  # no ids given (or a record of version 2): the broker mints them
+        body, first = _with_ids(body, count - skipped)
+    elif skipped:
+        first = bytes.fromhex(ids.client_id_at(first, skipped))  # drop_front's record starts there
     summary = batch.tag_summary if not skipped else tag_summary_of(body)
     result = ctx.store.put(topic, queue_id, body, count - skipped, summary)
     if batch.producer_id:
@@ -173,8 +192,14 @@ async def handle_send(ctx: SendContext, cmd: RemotingCommand) -> RemotingCommand
     ext.update(
         queueOffset=result.first_queue_offset + delta,
         count=result.count,
-        msgId=msg_id(ctx.name, result.first_offset, 0),
-        logOffset=result.first_offset,  # where the record lies in the log (offset ids are made from it)
+        msgId=ids.offset_msg_id_at(ids.store_host(ctx.address()), result.first_offset),
+        firstMsgId=ids.client_id_hex(first),
         status=status.value,
     )
     return cmd.response(ext=ext)
+
+
+def _with_ids(body: bytes, count: int) -> tuple[bytes, bytes]:
+    """A sent record that brought no client ids, with ``count`` the broker mints."""
+    first = ids.mint(count)
+    return with_first_id(body, first), first

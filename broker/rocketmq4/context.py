@@ -15,15 +15,14 @@ from broker.rocketmq4.queues import Queues
 from broker.store.store import MessageStore
 from rocketspark.protocol.types import Message, MessageExt
 from rocketspark.remoting.server import Dispatcher
-from rocketspark.rocketmq4.records import Host
 
 
 @dataclass(frozen=True, slots=True)
 class Half:
-    """Where a half message is held: its offset in the half topic and its record's log offset."""
+    """Where a half message is held: its offset in the half topic, and its offset id."""
 
     queue_offset: int
-    commitlog_offset: int
+    offset_msg_id: str
 
 
 class Held(Protocol):
@@ -47,7 +46,6 @@ class Dialect:
     held: Held
     filters: Filters
     delay_levels: DelayLevels
-    host_of: Callable[[str], Host]  # a broker's address as records hold it, by broker name
     mint_id: Callable[[], str]
     topic_exists: Callable[
         [str], bool

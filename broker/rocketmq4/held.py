@@ -6,7 +6,7 @@ through our own producer once the request is authorized here (a send to the mess
 from __future__ import annotations
 
 from broker.rocketmq4.context import Half
-from broker.rocketmq4.queues import Queues, log_offset
+from broker.rocketmq4.queues import Queues
 from rocketspark.grpcv2.clients import in_thread
 from rocketspark.grpcv2.delay import DelayScheduler
 from rocketspark.grpcv2.transactions import Transactions
@@ -32,7 +32,7 @@ class BrokerHeld:
     async def half(self, message: Message, user: str | None) -> Half:
         await self._may_send(message.topic, user)
         result = await in_thread(self.transactions.hold_half, message)
-        return Half(result.queue_offset, log_offset(result.msg_id))
+        return Half(result.queue_offset, result.offset_msg_id)
 
     async def end(self, half_offset: int, topic: str, msg_id: str, commit: bool, user: str | None) -> None:
         self.queues.authorize(RequestCode.SEND_MESSAGE, {"topic": topic}, user)

@@ -9,11 +9,6 @@ RocketMQ: ``TAGS``, ``KEYS`` (space-separated), ``UNIQ_KEY`` and the rest.
 
 from __future__ import annotations
 
-import calendar
-import itertools
-import os
-import socket
-import struct
 import time
 from collections.abc import Mapping
 from typing import Final
@@ -21,9 +16,9 @@ from typing import Final
 from rocketspark.codec import ids
 from rocketspark.errors import ConfigError, InvalidParameterError
 from rocketspark.protocol.group_topics import RECONSUME_TIME
-from rocketspark.protocol.properties import DELIVER_MS
+from rocketspark.protocol.properties import DELIVER_MS, UNIQ_KEY
 from rocketspark.protocol.types import Message, MessageExt
-from rocketspark.rocketmq4.records import Host, Record
+from rocketspark.rocketmq4.records import Record, host_of
 
 TAGS: Final = "TAGS"
 KEYS: Final = "KEYS"
@@ -91,18 +86,24 @@ def deliver_at_ms(properties: Mapping[str, str], levels: DelayLevels, now_ms: in
 
 
 def properties_of(message: MessageExt) -> dict[str, str]:
-    """What a 4.x client reads as the message's properties."""
+    """What a 4.x client reads as the message's properties: its client id is ``UNIQ_KEY``
+    (ours derive it from their batch's first)."""
     out: dict[str, str] = {}
     if message.tags is not None:
         out[TAGS] = message.tags
     if message.keys:
         out[KEYS] = " ".join(message.keys)
     out.update(message.properties)
+    if UNIQ_KEY not in out:
+        client_id = message.client_id
+        if client_id is not None:
+            out[UNIQ_KEY] = client_id
     return out
 
 
-def to_record(message: MessageExt, store_host: Host, queue_id: int | None = None, topic: str | None = None) -> Record:
-    """The MessageExt record a 4.x consumer reads for one of our messages."""
+def to_record(message: MessageExt, queue_id: int | None = None, topic: str | None = None) -> Record:
+    """The MessageExt record a 4.x consumer reads for one of our messages (its store host the
+    broker it was read from)."""
     properties = properties_of(message)
     return Record(
         topic or message.topic,
@@ -113,22 +114,12 @@ def to_record(message: MessageExt, store_host: Host, queue_id: int | None = None
         properties,
         message.born_timestamp,
         message.store_timestamp,
-        store_host,
+        host_of(message.batch_ids.host),
         reconsume_times=int(properties.get(RECONSUME_TIME, "0") or 0),
     )
 
 
-_counter = itertools.count()
-
-
 def mint_client_id() -> str:
-    """A client id (UNIQ_KEY) for a message its producer sent without one, in RocketMQ Java's
-    layout (``MessageClientIDSetter``): this host, process and instance, the time and a counter."""
-    now = time.time()
-    month = time.gmtime(now)
-    month_start = calendar.timegm((month.tm_year, month.tm_mon, 1, 0, 0, 0))
-    raw = _PREFIX + struct.pack(">IH", int((now - month_start) * 1000) & 0xFFFFFFFF, next(_counter) & 0xFFFF)
-    return raw.hex().upper()
-
-
-_PREFIX: Final = socket.inet_aton("127.0.0.1") + struct.pack(">HI", os.getpid() & 0xFFFF, id(_counter) & 0xFFFFFFFF)
+    """A client id (UNIQ_KEY) for a message its producer sent without one (ours, in RocketMQ
+    Java's layout: ``codec.ids``)."""
+    return ids.client_id_hex(ids.mint(1))

@@ -62,7 +62,7 @@ async def handle_pull(dialect: Dialect, request: RemotingCommand) -> RemotingCom
             next_offset = messages[-1].queue_offset + 1
         if not messages:
             code = ResponseCode.PULL_RETRY_IMMEDIATELY
-    body = b"".join(records.encode(to_record(m, dialect.host_of(m.broker_name), queue_id, topic)) for m in messages)
+    body = b"".join(records.encode(to_record(m, queue_id, topic)) for m in messages)
     return request.response(
         code,
         ext={

@@ -11,6 +11,7 @@ with one run of offsets, whatever remaps happen under it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -18,9 +19,9 @@ from broker.static_topics import StaticTopics
 from rocketspark.client.admin import Admin
 from rocketspark.client.consumer import Consumer
 from rocketspark.client.producer import Producer
+from rocketspark.codec import ids
 from rocketspark.codec.columns import decode
 from rocketspark.codec.messages import to_messages
-from rocketspark.errors import RocketSparkError
 from rocketspark.grpcv2.clients import in_thread
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
@@ -43,8 +44,13 @@ class Clients(Protocol):
 class Stored:
     queue_id: int
     queue_offset: int
-    broker_name: str
-    commitlog_offset: int  # of the record holding the message (its first, for a batch)
+    offset_msg_id: str  # of the (first) message stored: where, on which broker
+
+    def offset_msg_ids(self, count: int) -> list[str]:
+        """The offset ids of ``count`` messages stored as one batch, the first being this one's."""
+        first = ids.parse_offset_msg_id(self.offset_msg_id)
+        host = ids.store_host(first.address)
+        return [ids.offset_msg_id_at(host, first.physical + i) for i in range(count)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +79,10 @@ class Queues:
         dispatcher: Dispatcher,
         static: StaticTopics,
         clients: Clients,
+        address: Callable[[], str],
     ) -> None:
         self.broker_name = broker_name
+        self.address = address  # this broker's host:port, as its messages' offset ids name it
         self.dispatcher = dispatcher
         self.static = static
         self.clients = clients
@@ -96,11 +104,9 @@ class Queues:
         if self.is_static(topic):
             self.authorize(RequestCode.SEND_MESSAGE, {"topic": topic}, user)
             result = await in_thread(self.clients.producer.send_to_queue, topic, queue_id, record)
-            return Stored(result.queue_id, result.queue_offset, result.broker_name, log_offset(result.msg_id))
+            return Stored(result.queue_id, result.queue_offset, result.offset_msg_id)
         answer = await self.ours(RequestCode.SEND_MESSAGE, {"topic": topic, "queueId": queue_id, **ext}, user, record)
-        return Stored(
-            int(answer.ext["queueId"]), int(answer.ext["queueOffset"]), self.broker_name, int(answer.ext["logOffset"])
-        )
+        return Stored(int(answer.ext["queueId"]), int(answer.ext["queueOffset"]), str(answer.ext["msgId"]))
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -146,7 +152,7 @@ class Queues:
         messages: list[MessageExt] = []
         if answer.code == ResponseCode.SUCCESS:
             columns = decode(answer.body).select(offset, None, tags)
-            messages = to_messages(columns, topic, self.broker_name)
+            messages = to_messages(columns, topic, self.broker_name, ids.store_host(self.address()))
         return Pulled(answer.code, int(answer.ext["next"]), int(answer.ext["min"]), int(answer.ext["max"]), messages)
 
     async def offset(self, code: int, topic: str, queue_id: int, user: str | None, **extra: object) -> int:
@@ -195,11 +201,3 @@ class Queues:
             return ""
         answer = await self.ours(code, ext, user)
         return str(answer.ext.get("holder", ""))
-
-
-def log_offset(msg_id: str) -> int:
-    """The record's log offset in our position id (8 hex digits of the broker, 16 of the offset)."""
-    try:
-        return int(msg_id[8:24], 16)
-    except ValueError:
-        raise RocketSparkError(f"the broker answered a send with message id {msg_id!r}, not one of ours") from None

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from broker.rocketmq4.context import Dialect
 from broker.rocketmq4.messages import TRANSACTION_PREPARED, deliver_at_ms, to_message
-from rocketspark.codec import ids
 from rocketspark.codec.build import encode_messages
 from rocketspark.errors import InvalidParameterError, MessageTooLargeError
 from rocketspark.protocol.command import RemotingCommand
@@ -63,11 +62,9 @@ async def handle_send(dialect: Dialect, request: RemotingCommand, *, short: bool
         ext.update(defaultTopic=default_topic, defaultTopicQueueNums=fields.integer("defaultTopicQueueNums", 4))
     record = encode_messages(topic, messages, born_ms=born_ms)
     stored = await dialect.queues.send(topic, queue_id, record, request.user, **ext)
-    host = dialect.host_of(stored.broker_name)
-    offset_ids = [ids.offset_msg_id(host.ip, host.port, stored.commitlog_offset, i) for i in range(len(messages))]
     return request.response(
         ext={
-            "msgId": ",".join(offset_ids),
+            "msgId": ",".join(stored.offset_msg_ids(len(messages))),
             "queueId": stored.queue_id,
             "queueOffset": stored.queue_offset,
             "transactionId": first.properties["UNIQ_KEY"] if not batch else "",
@@ -115,10 +112,9 @@ async def _half(dialect: Dialect, request: RemotingCommand, message: Message, fi
     ``queueOffset`` name it (Java sends them back in END_TRANSACTION)."""
     message.properties.setdefault("PGROUP", fields.text("producerGroup", ""))
     half = await dialect.held.half(message, request.user)
-    host = dialect.host_of(dialect.name)
     return request.response(
         ext={
-            "msgId": ids.offset_msg_id(host.ip, host.port, half.commitlog_offset, 0),
+            "msgId": half.offset_msg_id,
             "queueId": 0,
             "queueOffset": half.queue_offset,
             "transactionId": message.properties["UNIQ_KEY"],

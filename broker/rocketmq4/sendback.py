@@ -13,15 +13,13 @@ a negative level sends it to the dead-letter topic at once.
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 from broker.rocketmq4.context import Dialect
-from broker.store.locate import locate
+from broker.rocketmq4.lookup import messages_of
 from rocketspark.codec import ids
 from rocketspark.errors import MessageNotFoundError
 from rocketspark.grpcv2.clients import in_thread
-from rocketspark.protocol.codec import unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.group_topics import ORIGIN_MESSAGE_ID, RECONSUME_TIME, RETRY_TOPIC, dlq_topic, retry_topic
@@ -31,20 +29,25 @@ from rocketspark.rocketmq4.headers import Fields
 DEFAULT_MAX_RECONSUME = 16
 
 
-async def _find(dialect: Dialect, physical: int, topics: list[str], offset_id: str, user: str | None) -> MessageExt:
-    found = await asyncio.to_thread(locate, dialect.store, physical, topics)
-    if found is not None:
-        ours: dict[str, object] = {"offset": found.record_offset, "index": found.place}
-        answer = await dialect.queues.ours(RequestCode.VIEW_MESSAGE_BY_ID, ours, user)
-        messages = unpack(answer.body)["messages"] if answer.body else []
-        if messages:
-            return MessageExt(*messages[0])
-    if offset_id and ids.is_offset_msg_id(offset_id):
-        return await in_thread(dialect.queues.clients.admin.query_message_by_id, offset_id)
+async def _find(dialect: Dialect, physical: int, topics: list[str], origin_id: str, user: str | None) -> MessageExt:
+    """The message the consumer failed on: at ``physical`` here if a message of its topics
+    is there, else wherever its id says (a static topic's message may be on another broker)."""
+    if not (origin_id and ids.is_offset_msg_id(origin_id) and _elsewhere(dialect, origin_id)):
+        answer = await dialect.queues.ours(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": physical}, user)
+        found = [m for m in messages_of(answer) if m.topic in topics]
+        if found:
+            return found[0]
+    if origin_id:
+        return await in_thread(dialect.queues.clients.admin.query_message_by_id, origin_id)
     raise MessageNotFoundError(
-        f"no message at physical offset {physical} of {', '.join(topics)} on broker {dialect.name} "
-        "(deleted by retention?); it cannot be sent back"
+        f"no message of {', '.join(topics)} at physical offset {physical} on broker {dialect.name} (deleted by "
+        "retention?); it cannot be sent back"
     )
+
+
+def _elsewhere(dialect: Dialect, offset_id: str) -> bool:
+    """Whether an offset id names another broker than this one."""
+    return ids.parse_offset_msg_id(offset_id).address != dialect.queues.address()
 
 
 async def handle_send_back(dialect: Dialect, request: RemotingCommand) -> RemotingCommand:

@@ -22,7 +22,7 @@ from rocketspark.codec import ids
 from rocketspark.errors import MalformedRequestError
 from rocketspark.protocol.codes import Flag
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.protocol.properties import REAL_TOPIC, UNIQ_KEY
+from rocketspark.protocol.properties import REAL_TOPIC
 from rocketspark.protocol.types import MessageExt
 from rocketspark.remoting import frame
 from rocketspark.rocketmq4 import records
@@ -62,9 +62,7 @@ def check_back(
     producers = dialect.members.producers_of(group)
     if not producers:
         return False
-    host = dialect.host_of(dialect.name)
-    offset_id = ids.offset_msg_id(host.ip, host.port, message.commitlog_offset, message.batch_index)
-    client_id = message.properties.get(UNIQ_KEY, "")
+    client_id = message.client_id or ""
     command = RemotingCommand.request(
         Code.CHECK_TRANSACTION_STATE,
         {
@@ -73,10 +71,10 @@ def check_back(
             "commitLogOffset": ids.physical_offset(message.commitlog_offset, message.batch_index),
             "msgId": client_id,
             "transactionId": client_id,
-            "offsetMsgId": offset_id,
+            "offsetMsgId": message.offset_msg_id,
             "bname": dialect.name,
         },
-        records.encode(to_record(message, host, 0, topic)),
+        records.encode(to_record(message, 0, topic)),
     )
     command.serialize = frame.JSON
     command.flag |= Flag.ONEWAY

@@ -116,12 +116,13 @@ def _columns(buf: bytes | memoryview, base: int, starts: npt.NDArray[np.int64]) 
     misplaced = heads["commitlog_offset"].astype(np.int64) != base + starts
     if misplaced.any():
         raise _corrupt(starts, misplaced, "a record whose stored log offset is not where it lies")
-    if (bad := heads["version"] != layout.VERSION).any():
+    if (bad := (heads["version"] != layout.VERSION) & (heads["version"] != layout.V2)).any():
         raise _corrupt(starts, bad, "a record of an unknown version")
     counts = heads["count"].astype(np.int64)
-    if (bad := (counts < 1) | (layout.HEADER_SIZE + topic_lens > totals)).any():
+    topic_at = layout.HEADER_SIZE - layout.ID_SIZE * (heads["version"] == layout.V2).astype(np.int64)
+    if (bad := (counts < 1) | (topic_at + topic_lens > totals)).any():
         raise _corrupt(starts, bad, "a record whose count or topic length does not fit it")
-    topic_ids, topics = _topics(data, starts, topic_lens)
+    topic_ids, topics = _topics(data, starts, topic_at, topic_lens)
     queue_ids = heads["queue_id"].astype(np.int64)
     keys = topic_ids * (1 << 32) + queue_ids
     order = np.argsort(keys, kind="stable")  # by queue, log order within each
@@ -147,16 +148,16 @@ def _columns(buf: bytes | memoryview, base: int, starts: npt.NDArray[np.int64]) 
 
 
 def _topics(
-    data: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], lens: npt.NDArray[np.int64]
+    data: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], at: npt.NDArray[np.int64], lens: npt.NDArray[np.int64]
 ) -> tuple[npt.NDArray[np.int64], list[str]]:
-    """Each record's topic as an index into the list of the chunk's topics."""
+    """Each record's topic (``at`` past its start) as an index into the list of the chunk's topics."""
     ids = np.empty(len(starts), np.int64)
     names: list[str] = []
     for length in np.unique(lens).tolist():
         if length == 0:
             raise _corrupt(starts, lens == 0, "a record without a topic")
         rows = np.flatnonzero(lens == length)
-        raw = _gather(data, starts[rows] + layout.HEADER_SIZE, length)
+        raw = _gather(data, starts[rows] + at[rows], length)
         distinct, inverse = np.unique(raw.view(f"V{length}")[:, 0], return_inverse=True)
         for value in distinct:
             try:

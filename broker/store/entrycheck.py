@@ -48,7 +48,7 @@ def first_mismatch(
     if n == 0:
         return None
     size_a = np.asarray(sizes, dtype=np.int64)
-    floor = layout.HEADER_SIZE + len(topic)
+    floor = layout.HEADER_SIZE + len(topic)  # a version-2 record's shorter header still leaves it this long
     small = np.flatnonzero(size_a < floor)
     limit = int(small[0]) if small.size else n
     starts = np.zeros(n, dtype=np.int64)
@@ -66,7 +66,8 @@ def first_mismatch(
     bad |= heads["commitlog_offset"] != np.asarray(phys, dtype=np.uint64)
     bad |= heads["topic_len"] != len(topic)
     if not bad.any() and topic:
-        names = raw[starts[:, None] + layout.HEADER_SIZE + np.arange(len(topic), dtype=np.int64)]
+        topic_at = layout.HEADER_SIZE - layout.ID_SIZE * (heads["version"] == layout.V2).astype(np.int64)
+        names = raw[(starts + topic_at)[:, None] + np.arange(len(topic), dtype=np.int64)]
         bad |= (names != np.frombuffer(topic, dtype=np.uint8)).any(axis=1)
     if not bad.any():
         return None
@@ -82,6 +83,7 @@ def _describe(body: bytes, pos: int, size: int) -> str:
         return f"no record there (magic 0x{magic:08X}): damaged or not a record boundary"
     if total != size:
         return f"the record there is {total} bytes, the entry says {size}"
-    topic = bytes(body[pos + layout.HEADER_SIZE : pos + layout.HEADER_SIZE + min(tlen, size)])
+    at = pos + layout.head_size(head[9])
+    topic = bytes(body[at : at + min(tlen, size)])
     where = f"queue offset {qoff}" if count == 1 else f"queue offsets {qoff}-{qoff + count - 1}"
     return f"the record there belongs to {topic.decode(errors='replace')}/{qid} at {where} (log offset {phys})"

@@ -1,4 +1,5 @@
-"""The key index: a message's keys -> where it lies in the log, on disk (RocketMQ's IndexFile).
+"""The key index: a message's keys and client id -> where it lies in the log, on disk
+(RocketMQ's IndexFile, which holds keys and ``UNIQ_KEY``s).
 
 A thread follows the commit log behind the flusher: every record up to the flushed offset is
 read back (a batch without keys costs three small reads), its messages' keys decoded
@@ -6,6 +7,10 @@ read back (a batch without keys costs three small reads), its messages' keys dec
 (``<store>/index/keys.db``), together with how far the log is indexed, in the same
 transaction. So the index is durable, never points past what survives a
 crash, and after a restart carries on from where it stopped. Nothing is added to a send.
+
+Client ids (``codec.ids``) cost one row per batch, its first id and count, read from the
+header the indexer reads anyway; a message that carries a ``UNIQ_KEY`` property of its own (an
+official or 4.x client's id) gets a row of its own, from the properties decoded with its keys.
 
 A lookup returns candidates; the caller reads each back and keeps the messages that really
 carry the key (rows of records cut after a failed write, or deleted by retention, drop out
@@ -18,15 +23,14 @@ import logging
 import sqlite3
 import struct
 import threading
-from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import msgpack
 import numpy as np
 
-from broker.store.keydb import KeyDb, Row
+from broker.store.keydb import BatchRow, IdRow, KeyDb, Row
 from rocketspark.codec.columns import decode
 from rocketspark.codec.layout import (
     BATCH_MAGIC,
@@ -36,7 +40,10 @@ from rocketspark.codec.layout import (
     HEADER_SIZE,
     PREFIX,
     RecordCorrupted,
+    first_id_of,
+    head_size,
 )
+from rocketspark.protocol.properties import UNIQ_KEY
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +73,18 @@ class IndexedLog(Protocol):
 class KeyHit:
     phys: int  # the log offset of the message's batch record
     index: int  # its place in the batch
+
+
+@dataclass(slots=True)
+class _Found:
+    """The rows one indexing round found."""
+
+    keys: list[Row] = field(default_factory=list)
+    batches: list[BatchRow] = field(default_factory=list)
+    ids: list[IdRow] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.keys or self.batches or self.ids)
 
 
 class KeyIndex:
@@ -104,6 +123,11 @@ class KeyIndex:
         """Where messages of ``topic`` with ``key`` may be, newest first."""
         return [KeyHit(phys, index) for phys, index in self.db.lookup(topic, key, limit)]
 
+    def lookup_id(self, raw: bytes | None, text: str, limit: int) -> list[KeyHit]:
+        """Where messages whose client id is ``text`` may be (``raw``: its bytes, when it is
+        in our producers' layout, ``ids.parse_client_id``), oldest first."""
+        return [KeyHit(phys, index) for phys, index in self.db.lookup_id(raw, text, limit)]
+
     # -- the indexer -------------------------------------------------------------------------
 
     def _run(self) -> None:
@@ -126,16 +150,16 @@ class KeyIndex:
         self._follow_cut()
         end = self.store.indexable_end
         pos = start = max(self.indexed_to, self.store.log_min_offset)
-        rows: list[Row] = []
+        found = _Found()
         while pos < end and pos - start < ROUND_BYTES:
-            step = self._record_at(pos, end, rows)
+            step = self._record_at(pos, end, found)
             if step is None:
                 break
             pos = step
-        if rows or pos - self._saved_to >= PROGRESS_BYTES:
-            self.db.add(rows, pos)
+        if found or pos - self._saved_to >= PROGRESS_BYTES:
+            self.db.add(found.keys, pos, found.batches, found.ids)
             self._saved_to = pos
-            self.keys_indexed += len(rows)
+            self.keys_indexed += len(found.keys)
         self.indexed_to = max(self.indexed_to, pos)
         if pos >= end:
             self._purge()
@@ -167,9 +191,9 @@ class KeyIndex:
         self._window, self._window_at = data, pos
         return data[:size]
 
-    def _record_at(self, pos: int, end: int, rows: list[Row]) -> int | None:
-        """Index the record at ``pos`` into ``rows``; where the next one starts (None: stop for
-        this round: the log is not readable there yet, or the record ends past ``end``)."""
+    def _record_at(self, pos: int, end: int, found: _Found) -> int | None:
+        """Index the record at ``pos`` into ``found``; where the next one starts (None: stop
+        for this round: the log is not readable there yet, or the record ends past ``end``)."""
         prefix = self._read(pos, PREFIX.size)
         if prefix is None:  # deleted by retention meanwhile, or the end of what is written
             floor = self.store.log_min_offset
@@ -185,15 +209,20 @@ class KeyIndex:
             head = self._read(pos, HEADER_SIZE)
             if head is None:
                 return None
-            rows.extend(self._keys_of(pos, size, head))
+            fields = HEADER.unpack_from(head)
+            first = first_id_of(fields)
+            if first is not None:
+                found.batches.append((pos, first, int(fields[12])))
+            self._keys_of(pos, size, fields, found)
         return pos + size  # a batch, or a gap recovery cut out
 
-    def _keys_of(self, pos: int, size: int, head: bytes) -> Iterator[Row]:
-        fields = HEADER.unpack_from(head)
-        attributes, topic_len, count = fields[10], fields[11], fields[12]
+    def _keys_of(self, pos: int, size: int, fields: tuple[Any, ...], found: _Found) -> None:
+        """The record's keys and its messages' own ``UNIQ_KEY``s, into ``found``."""
+        version, attributes, topic_len, count = fields[9], fields[10], fields[11], fields[12]
+        topic_at = head_size(version)
         if not attributes & COMPRESSION_MASK:
             # the ext offsets' last entry is the size of every message's keys and properties
-            at = pos + HEADER_SIZE + topic_len + 4 * (count + 1) * 2 + 4 * count
+            at = pos + topic_at + topic_len + 4 * (count + 1) * 2 + 4 * count
             ext = self._read(at, 4)
             if ext is not None and struct.unpack("<I", ext)[0] == 0:
                 return  # no message of the batch has keys: nothing more to read
@@ -205,16 +234,19 @@ class KeyIndex:
         except RecordCorrupted as exc:  # the scrubber and readers report damage; the index skips it
             log.warning("key index: record at log offset %d not indexed: %s", pos, exc)
             return
-        topic = raw[HEADER_SIZE : HEADER_SIZE + topic_len].decode()
+        topic = raw[topic_at : topic_at + topic_len].decode()
         data = columns.data
         for i in np.flatnonzero(columns.ext_len).tolist():
             at = int(columns.ext_at[i])
             try:
-                keys = msgpack.unpackb(data[at : at + int(columns.ext_len[i])])[0]
+                keys, properties = msgpack.unpackb(data[at : at + int(columns.ext_len[i])])
             except (ValueError, TypeError, IndexError, msgpack.UnpackException):
                 continue
-            for key in _key_list(keys):
-                yield topic, key, pos, int(columns.index[i])
+            place = int(columns.index[i])
+            found.keys += [(topic, key, pos, place) for key in _key_list(keys)]
+            own = properties.get(UNIQ_KEY) if isinstance(properties, dict) else None
+            if isinstance(own, str) and own:
+                found.ids.append((own, pos, place))
 
     def _purge(self) -> None:
         """Drop the rows of segments retention deleted."""

@@ -66,7 +66,8 @@ class SegmentScan:
 def parse_record(mm: memoryview | bytes, pos: int, base: int) -> ScannedRecord:
     head = layout.HEADER.unpack_from(mm, pos)
     total, tlen = head[0], head[11]
-    topic = bytes(mm[pos + layout.HEADER_SIZE : pos + layout.HEADER_SIZE + tlen]).decode()
+    at = pos + layout.head_size(head[9])
+    topic = bytes(mm[at : at + tlen]).decode()
     return ScannedRecord(
         base + pos, total, topic, head[3], head[4], head[12], head[6], head[17], head[14], head[15], head[16]
     )

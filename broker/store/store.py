@@ -32,6 +32,7 @@ import msgspec
 from broker.store.commitlog import CommitLog
 from broker.store.consumequeue import ENTRY, ConsumeQueue
 from broker.store.follow import LogFollower
+from broker.store.locate import Located, record_holding
 from broker.store.mappedfile import Sync
 from broker.store.metafile import read_json, write_json_atomic
 from broker.store.queues import QueueSet, parse_table
@@ -412,6 +413,21 @@ class MessageStore:
     def max_offset(self, topic: str, queue_id: int) -> int:
         cq = self.queues.find(topic, queue_id)
         return cq.max_offset if cq else 0
+
+    def has_record(self, topic: str, queue_id: int, phys: int) -> bool:
+        """Whether the queue indexes a batch record at log offset ``phys``."""
+        cq = self.queues.find(topic, queue_id)
+        if cq is None:
+            return False
+        slot = cq.first_slot_at_or_after(phys)
+        return slot < cq.max_slot and cq.entry(slot).phys == phys
+
+    def record_holding(self, physical: int) -> Located | None:
+        """The record holding the message at ``physical`` (an offset id's position), and the
+        message's place in it (:mod:`broker.store.locate`)."""
+        return record_holding(
+            self, physical, segment_bytes=self.config.segment_bytes, max_record_bytes=self.config.max_record_bytes
+        )
 
     def last_store_ms(self, topic: str, queue_id: int) -> int:
         """When the newest message of the queue was stored (0 for an empty queue)."""

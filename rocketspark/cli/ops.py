@@ -103,10 +103,14 @@ Add = Callable[[str, Callable[[argparse.Namespace], None], str], argparse.Argume
 
 def add_commands(add: Add) -> None:
     add("groups", admin_groups, "consumer groups: topics, members and lag")
-    p = add("query-msg", admin_query_msg, "find messages by key (the key index) or by message id")
+    p = add("query-msg", admin_query_msg, "find messages by key (the key index) or by message id or offset id")
     p.add_argument("topic", nargs="?", help="the topic (with --key)")
     p.add_argument("--key", help="a key the message was sent with")
-    p.add_argument("--id", help="a message id (MessageExt.msg_id, the Spark source's msgId)")
+    p.add_argument(
+        "--id",
+        help="a message id: the one a send returned (MessageExt.msg_id, the Spark source's msgId, a RocketMQ "
+        "client's UNIQ_KEY) or an offset id (MessageExt.offset_msg_id)",
+    )
     p.add_argument("--max", type=int, default=32, help="at most this many messages (--key)")
     p = add("reset-offset", admin_reset_offset, "move a group's offsets; its running consumers follow")
     p.add_argument("group")

@@ -287,7 +287,10 @@ class Admin(QueueClient):
         return ops_admin.query_messages(self, topic, key, max_messages)
 
     def query_message_by_id(self, msg_id: str) -> MessageExt:
-        """The message with this id (``MessageExt.msg_id``): it names its broker and log offset."""
+        """The message with this id: its client id (``MessageExt.msg_id``, ``SendResult.msg_id``,
+        the Spark source's ``msgId``; found through the brokers' key indexes) or its offset id
+        (``MessageExt.offset_msg_id``: it names its broker and position). MessageNotFoundError
+        says why neither found it."""
         return ops_admin.query_message_by_id(self, msg_id)
 
     # -- replica groups (the controller) -------------------------------------------------------

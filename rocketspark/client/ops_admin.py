@@ -5,11 +5,16 @@ queryMsgByKey, queryMsgById and resetOffsetByTime)."""
 from __future__ import annotations
 
 import time
-import zlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from rocketspark.errors import InvalidParameterError, MessageNotFoundError, RocketSparkError
+from rocketspark.codec import ids
+from rocketspark.errors import (
+    InvalidParameterError,
+    MessageNotFoundError,
+    RocketSparkError,
+    ServiceNotAvailableError,
+)
 from rocketspark.protocol.codec import pack, unpack
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
@@ -70,8 +75,8 @@ def groups(admin: Admin) -> list[GroupInfo]:
         for key in body["offsets"]:
             topic, _, group = str(key).partition("@")
             topics.setdefault(group, set()).add(topic.removeprefix(LOGICAL_PREFIX))
-        for group, ids in body["members"].items():
-            members.setdefault(group, set()).update(ids)
+        for group, client_ids in body["members"].items():
+            members.setdefault(group, set()).update(client_ids)
     out = []
     for group in sorted(set(topics) | set(members)):
         mine = sorted(topics.get(group, ()))
@@ -88,7 +93,7 @@ def groups(admin: Admin) -> list[GroupInfo]:
 def _messages(response: RemotingCommand) -> list[MessageExt]:
     if response.code == ResponseCode.QUERY_NOT_FOUND:
         return []
-    return [MessageExt(*fields) for fields in unpack(response.body)["messages"]]
+    return [MessageExt.from_wire(fields) for fields in unpack(response.body)["messages"]]
 
 
 def query_messages(admin: Admin, topic: str, key: str, max_messages: int) -> list[MessageExt]:
@@ -105,35 +110,83 @@ def query_messages(admin: Admin, topic: str, key: str, max_messages: int) -> lis
     return found[:max_messages]
 
 
-def parse_msg_id(msg_id: str) -> tuple[int, int, int]:
-    """(broker name's CRC32, log offset, place in the batch) of a message id (32 hex digits)."""
-    text = msg_id.strip()
-    if len(text) != 32 or not all(c in "0123456789abcdefABCDEF" for c in text):
-        raise InvalidParameterError(
-            f"message id {msg_id!r} is not one of ours (32 hexadecimal digits, as MessageExt.msg_id and the "
-            "Spark source's msgId column give); to find a message by its key, use query-msg --key"
-        )
-    return int(text[:8], 16), int(text[8:24], 16), int(text[24:], 16)
-
-
 def query_message_by_id(admin: Admin, msg_id: str) -> MessageExt:
-    """The message a message id names: the id says which broker stored it and where."""
-    crc, offset, index = parse_msg_id(msg_id)
-    brokers = admin.brokers()
-    name = next((n for n in brokers if zlib.crc32(n.encode()) == crc), None)
-    if name is None:
-        raise MessageNotFoundError(
-            f"message id {msg_id} names a broker this cluster does not have (registered: "
-            f"{', '.join(sorted(brokers)) or 'none'}); is the id from another cluster?"
+    """The message with this id: its client id (``MessageExt.msg_id``, what a send returned,
+    the Spark source's ``msgId``) or its offset id (``MessageExt.offset_msg_id``). An offset id
+    names its broker's address and the message's position, and is asked of that broker; a
+    client id is looked up in every broker's key index (a message stored more than once, by a
+    producer's retry, is found as its oldest copy)."""
+    text = msg_id.strip()
+    if not text:
+        raise InvalidParameterError(
+            "a message id is required: MessageExt.msg_id (the id a send returned, the Spark source's msgId) or "
+            "MessageExt.offset_msg_id"
         )
-    request = RemotingCommand.request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": offset, "index": index})
-    messages = _messages(admin.call(brokers[name], request, None, ResponseCode.QUERY_NOT_FOUND))
-    if not messages:
-        raise MessageNotFoundError(
-            f"no message {msg_id} on broker {name}: nothing is stored at log offset {offset} (retention may have "
-            "deleted it)"
+    cluster = admin.cluster_list()["brokers"]
+    as_offset, why_not = _by_offset_id(admin, cluster, text)
+    if as_offset is not None:
+        return as_offset
+    found, no_index = _by_client_id(admin, cluster, text)
+    if found:
+        return found[0]
+    raise MessageNotFoundError(_not_found(text, why_not, no_index))
+
+
+def _by_offset_id(admin: Admin, cluster: dict[str, Any], text: str) -> tuple[MessageExt | None, str]:
+    """The message ``text`` names read as an offset id, or (None, why not)."""
+    if not ids.is_offset_msg_id(text):
+        return None, ""
+    try:
+        parsed = ids.parse_offset_msg_id(text)
+    except InvalidParameterError:
+        return None, ""
+    host = bytes.fromhex(text)[:-8]
+    for name, entry in sorted(cluster.items()):
+        addresses = [a for a in (entry.get("addr"), *entry.get("replicas", ())) if a]
+        address = next((a for a in addresses if ids.store_host(a) == host), None)
+        if address is None:
+            continue
+        request = RemotingCommand.request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": parsed.physical})
+        messages = _messages(admin.call(address, request, None, ResponseCode.QUERY_NOT_FOUND))
+        if messages:
+            return messages[0], ""
+        return None, (
+            f"read as an offset id it names physical offset {parsed.physical} of broker {name} ({parsed.address}), "
+            "where no message is stored (retention may have deleted it)"
         )
-    return messages[0]
+    known = ", ".join(f"{n} ({e.get('addr') or 'no master'})" for n, e in sorted(cluster.items())) or "none"
+    return None, f"read as an offset id it names {parsed.address}, which is no broker of this cluster ({known})"
+
+
+def _by_client_id(admin: Admin, cluster: dict[str, Any], text: str) -> tuple[list[MessageExt], list[str]]:
+    """The messages whose client id is ``text``, oldest first, from every broker's key index,
+    and the brokers that keep none."""
+    found: list[MessageExt] = []
+    no_index: list[str] = []
+    request = RemotingCommand.request(RequestCode.VIEW_MESSAGE_BY_ID, {"msgId": text})
+    for name, entry in sorted(cluster.items()):
+        address = entry.get("addr") or next(iter(entry.get("replicas", ())), None)
+        if not address:
+            continue
+        try:
+            found += _messages(admin.call(address, request, None, ResponseCode.QUERY_NOT_FOUND))
+        except ServiceNotAvailableError:  # key_index_enable = false there
+            no_index.append(name)
+    found.sort(key=lambda m: (m.store_timestamp, m.broker_name, m.commitlog_offset, m.batch_index))
+    return found, no_index
+
+
+def _not_found(text: str, why_not_offset: str, no_index: list[str]) -> str:
+    parts = [f"no message has id {text}: no broker's key index knows it as a client id (UNIQ_KEY)"]
+    if no_index:
+        parts.append(f"(brokers {', '.join(no_index)} keep no key index: key_index_enable = false)")
+    if why_not_offset:
+        parts.append(f"and {why_not_offset}")
+    parts.append(
+        "; ids are indexed within a second or so of the send. Use MessageExt.msg_id (the id a send returned, the "
+        "Spark source's msgId) or MessageExt.offset_msg_id, of a message of this cluster"
+    )
+    return " ".join(parts).replace(" ;", ";")
 
 
 def _next_reset_id(admin: Admin, group: str, topic: str, addresses: list[str]) -> int:

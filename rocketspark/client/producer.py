@@ -38,7 +38,7 @@ from rocketspark.client.selection import (
     replicated,
 )
 from rocketspark.client.send_retries import MIN_ATTEMPT_S, RETRIABLE, RETRY_ON, SendRetries
-from rocketspark.codec.build import BODY, chunk_messages, encode_messages
+from rocketspark.codec.build import BODY, chunk_messages, encode_messages, encode_sent
 from rocketspark.codec.layout import COMPRESSIONS
 from rocketspark.errors import (
     ClientError,
@@ -81,6 +81,7 @@ class FirstAttempt:
     request: RemotingCommand
     topic: str
     target: Target
+    own_ids: dict[int, str] | None = None  # the message's own UNIQ_KEY, if it has one
 
 
 class Producer(ClientBase):
@@ -218,17 +219,29 @@ class Producer(ClientBase):
         code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE
         return RemotingCommand.request(code, ext, body)
 
-    def _result(self, topic: str, ref: Target, response: RemotingCommand) -> SendResult:
+    def _result(
+        self, topic: str, ref: Target, response: RemotingCommand, own: dict[int, str] | None = None
+    ) -> SendResult:
+        """The answer as a SendResult. Its ids: the broker names the first stored message's
+        offset id and the client id its record gives it; ``own`` (by place in what was sent)
+        are the messages that carried a UNIQ_KEY of their own, which they keep."""
         ext = response.ext
+        skipped = int(ext.get("duplicates", 0))
+        first = str(ext.get("firstMsgId", ""))
+        if own and skipped:  # the broker stored only the messages after the duplicates
+            own = {i - skipped: v for i, v in own.items() if i >= skipped} or None
         return SendResult(
             status=SendStatus(ext.get("status", "SEND_OK")),
-            msg_id=str(ext["msgId"]),
+            msg_id=(own or {}).get(0) or first,
             topic=topic,
             broker_name=ref.broker_name,
             queue_id=int(ext.get("logicQueueId", ext["queueId"])),
             queue_offset=int(ext["queueOffset"]),
             count=int(ext.get("count", 1)),
-            duplicates=int(ext.get("duplicates", 0)),
+            duplicates=skipped,
+            offset_msg_id=str(ext["msgId"]),
+            batch_first_id=first,
+            own_ids=own,
         )
 
     def _send_body(
@@ -238,6 +251,7 @@ class Producer(ClientBase):
         pinned: Message | None,
         batch: bool,
         timeout_ms: int | None,
+        own: dict[int, str] | None = None,
     ) -> SendResult:
         """Send one request body: attempts until one is acknowledged, each failure judged by
         :class:`~rocketspark.client.send_retries.SendRetries` (give up, or where and when to
@@ -269,7 +283,7 @@ class Producer(ClientBase):
                 continue
             if info.template:
                 self.routes.invalidate(topic)  # the topic exists now; learn its real route next time
-            return self._result(topic, ref, response)
+            return self._result(topic, ref, response, own)
 
     def _attempt(
         self, info: PublishInfo, topic: str, ref: Target, body: bytes, batch: bool, retries: SendRetries
@@ -332,9 +346,9 @@ class Producer(ClientBase):
         """Send one message and wait for the broker's acknowledgement. ``born_ms``: when it was
         made, if not now (a message relayed from another client keeps its born time)."""
         self._check(message)
-        body = encode_messages(message.topic, [message], compression_kind=self.compression, born_ms=born_ms)
+        body, own = encode_sent(message.topic, [message], compression_kind=self.compression, born_ms=born_ms)
         pinned = message if message.queue_id is not None or message.sharding_key is not None else None
-        return self._send_body(message.topic, body, pinned, False, timeout_ms)
+        return self._send_body(message.topic, body, pinned, False, timeout_ms, own)
 
     def first_attempt(self, message: Message, *, born_ms: int | None = None) -> FirstAttempt | None:
         """The request ``send`` would make first, and the broker it would go to, without sending
@@ -354,13 +368,13 @@ class Producer(ClientBase):
             address = self.broker_address(info.route, ref.broker_name)
         except RocketSparkError:
             return None  # e.g. a queue being remapped, a master being elected: a send (with its retries) sorts it out
-        body = encode_messages(message.topic, [message], compression_kind=self.compression, born_ms=born_ms)
+        body, own = encode_sent(message.topic, [message], compression_kind=self.compression, born_ms=born_ms)
         request = self._request(info, message.topic, ref, body, False)
-        return FirstAttempt(address, request, message.topic, ref)
+        return FirstAttempt(address, request, message.topic, ref, own)
 
     def result_of(self, attempt: FirstAttempt, response: RemotingCommand) -> SendResult:
         """The outcome of a first attempt delivered by the caller; raises for a refusal."""
-        return self._result(attempt.topic, attempt.target, check(response))
+        return self._result(attempt.topic, attempt.target, check(response), attempt.own_ids)
 
     def send_batch(self, messages: Sequence[Message], *, timeout_ms: int | None = None) -> list[SendResult]:
         """Send many messages in as few requests as the byte limit allows.
@@ -368,13 +382,14 @@ class Producer(ClientBase):
         Messages are grouped by topic (and by queue for keyed or pinned ones) in their original
         order, split into batches of at most ``batch_max_bytes``, and each batch is one record
         on one queue. Returns one SendResult per request; each covers ``count`` consecutive
-        messages from ``queue_offset`` on.
+        messages from ``queue_offset`` on, its ``msg_id`` the first one's client id and
+        ``msg_ids()`` all of theirs (a batch's ids are consecutive: ``codec.ids``).
         """
         results: list[SendResult] = []
         for topic, pinned, group in self._groups(messages):
             for chunk in chunk_messages(group, self.batch_max_bytes):
-                body = encode_messages(topic, chunk, compression_kind=self.compression)
-                results.append(self._send_body(topic, body, pinned, True, timeout_ms))
+                body, own = encode_sent(topic, chunk, compression_kind=self.compression)
+                results.append(self._send_body(topic, body, pinned, True, timeout_ms, own))
         return results
 
     def _groups(self, messages: Sequence[Message]) -> list[tuple[str, Message | None, Sequence[Message]]]:

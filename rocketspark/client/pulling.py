@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rocketspark.client.logical import LogicalQueue, Segment
+from rocketspark.codec import ids
 from rocketspark.codec.arrow import SCHEMA, Source, to_record_batch
 from rocketspark.codec.columns import Columns, decode
 from rocketspark.codec.layout import RecordCorrupted
@@ -173,12 +174,18 @@ def finish_pull(
     batch = None
     if status is PullStatus.FOUND:
         columns = read_columns(plan, response.body, verify=verify, end=end)
+        host = ids.store_host(plan.address)  # offset ids name the broker the messages were read from
         if columnar:
-            source = Source(queue.topic, queue.queue_id, segment.offset_delta, segment.broker_name)
+            source = Source(queue.topic, queue.queue_id, segment.offset_delta, segment.broker_name, host)
             batch = to_record_batch(columns, source, SCHEMA)
         else:
             messages = to_messages(
-                columns, queue.topic, segment.broker_name, queue_id=queue.queue_id, offset_delta=segment.offset_delta
+                columns,
+                queue.topic,
+                segment.broker_name,
+                host,
+                queue_id=queue.queue_id,
+                offset_delta=segment.offset_delta,
             )
         if not len(columns):
             status = PullStatus.NO_MATCHED_MSG

@@ -24,6 +24,7 @@ from rocketspark.protocol.group_topics import (
     dlq_topic,
     retry_topic,
 )
+from rocketspark.protocol.properties import UNIQ_KEY
 from rocketspark.protocol.types import Message, MessageExt
 
 _S, _M, _H = 1000, 60_000, 3_600_000
@@ -50,6 +51,8 @@ class RetryPolicy:
         properties = dict(message.properties)
         properties.setdefault(RETRY_TOPIC, message.topic)
         properties.setdefault(ORIGIN_MESSAGE_ID, message.msg_id)
+        if message.client_id is not None:  # handed over again under the same id, as RocketMQ's copy keeps UNIQ_KEY
+            properties.setdefault(UNIQ_KEY, message.client_id)
         properties[RECONSUME_TIME] = str(times)
         if times > self.max_reconsume_times:
             properties.pop(DUE_AT_MS, None)

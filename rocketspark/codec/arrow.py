@@ -2,13 +2,16 @@
 
 Bodies and tags become Arrow view arrays over the decoded buffer (16 bytes per value, built
 with a few numpy steps) cast to the plain binary/string types Spark expects, one copy made in
-C++. Message ids are hex digits gathered with numpy. Keys and properties (rare, variable) are
-decoded one by one, only for the messages that have them.
+C++. Message ids (``codec.ids``) are hex digits gathered with numpy: a batch's client ids are
+its first id plus the message's place, so the upper 28 digits are formatted once per batch
+(once more each time the 16-bit counter wraps) and the last 4 come from a table. Keys and
+properties (rare, variable) are decoded one by one, only for the messages that have them; a
+message whose properties hold a ``UNIQ_KEY`` shows that id.
 """
 
 from __future__ import annotations
 
-import zlib
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +21,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from rocketspark.codec.columns import I64, Columns
+from rocketspark.protocol.properties import UNIQ_KEY
 
 UTC = "UTC"
 # What a consumer's columnar read yields (the Spark source's schema, as Arrow, with properties).
@@ -47,6 +51,7 @@ class Source:
     queue_id: int  # logical queue id
     offset_delta: int  # logical minus physical offset of the segment
     broker_name: str
+    host: bytes = b"\0\0\0\0\0\0\0\0"  # ids.store_host of the broker it was read from (offset ids)
 
 
 def _view_array(kind: pa.DataType, data: bytes, begins: I64, lengths: I64, valid: np.ndarray | None) -> pa.Array:
@@ -86,24 +91,70 @@ def _hex(values: npt.NDArray[np.uint64], digits: int) -> npt.NDArray[np.uint8]:
     return rows
 
 
-def msg_ids(broker_name: str, phys: I64, index: I64, batch: I64 | None = None) -> pa.Array:
-    """``layout.msg_id`` of every message: 8 hex digits of the broker, 16 of its batch's log
-    offset, 8 of its place in the batch. With ``batch`` (each message's record, ``phys``
-    then being per record) the log offsets are formatted once per record. Each id is four
-    8-byte words, so it is assembled by word, not by byte."""
-    n = len(index)
-    prefix = np.frombuffer(f"{zlib.crc32(broker_name.encode()):08X}".encode(), dtype=np.uint64)
-    high = _hex(phys.astype(np.uint64), 16).view(np.uint64)  # two words per value
-    top = int(index.max()) + 1 if n else 0
-    out = np.empty((n, 4), dtype=np.uint64)
-    out[:, 0] = prefix[0]
-    out[:, 1:3] = high if batch is None else high[batch]
-    if top <= n:  # places in batches repeat: each formatted once
-        out[:, 3] = _hex(np.arange(top, dtype=np.uint64), 8).view(np.uint64)[:, 0][index]
-    else:
-        out[:, 3] = _hex(index.astype(np.uint64), 8).view(np.uint64)[:, 0]
+_UPPER_MASK = (1 << 112) - 1  # a client id without its low 16 bits
+
+
+@functools.cache
+def _hex4() -> npt.NDArray[np.uint32]:
+    """The four hex digits of every 16-bit value, as one uint32 each (256 KiB, made once)."""
+    digits: npt.NDArray[np.uint32] = _hex(np.arange(1 << 16, dtype=np.uint64), 4).view(np.uint32)[:, 0]
+    return digits
+
+
+def client_ids(columns: Columns) -> pa.Array:
+    """Each message's client id from its batch's first id (32 hex digits); the caller keeps
+    only rows of records that have one (``Heads.first_id``). Messages lie in record order and
+    by place within each, so a run of messages sharing the upper 28 digits is a block of rows."""
+    n, heads = len(columns), columns.heads
+    hi, lo = heads.rows["first_hi"].astype(np.uint64), heads.rows["first_lo"].astype(np.uint64)
+    low = (lo & np.uint64(0xFFFF)).astype(np.int64)
+    runs = 1 + ((low + heads.field("count") - 1) >> 16)  # upper parts per record: the counter may wrap
+    run_at = np.zeros(len(runs), dtype=np.int64)
+    np.cumsum(runs[:-1], out=run_at[1:])
+    upper = b"".join(  # one step per record
+        b"".join(b"%028X" % (((h << 48 | w >> 16) + r) & _UPPER_MASK) + b"0000" for r in range(k))
+        for h, w, k in zip(hi.tolist(), lo.tolist(), runs.tolist(), strict=True)
+    )
+    place = low[columns.batch] + columns.index
+    run = run_at[columns.batch] + (place >> 16)  # never decreasing
+    rows = np.frombuffer(upper, dtype=np.uint32).reshape(-1, 8)
+    out = np.repeat(rows, np.bincount(run, minlength=len(rows)), axis=0)
+    out[:, 7] = _hex4()[place & 0xFFFF]
     offsets = np.arange(0, 32 * n + 1, 32, dtype=np.int32)
     return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(out)])
+
+
+def offset_ids(host: bytes, columns: Columns) -> pa.Array:
+    """Each message's offset id (``ids.offset_msg_id_at``) on the broker whose store host is
+    ``host``: its hex, then 16 digits of the message's physical offset."""
+    n = len(columns)
+    prefix = np.frombuffer(host.hex().upper().encode(), dtype=np.uint8)
+    width = len(prefix) + 16
+    out = np.empty((n, width), dtype=np.uint8)
+    out[:, : len(prefix)] = prefix
+    out[:, len(prefix) :] = _hex(columns.physical_offset.astype(np.uint64), 16)
+    offsets = np.arange(0, width * n + 1, width, dtype=np.int32)
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(out)])
+
+
+def msg_ids(columns: Columns, host: bytes, own: list[str | None] | None = None) -> pa.Array:
+    """The ``msgId`` column: each message's own ``UNIQ_KEY`` (``own``, where given), else its
+    client id from its batch's first id, else (a version-2 record) its offset id."""
+    rows = columns.heads.rows
+    with_id = ((rows["first_hi"] | rows["first_lo"]) != 0)[columns.batch]
+    mixed = not with_id.all() and with_id.any()  # records from before client ids, and after
+    owned = own is not None and any(own)
+    if mixed or owned:
+        import pyarrow.compute as pc  # only here: it costs a process 9 MB (a broker never needs it)
+    if with_id.all():
+        out = client_ids(columns)
+    elif not mixed:
+        out = offset_ids(host, columns)
+    else:
+        out = pc.if_else(pa.array(with_id), client_ids(columns), offset_ids(host, columns))
+    if owned:
+        out = pc.coalesce(pa.array(own, pa.string()), out)
+    return out
 
 
 def _column(
@@ -155,7 +206,6 @@ def to_record_batch(columns: Columns, source: Source, schema: pa.Schema) -> pa.R
         "topic": pa.repeat(pa.scalar(source.topic, pa.string()), n),
         "queueId": pa.repeat(pa.scalar(source.queue_id, pa.int32()), n),
         "queueOffset": pa.array(columns.queue_offset + source.offset_delta, pa.int64()),
-        "msgId": msg_ids(source.broker_name, columns.heads.field("commitlog_offset"), columns.index, columns.batch),
         "tag": _column(pa.string(), columns, data, columns.tag_at, columns.tag_len, columns.has_tag),
         "body": _column(pa.binary(), columns, data, columns.body_at, columns.body_len, None),
         "bornTimestamp": pa.array(columns.per_message("born_ms") * 1000, stamp),
@@ -164,12 +214,14 @@ def to_record_batch(columns: Columns, source: Source, schema: pa.Schema) -> pa.R
     }
     if columns.ext_len.any():
         keys, props = _extras(data, columns)
+        out["msgId"] = msg_ids(columns, source.host, [p.get(UNIQ_KEY) if p else None for p in props])
         out["keys"] = pa.array([k or None for k in keys], pa.list_(pa.string()))
         if "properties" in schema.names:
             out["properties"] = pa.array(
                 [list(p.items()) if p else None for p in props], schema.field("properties").type
             )
     else:
+        out["msgId"] = msg_ids(columns, source.host)
         out["keys"] = pa.nulls(n, pa.list_(pa.string()))
         if "properties" in schema.names:
             out["properties"] = pa.nulls(n, schema.field("properties").type)

@@ -21,7 +21,7 @@ import msgpack
 import numpy as np
 import numpy.typing as npt
 
-from rocketspark.codec import compression
+from rocketspark.codec import compression, ids
 from rocketspark.codec.columns import decode
 from rocketspark.codec.ids import MIN_BYTES_PER_MESSAGE
 from rocketspark.codec.layout import (
@@ -38,9 +38,11 @@ from rocketspark.codec.layout import (
     NONE,
     PRODUCER_FIELDS,
     VERSION,
+    head_size,
     summary_of,
     tag_hash,
 )
+from rocketspark.protocol.properties import UNIQ_KEY
 from rocketspark.protocol.types import Message
 
 _pack_ext = msgpack.Packer(use_bin_type=True).pack
@@ -164,8 +166,11 @@ def encode_batch(
     compression_kind: int = NONE,
     idempotence: Idempotence | None = None,
     born_ms: int | None = None,
+    first_id: bytes | None = None,
 ) -> bytes:
-    """A whole batch record with the broker's fields zero, as a producer sends it."""
+    """A whole batch record with the broker's fields zero, as a producer sends it. Its messages'
+    client ids start at ``first_id`` (16 bytes; default: minted by this process's
+    ``ids.mint``; ``ids.NO_ID``: none, the broker mints them)."""
     packed = compression.compress(compression_kind, section.data)
     if compression_kind != NONE and HEADER_SIZE + len(topic) + len(packed) < section.count * MIN_BYTES_PER_MESSAGE:
         compression_kind, packed = NONE, section.data  # the broker refuses it: offset ids must stay inside the batch
@@ -184,6 +189,7 @@ def encode_batch(
         seq,
         section.tag_summary,
         len(section.data),
+        ids.mint(section.count) if first_id is None else first_id,
     )
     body_crc = zlib.crc32(packed, zlib.crc32(topic, zlib.crc32(producer)))
     total = HEADER_SIZE + len(topic) + len(packed)
@@ -203,10 +209,24 @@ def stamped_head(
     return bytes(head)
 
 
+def with_first_id(record: bytes | memoryview, first_id: bytes) -> bytes:
+    """``record`` (one batch, as sent, of either version) as a version-3 record whose messages'
+    client ids start at ``first_id``: what a broker stores of a send that brought no ids. Its
+    header is laid out again and the body CRC computed anew (the id lies under it), once per
+    record: only sends without ids pay it."""
+    head = HEADER.unpack_from(record, 0)
+    at = head_size(int(head[9]))
+    producer = PRODUCER_FIELDS.pack(VERSION, *head[10:19], first_id)
+    rest = memoryview(record)[at:]
+    body_crc = zlib.crc32(rest, zlib.crc32(producer))
+    total = HEADER_SIZE + len(rest)
+    return b"".join((HEADER.pack(total, *head[1:8], body_crc, *PRODUCER_FIELDS.unpack(producer)), rest))
+
+
 def drop_front(record: bytes, k: int) -> bytes:
     """``record`` (one batch, as sent) without its first ``k`` messages: the part of an
     idempotent resend the broker had not stored yet. Same producer, epoch and compression;
-    its base sequence moves on by ``k``."""
+    its base sequence and first client id move on by ``k``."""
     columns = decode(record)
     row = columns.heads.rows[0]
     n = len(columns) - k
@@ -225,14 +245,17 @@ def drop_front(record: bytes, k: int) -> bytes:
         region(columns.ext_at, columns.ext_len),
         has_tag,
     )
-    topic = bytes(record[HEADER_SIZE : HEADER_SIZE + int(row["topic_len"])])
+    at = int(columns.heads.topic_at[0])
+    topic = bytes(record[at : at + int(row["topic_len"])])
     idem = Idempotence(int(row["producer_id"]), int(row["producer_epoch"]), int(row["base_sequence"]) + k)
+    first = columns.heads.first_id(0)
     return encode_batch(
         topic,
         Section(section, n, columns.take(np.arange(len(columns)) >= k).tag_summary()),
         compression_kind=int(row["attributes"]) & COMPRESSION_MASK,
         idempotence=idem if idem.producer_id else None,
         born_ms=int(row["born_ms"]),
+        first_id=ids.NO_ID if first is None else bytes.fromhex(ids.client_id_at(first, k)),
     )
 
 
@@ -248,18 +271,45 @@ def encode_messages(
     compression_kind: int = NONE,
     idempotence: Idempotence | None = None,
     born_ms: int | None = None,
+    first_id: bytes | None = None,
 ) -> bytes:
     """One batch record of ``messages`` (all of ``topic``), as a producer sends it; ``born_ms``:
-    when they were made (default: now)."""
+    when they were made (default: now); ``first_id``: their first client id (default: minted;
+    see ``encode_batch``). A message with a ``UNIQ_KEY`` property keeps that id."""
+    return encode_sent(
+        topic, messages, compression_kind=compression_kind, idempotence=idempotence, born_ms=born_ms, first_id=first_id
+    )[0]
+
+
+def encode_sent(
+    topic: str,
+    messages: Sequence[Message],
+    *,
+    compression_kind: int = NONE,
+    idempotence: Idempotence | None = None,
+    born_ms: int | None = None,
+    first_id: bytes | None = None,
+) -> tuple[bytes, dict[int, str] | None]:
+    """``encode_messages``, and the messages that carry a client id of their own (a ``UNIQ_KEY``
+    property, which they keep), by place (None when none does): what a producer needs to tell
+    its messages' ids, looked for only among messages with properties."""
     bodies = list(map(BODY, messages))
+    own = None
     if is_plain(messages):  # bodies alone: no per-message Python
         section = build_section(bodies)
     else:
         exts = [pack_ext(m.keys, m.properties) if m.keys or m.properties else b"" for m in messages]
         section = build_section(bodies, [m.tags for m in messages], exts)
-    return encode_batch(
-        topic.encode(), section, compression_kind=compression_kind, idempotence=idempotence, born_ms=born_ms
+        own = {i: m.properties[UNIQ_KEY] for i, m in enumerate(messages) if UNIQ_KEY in m.properties} or None
+    record = encode_batch(
+        topic.encode(),
+        section,
+        compression_kind=compression_kind,
+        idempotence=idempotence,
+        born_ms=born_ms,
+        first_id=first_id,
     )
+    return record, own
 
 
 BODY = attrgetter("body")  # a message's attributes, read by C loops over many messages

@@ -32,8 +32,12 @@ from rocketspark.codec.layout import (
     HEADER_SIZE,
     NONE,
     PRODUCER_FIELDS,
+    V2,
     VERSION,
+    VERSIONS,
     RecordCorrupted,
+    first_id_of,
+    head_size,
     summary_of,
     tag_hash,
 )
@@ -56,7 +60,9 @@ class BodyTooLarge(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class SentBatch:
-    """What the broker needs of a checked batch: its size, tags and who sent it."""
+    """What the broker needs of a checked batch: its size, tags, who sent it and its first
+    client id (None: the producer gave none, or sent the previous version: the broker mints
+    them, ``build.with_first_id``)."""
 
     count: int
     tag_summary: int
@@ -64,6 +70,7 @@ class SentBatch:
     producer_epoch: int
     base_sequence: int
     topic: bytes
+    first_id: bytes | None = None
 
 
 def check_sent(record: bytes, *, max_body: int, max_section: int, small: int = SMALL_BATCH) -> SentBatch:
@@ -95,26 +102,26 @@ def check_sent(record: bytes, *, max_body: int, max_section: int, small: int = S
             f"a batch record of {int(row['count'])} messages in {len(record)} bytes: compressed past one byte per "
             "message, its messages' offset ids would leave its bytes; send it uncompressed"
         )
-    tlen = int(row["topic_len"])
+    tlen, at = int(row["topic_len"]), int(columns.heads.topic_at[0])
     return SentBatch(
         int(row["count"]),
         int(row["tag_summary"]),
         int(row["producer_id"]),
         int(row["producer_epoch"]),
         int(row["base_sequence"]),
-        bytes(record[HEADER_SIZE : HEADER_SIZE + tlen]),
+        bytes(record[at : at + tlen]),
+        columns.heads.first_id(0),
     )
 
 
 def built_here(record: bytes) -> SentBatch:
     """A record this process's own encoder built (a broker's v2 endpoint sending to the broker
     it runs in, from fields it checked): its header read, its bytes not checked again."""
-    _, _, topic_len, count, _, producer_id, epoch, base_sequence, summary, _ = PRODUCER_FIELDS.unpack_from(
+    _, _, topic_len, count, _, producer_id, epoch, base_sequence, summary, _, first = PRODUCER_FIELDS.unpack_from(
         record, BODY_AT
     )
-    return SentBatch(
-        count, summary, producer_id, epoch, base_sequence, bytes(record[HEADER_SIZE : HEADER_SIZE + topic_len])
-    )
+    topic = bytes(record[HEADER_SIZE : HEADER_SIZE + topic_len])
+    return SentBatch(count, summary, producer_id, epoch, base_sequence, topic, first if any(first) else None)
 
 
 def _check_exts(columns: Columns) -> None:
@@ -158,13 +165,14 @@ def _check_small(record: bytes, head: tuple[Any, ...], max_body: int, max_sectio
         raise RecordCorrupted("body CRC mismatch in the record at byte 0", 0)
     if zlib.crc32(view[BROKER_AT:BROKER_END]) != header_crc:
         raise RecordCorrupted("header CRC mismatch in the record at byte 0", 0)
-    if version != VERSION:
-        raise RecordCorrupted(f"the record at byte 0 has version {version} (this reader knows {VERSION})", 0)
+    if version not in VERSIONS:
+        raise RecordCorrupted(f"the record at byte 0 has version {version} (this reader knows {V2} and {VERSION})", 0)
     if size > max_section:
         raise RecordCorrupted(
             f"the record at byte 0 has a message section of {size} bytes, over the limit of {max_section} bytes", 0
         )
-    sec = HEADER_SIZE + topic_len
+    topic_at = head_size(version)
+    sec = topic_at + topic_len
     if total - sec != size or size < 13 * count + 12:
         raise RecordCorrupted(
             "the record at byte 0 has sizes that do not add up (topic, section and record size disagree)", 0
@@ -197,4 +205,5 @@ def _check_small(record: bytes, head: tuple[Any, ...], max_body: int, max_sectio
             _check_ext(record[exts_at + exts[i] : exts_at + exts[i + 1]], exts_at + exts[i])
     if summary_of(hashes) != tag_summary:
         raise RecordCorrupted(f"the tag summary does not match the batch's tags (expected {summary_of(hashes):#x})", 0)
-    return SentBatch(count, tag_summary, producer_id, producer_epoch, base_sequence, bytes(record[HEADER_SIZE:sec]))
+    topic = bytes(record[topic_at:sec])
+    return SentBatch(count, tag_summary, producer_id, producer_epoch, base_sequence, topic, first_id_of(head))

@@ -17,7 +17,7 @@ Header (big-endian, fixed, ``HEADER_SIZE`` bytes)::
     32  u64  store_ms          broker clock when stored, ms                 |
     40  u32  reserved          0                                           -+
     44  u32  body_crc          CRC32 of bytes [48, total_size)
-    48  u8   version           VERSION (2)                                 -+
+    48  u8   version           VERSION (3)                                 -+
     49  u8   attributes        bits 0-1: compression (0 none, 1 zstd, 2 lz4)  |
     50  u16  topic_len                                                        |
     52  u32  count             messages in the batch, at least 1              | producer
@@ -26,9 +26,22 @@ Header (big-endian, fixed, ``HEADER_SIZE`` bytes)::
     72  u32  producer_epoch                                                   |
     76  u32  base_sequence     sequence number of the first message           |
     80  u64  tag_summary       see below                                      |
-    88  u32  section_size      size of the message section uncompressed      -+
-    92  ...  topic             UTF-8
+    88  u32  section_size      size of the message section uncompressed      |
+    92  u8[16] first_id        client id of the first message; all zero:    |
+                               none given (the broker mints one)           -+
+   108  ...  topic             UTF-8
     ...  ...  message section  compressed as a whole when attributes say so
+
+``first_id`` is the batch's first client id (:mod:`rocketspark.codec.ids`): message ``i``'s id is
+``first_id + i``, so no message carries an id of its own unless its properties hold a
+``UNIQ_KEY`` (a foreign client's id, kept as it came). It lies under the body CRC: a broker that
+mints ids for a record sent without them writes its header anew (``build.with_first_id``), once
+per record, and only then. Records of version 2 (before client
+ids) are the same without ``first_id``: their topic starts at byte 92 (``V2_HEADER_SIZE``).
+They are still read everywhere (their messages' ids fall back to offset ids) and still
+accepted from a producer, the broker then rewriting them as version 3 with ids it mints.
+Every other field lies where it lay, so one numpy row type (``HEADER_DTYPE``, whose
+``first_hi``/``first_lo`` a version-2 row must not be read for) serves both.
 
 The message section is columnar, like an Arrow record batch (offsets, then data), so a
 reader slices every message's body, tag and keys/properties with a few numpy operations and
@@ -59,20 +72,25 @@ from typing import Final
 
 import numpy as np
 
-VERSION: Final = 2
+VERSION: Final = 3
+V2: Final = 2  # the format before client ids, still read
+VERSIONS: Final = frozenset({V2, VERSION})
 BATCH_MAGIC: Final = 0x52534232  # "RSB2"
 BLANK_MAGIC: Final = 0xCBD43194  # RocketMQ's BLANK_MAGIC_CODE
 PREFIX: Final = struct.Struct(">II")  # total_size, magic: what every record, blank or not, starts with
 MIN_BLANK_SIZE: Final = PREFIX.size
 
-HEADER: Final = struct.Struct(">IIIIQQQIIBBHIQQIIQI")
-HEADER_SIZE: Final = HEADER.size  # 92
+HEADER: Final = struct.Struct(">IIIIQQQIIBBHIQQIIQI16s")
+HEADER_SIZE: Final = HEADER.size  # 108
+FIRST_ID_AT: Final = 92
+V2_HEADER_SIZE: Final = FIRST_ID_AT  # a version-2 record's topic starts here
+ID_SIZE: Final = HEADER_SIZE - V2_HEADER_SIZE
 BROKER_FIELDS: Final = struct.Struct(">IQQQI")  # queue_id .. reserved, at BROKER_AT
 BROKER_AT: Final = 12
 BROKER_END: Final = BROKER_AT + BROKER_FIELDS.size  # 44
 BODY_CRC_AT: Final = BROKER_END  # 44
 BODY_AT: Final = BODY_CRC_AT + 4  # 48: where the body CRC starts covering
-PRODUCER_FIELDS: Final = struct.Struct(">BBHIQQIIQI")  # version .. section_size, at BODY_AT
+PRODUCER_FIELDS: Final = struct.Struct(">BBHIQQIIQI16s")  # version .. first_id, at BODY_AT
 assert BODY_AT + PRODUCER_FIELDS.size == HEADER_SIZE
 
 COMPRESSION_MASK: Final = 0x03
@@ -109,6 +127,8 @@ HEADER_DTYPE: Final = np.dtype(
         ("base_sequence", ">u4"),
         ("tag_summary", ">u8"),
         ("section_size", ">u4"),
+        ("first_hi", ">u8"),  # first_id as two big-endian halves (version 3 only)
+        ("first_lo", ">u8"),
     ]
 )
 assert HEADER_DTYPE.itemsize == HEADER_SIZE
@@ -148,10 +168,16 @@ def summary_matches(summary: int, wanted: frozenset[int]) -> bool:
     return summary in wanted
 
 
-def msg_id(broker_name: str, commitlog_offset: int, index: int) -> str:
-    """A message's id: who stored it, where its batch lies in the log and its place in the
-    batch (32 hex digits, like RocketMQ's offset message id). Computable, so never stored."""
-    return f"{zlib.crc32(broker_name.encode()):08X}{commitlog_offset:016X}{index:08X}"
+def head_size(version: int) -> int:
+    """Where the topic starts in a record of this version."""
+    return V2_HEADER_SIZE if version == V2 else HEADER_SIZE
+
+
+def first_id_of(head: tuple[object, ...]) -> bytes | None:
+    """The first client id in a record's ``HEADER`` fields; None for a version-2 record or one
+    whose producer gave none."""
+    raw = head[19]
+    return raw if head[9] != V2 and isinstance(raw, bytes) and any(raw) else None
 
 
 def encode_blank(size: int) -> bytes:

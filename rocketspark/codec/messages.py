@@ -1,35 +1,50 @@
 """Columns to message objects: the consumer's ``MessageExt`` list.
 
-Everything per message that numpy can do is done before the loop (queue offsets, timestamps,
-positions); the loop only slices bodies and builds one tuple per message, with the garbage
-collector paused (thousands of fresh objects: collecting mid-loop only rescans survivors).
+Everything per message that numpy can do is done before the loop (queue offsets, positions);
+what a record's messages share (its times, log offset, ids) is one object per record, repeated;
+the loop only slices bodies and builds one tuple per message, with the garbage collector paused
+(thousands of fresh objects: collecting mid-loop only rescans survivors).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgpack
+import numpy as np
 
 from rocketspark.codec.columns import Columns
+from rocketspark.codec.ids import BatchIds
 from rocketspark.protocol.types import GC_PAUSE, MessageExt
 
 _tuple_new = tuple.__new__
 
 
 def to_messages(
-    columns: Columns, topic: str, broker_name: str, *, queue_id: int | None = None, offset_delta: int = 0
+    columns: Columns,
+    topic: str,
+    broker_name: str,
+    host: bytes,
+    *,
+    queue_id: int | None = None,
+    offset_delta: int = 0,
 ) -> list[MessageExt]:
-    """One MessageExt per message; ``queue_id`` and ``offset_delta`` relabel them into the
-    queue the caller asked for (a static topic's logical queue)."""
+    """One MessageExt per message, read from the broker whose ``ids.store_host`` is ``host``
+    (its offset ids name it); ``queue_id`` and ``offset_delta`` relabel them into the queue the
+    caller asked for (a static topic's logical queue)."""
     n = len(columns)
     if n == 0:
         return []
     data = columns.data if isinstance(columns.data, bytes) else bytes(columns.data)
-    qids = [queue_id] * n if queue_id is not None else columns.per_message("queue_id").tolist()
+    heads = columns.heads
+    counts = np.bincount(columns.batch, minlength=len(heads)).tolist()  # messages lie in record order
+    qids = [queue_id] * n if queue_id is not None else _repeat(heads.field("queue_id").tolist(), counts)
     offsets = (columns.queue_offset + offset_delta).tolist()
-    born = columns.per_message("born_ms").tolist()
-    store = columns.per_message("store_ms").tolist()
-    phys = columns.per_message("commitlog_offset").tolist()
+    born = _repeat(heads.field("born_ms").tolist(), counts)
+    store = _repeat(heads.field("store_ms").tolist(), counts)
+    phys = _repeat(heads.field("commitlog_offset").tolist(), counts)
     index = columns.index.tolist()
+    batch_ids = _repeat([BatchIds(heads.first_id(r), host) for r in range(len(heads))], counts)
     body_at = columns.body_at.tolist()
     body_end = (columns.body_at + columns.body_len).tolist()
     tags: list[str | None] = [None] * n
@@ -56,8 +71,16 @@ def to_messages(
     new, cls = _tuple_new, MessageExt
     with GC_PAUSE:
         return [
-            new(cls, (topic, q, o, data[a:b], t, k, p, bo, s, ph, broker_name, ix))
-            for q, o, a, b, t, k, p, bo, s, ph, ix in zip(
-                qids, offsets, body_at, body_end, tags, keys, props, born, store, phys, index, strict=True
+            new(cls, (topic, q, o, data[a:b], t, k, p, bo, s, ph, broker_name, ix, ids))
+            for q, o, a, b, t, k, p, bo, s, ph, ix, ids in zip(
+                qids, offsets, body_at, body_end, tags, keys, props, born, store, phys, index, batch_ids, strict=True
             )
         ]
+
+
+def _repeat(values: list[Any], counts: list[int]) -> list[Any]:
+    """Each record's value once for each of its messages: one object, many references."""
+    out: list[Any] = []
+    for value, k in zip(values, counts, strict=True):
+        out += [value] * k
+    return out

@@ -252,6 +252,11 @@ class _Handler(BaseHTTPRequestHandler):
                 self._json(owner.call(views.topic, unquote(route[7:])))
             elif route == "groups":
                 self._json(owner.call(views.groups))
+            elif route.startswith("messages/"):
+                if not owner.signed_in(self._token()):  # a body is the cluster's data, not its shape
+                    self._error(403, "sign in as the admin to look messages up")
+                    return
+                self._json(owner.call(views.message, unquote(route[9:])))
             elif route == "throughput":
                 self._json(owner.throughput.series())
             elif route == "session":

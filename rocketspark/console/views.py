@@ -1,6 +1,6 @@
 """What the console shows, as JSON-ready dictionaries built from ``Admin`` calls: the cluster
 and its replica groups, topics, a topic's logical queues with their segments, consumer groups
-with lag, and the cluster's throughput sampled every few seconds."""
+with lag, a message found by id, and the cluster's throughput sampled every few seconds."""
 
 from __future__ import annotations
 
@@ -43,6 +43,30 @@ def overview(admin: Admin) -> dict[str, Any]:
     except RocketSparkError:  # no controller: brokers are groups of one
         groups = []
     return {"nameservers": admin.nameservers, "clusters": clusters, "replicaGroups": groups}
+
+
+BODY_SHOWN = 2000  # characters of a body the page shows
+
+
+def message(admin: Admin, msg_id: str) -> dict[str, Any]:
+    """The message with this id, client id or offset id (``Admin.query_message_by_id``)."""
+    m = admin.query_message_by_id(msg_id)
+    text = m.body.decode("utf-8", errors="replace")
+    return {
+        "msgId": m.msg_id,
+        "offsetMsgId": m.offset_msg_id,
+        "topic": m.topic,
+        "queueId": m.queue_id,
+        "queueOffset": m.queue_offset,
+        "broker": m.broker_name,
+        "tag": m.tags,
+        "keys": m.keys,
+        "properties": m.properties,
+        "bornMs": m.born_timestamp,
+        "storeMs": m.store_timestamp,
+        "bodyBytes": len(m.body),
+        "body": text[:BODY_SHOWN],
+    }
 
 
 def topics(admin: Admin) -> list[dict[str, Any]]:

@@ -2,8 +2,11 @@
 
 A v2 message becomes one of ours with the same body, tag and keys. Its ``message_group``
 becomes our sharding key (the same group always lands on the same logical queue) and the
-``__SHARDINGKEY`` property; the id the client made, ``UNIQ_KEY``, as RocketMQ stores it; its user
-properties stay as they are; its born time becomes the record's born timestamp.
+``__SHARDINGKEY`` property; the id the client made, ``UNIQ_KEY``, as RocketMQ stores it (it stays
+the message's id everywhere: ``MessageExt.msg_id``, the key index, ``admin query-msg --id``); its
+user properties stay as they are; its born time becomes the record's born timestamp. Back to a v2
+consumer, a message's ``message_id`` is its ``msg_id``: the client's ``UNIQ_KEY``, or for a message
+our own producers sent, the client id its batch gives it (``codec.ids``).
 
 Times are read as the official clients write them (``millis``): the Java client sends seconds
 and nanos; the Python client (5.x) writes the number it is given into ``Timestamp.seconds``, and
@@ -134,7 +137,7 @@ def to_v2(message: MessageExt, topic: str) -> pb.Message:
     v2 = pb.Message(body=message.body)
     v2.topic.name = topic
     system = v2.system_properties
-    system.message_id = properties.get(UNIQ_KEY) or message.msg_id
+    system.message_id = message.msg_id  # its UNIQ_KEY, else the id its batch gives it (codec.ids)
     system.body_encoding = pb.Encoding.IDENTITY
     system.body_digest.type = pb.DigestType.CRC32
     system.body_digest.checksum = format(zlib.crc32(message.body), "08X")

@@ -291,7 +291,9 @@ class Pop:
         message = inflight.message
         properties = dict(message.properties)
         properties.setdefault(RETRY_TOPIC, state.topic)
-        properties.setdefault(ORIGIN_MESSAGE_ID, properties.get(UNIQ_KEY) or message.msg_id)
+        properties.setdefault(ORIGIN_MESSAGE_ID, message.msg_id)
+        if message.client_id is not None:  # dead-lettered under the same id, as RocketMQ's copy keeps UNIQ_KEY
+            properties.setdefault(UNIQ_KEY, message.client_id)
         properties[RECONSUME_TIME] = str(inflight.attempt - 1)
         target = dlq_topic(state.group)
         copy = Message(target, message.body, tags=message.tags, keys=message.keys, properties=properties)

@@ -132,8 +132,9 @@ class QueryMessageHeader(Shape):
 
 
 class ViewByIdHeader(Shape):
-    offset: Offset
-    index: Count = 0
+    offset: OffsetOrNone = -1  # a physical offset (an offset id's position), as RocketMQ's request has it
+    msg_id: Annotated[str, Meta(max_length=NAME_MAX)] = ""  # or (ours) a client id, through the key index
+    max_num: Count = 32
 
 
 class ResetOffsetHeader(Shape):

@@ -15,8 +15,9 @@ from enum import Enum
 from operator import itemgetter
 from typing import Any
 
-from rocketspark.codec import layout
+from rocketspark.codec import ids
 from rocketspark.protocol.mapping import TopicMapping
+from rocketspark.protocol.properties import UNIQ_KEY
 
 
 class Perm:
@@ -68,11 +69,16 @@ class Message:
 _tuple_new = tuple.__new__
 
 
+_NO_IDS = ids.BatchIds(None, bytes(8))
+
+
 class MessageExt(tuple):  # type: ignore[type-arg]
     """A stored message as a consumer sees it.
 
     A tuple underneath: a pull decodes thousands of these, and a tuple is the cheapest
-    object Python can build (and the one the garbage collector minds least).
+    object Python can build (and the one the garbage collector minds least). Its ids
+    (``msg_id``, ``offset_msg_id``) are computed when asked for, from ``batch_ids``, one
+    object shared by the messages of its batch.
     """
 
     __slots__ = ()
@@ -91,6 +97,7 @@ class MessageExt(tuple):  # type: ignore[type-arg]
         commitlog_offset: int,
         broker_name: str,
         batch_index: int = 0,
+        batch_ids: ids.BatchIds | None = None,
     ) -> MessageExt:
         return _tuple_new(
             cls,
@@ -107,6 +114,7 @@ class MessageExt(tuple):  # type: ignore[type-arg]
                 commitlog_offset,
                 broker_name,
                 batch_index,
+                batch_ids,
             ),
         )
 
@@ -129,9 +137,37 @@ class MessageExt(tuple):  # type: ignore[type-arg]
     def properties(self) -> dict[str, str]:
         return self[6] or {}
 
+    @classmethod
+    def from_wire(cls, fields: list[Any]) -> MessageExt:
+        """A MessageExt from the fields a look-up answers with (``list(message)`` packed; its
+        BatchIds comes as a list)."""
+        batch_ids = ids.BatchIds(*fields[12]) if len(fields) > 12 and fields[12] else None
+        return cls(*[*fields[:12], batch_ids])
+
+    @property
+    def batch_ids(self) -> ids.BatchIds:
+        """Its batch's first client id and the broker it was read from (``codec.ids``)."""
+        return self[12] or _NO_IDS
+
+    @property
+    def client_id(self) -> str | None:
+        """The id its producer gave it (RocketMQ's ``UNIQ_KEY``): its own ``UNIQ_KEY``
+        property, else its batch's first id plus its place; None for a message stored before
+        client ids (a record of version 2)."""
+        own = self[6].get(UNIQ_KEY) if self[6] else None
+        return own or self.batch_ids.client_id(self[11])
+
     @property
     def msg_id(self) -> str:
-        return layout.msg_id(self[10], self[9], self[11])
+        """Its id, as RocketMQ's ``getMsgId``: the client id, else the offset id. The id a
+        send returned, the Spark source's ``msgId``, what ``admin query-msg --id`` finds."""
+        return self.client_id or self.offset_msg_id
+
+    @property
+    def offset_msg_id(self) -> str:
+        """Where it is stored (RocketMQ's ``offsetMsgId``): the address of the broker it was
+        read from and its physical offset there (``codec.ids``); ``query-msg --id`` finds it too."""
+        return self.batch_ids.offset_msg_id(self[9], self[11])
 
     def __repr__(self) -> str:
         return (
@@ -177,7 +213,13 @@ class SendStatus(Enum):
 
 @dataclass(frozen=True, slots=True)
 class SendResult:
-    """Where a sent message (or the first of a batch) was stored."""
+    """Where a sent message (or the first of a batch) was stored, and its ids.
+
+    ``msg_id`` is the client id of the first message stored (RocketMQ's ``UNIQ_KEY``: what
+    ``MessageExt.msg_id``, the Spark source's ``msgId`` and ``admin query-msg --id`` show and
+    find), ``offset_msg_id`` its offset id (RocketMQ's ``offsetMsgId``: broker address and
+    physical offset); ``msg_ids()`` gives every stored message's client id. Both are "" when
+    nothing was stored (every message of an idempotent resend was stored before)."""
 
     status: SendStatus
     msg_id: str
@@ -187,6 +229,17 @@ class SendResult:
     queue_offset: int
     count: int = 1  # messages stored by this call (a batch reports its first message)
     duplicates: int = 0  # messages of an idempotent resend that the broker had stored already
+    offset_msg_id: str = ""
+    batch_first_id: str = field(default="", repr=False)  # the record's first id, as of the first stored message
+    own_ids: dict[int, str] | None = field(default=None, repr=False)  # stored messages with a UNIQ_KEY of their own
+
+    def msg_ids(self) -> list[str]:
+        """The client ids of the ``count`` messages stored, in order: consecutive from the
+        batch's first (``codec.ids``), but for a message that had a ``UNIQ_KEY`` of its own."""
+        if not self.batch_first_id:
+            return [self.msg_id] if self.msg_id else []
+        first, own = bytes.fromhex(self.batch_first_id), self.own_ids or {}
+        return [own.get(i) or ids.client_id_at(first, i) for i in range(self.count)]
 
 
 class PullStatus(Enum):

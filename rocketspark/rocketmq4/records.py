@@ -170,6 +170,16 @@ class Host:
             ) from None
 
 
+def host_of(store_host: bytes) -> Host:
+    """A broker's ``codec.ids.store_host`` (packed address and port) as a record holds it."""
+    if len(store_host) != 8:
+        raise InvalidParameterError(
+            "a message stored on a broker with an IPv6 address: RocketMQ 4.x clients read a stored message's host "
+            "as 4 bytes; give the broker an IPv4 advertised_host"
+        )
+    return Host(store_host[:4], int.from_bytes(store_host[4:], "big"))
+
+
 NO_HOST: Final = Host(_NO_HOST, 0)
 
 

@@ -60,9 +60,10 @@ class RocketMQDataSource(guard.Guarded, DataSource):
     >>> spark.read.format("rocketmq").option("nameserver", "127.0.0.1:9876") \\
     ...     .option("topic", "orders").option("endingOffsets", '{"orders": {"0": 100}}').load()
 
-    Source columns: topic, queueId (logical queue), queueOffset (logical offset), msgId, tag,
-    keys, body, bornTimestamp, storeTimestamp, brokerName (the segment's broker) and, with
-    ``includeProperties``, properties. One Spark partition per logical queue.
+    Source columns: topic, queueId (logical queue), queueOffset (logical offset), msgId (the
+    id its send returned, RocketMQ's UNIQ_KEY: what ``rocketspark admin query-msg --id``
+    finds), tag, keys, body, bornTimestamp, storeTimestamp, brokerName (the segment's broker)
+    and, with ``includeProperties``, properties. One Spark partition per logical queue.
     """
 
     @classmethod

@@ -24,6 +24,7 @@ from rocketspark.client.admin import Admin
 from rocketspark.client.logical import SegmentRange
 from rocketspark.client.pipeline import Pipeline
 from rocketspark.client.pulling import STATUS_CODES, PullPlan, next_logical, plan_pull, read_columns
+from rocketspark.codec import ids
 from rocketspark.codec.arrow import Source, to_record_batch
 from rocketspark.errors import ConnectError, DataLossError, RocketSparkError
 from rocketspark.filtering import compile_cached
@@ -124,9 +125,11 @@ class _Decoder:
         if self.first is None:
             return None
         body = self.bodies[0] if len(self.bodies) == 1 else b"".join(self.bodies)
-        columns = read_columns(self.first, body, verify=self.spec.verify_crc, end=self.r.logical_end)
+        plan = self.first
+        columns = read_columns(plan, body, verify=self.spec.verify_crc, end=self.r.logical_end)
         self.first, self.bodies, self.rows = None, [], 0
-        batch = to_record_batch(columns, self.source, self.schema)
+        source = dataclasses.replace(self.source, host=ids.store_host(plan.address))  # offset ids name it
+        batch = to_record_batch(columns, source, self.schema)
         return batch if batch.num_rows else None
 
 

@@ -85,13 +85,16 @@ def test_lookups_with_bad_input_say_what_is_wrong(make_cluster: Callable[..., Lo
         admin.create_topic("orders", 1)
         with pytest.raises(TopicNotExistError):
             admin.query_messages("nosuch", "k1")
-        with pytest.raises(InvalidParameterError, match="32 hexadecimal digits"):
-            admin.query_message_by_id("not-an-id")
-        with pytest.raises(MessageNotFoundError, match="names a broker this cluster does not have"):
-            admin.query_message_by_id("0" * 32)
-        real = Producer(cluster.nameserver).send(Message("orders", b"x")).msg_id
-        moved = real[:8] + f"{int(real[8:24], 16) + 5:016X}" + real[24:]  # not where a record starts
-        with pytest.raises(MessageNotFoundError, match="nothing is stored at log offset"):
+        with pytest.raises(InvalidParameterError, match="a message id is required"):
+            admin.query_message_by_id(" ")
+        with pytest.raises(MessageNotFoundError, match="no message has id not-an-id: no broker's key index knows it"):
+            admin.query_message_by_id("not-an-id")  # a foreign client's id may be any string
+        elsewhere = "0A000001" + "00002A9F" + "0" * 16  # an offset id of a broker at 10.0.0.1:10911
+        with pytest.raises(MessageNotFoundError, match=r"names 10\.0\.0\.1:10911, which is no broker of this cluster"):
+            admin.query_message_by_id(elsewhere)
+        real = Producer(cluster.nameserver).send(Message("orders", b"x")).offset_msg_id
+        moved = real[:16] + f"{int(real[16:], 16) + 5000:016X}"  # past the end of broker-a's log
+        with pytest.raises(MessageNotFoundError, match=r"offset .* of broker broker-a .* no message is"):
             admin.query_message_by_id(moved)
         with pytest.raises(InvalidParameterError, match="exactly one of"):
             admin.reset_offset("g", "orders", earliest=True, latest=True)

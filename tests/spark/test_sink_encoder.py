@@ -137,7 +137,7 @@ def test_sends_are_split_by_bytes_and_numbered_by_position_in_the_queue() -> Non
         (1, producer_id("spark:q:5:0"), 6),
     ]
     assert all(len(record) <= 1024 for _, _, record in recorder.sends)  # whole records, header included
-    bodies = [m.body for _, _, record in recorder.sends for m in to_messages(decode(record), "t", "b")]
+    bodies = [m.body for _, _, record in recorder.sends for m in to_messages(decode(record), "t", "b", bytes(8))]
     assert bodies == [bytes([i]) * 300 for i in range(7)]
 
 

@@ -13,8 +13,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from rocketspark.codec import compression
-from rocketspark.codec.arrow import SCHEMA, Source, msg_ids, to_record_batch
+from rocketspark.codec import compression, ids
+from rocketspark.codec.arrow import SCHEMA, Source, to_record_batch
 from rocketspark.codec.build import (
     Idempotence,
     Section,
@@ -28,6 +28,7 @@ from rocketspark.codec.build import (
     record_overhead,
     stamped_head,
     tag_summary_of,
+    with_first_id,
 )
 from rocketspark.codec.columns import Columns, check_record, decode
 from rocketspark.codec.from_arrow import MessageArrays, records
@@ -47,10 +48,10 @@ from rocketspark.codec.layout import (
     MIXED,
     NONE,
     PRODUCER_FIELDS,
+    V2_HEADER_SIZE,
     VERSION,
     ZSTD,
     RecordCorrupted,
-    msg_id,
     summary_matches,
     tag_hash,
 )
@@ -59,12 +60,13 @@ from rocketspark.protocol.types import Message, MessageExt
 
 TOPIC = "orders"
 BROKER = "broker-a"
+HOST = ids.store_host("10.0.0.7:10911")  # where the tests' records are read from
 SECTION_AT = HEADER_SIZE + len(TOPIC)  # where a TOPIC record's message section starts
 
 # HEADER field indexes (see layout.HEADER)
 TOTAL, MAGIC, HEADER_CRC, QUEUE_ID, BASE_OFFSET, COMMITLOG_OFFSET, STORE_MS = range(7)
 BODY_CRC, VERSION_FIELD, ATTRIBUTES, TOPIC_LEN, COUNT, BORN_MS = range(8, 14)
-PRODUCER_ID, PRODUCER_EPOCH, BASE_SEQUENCE, TAG_SUMMARY, SECTION_SIZE = range(14, 19)
+PRODUCER_ID, PRODUCER_EPOCH, BASE_SEQUENCE, TAG_SUMMARY, SECTION_SIZE, FIRST_ID = range(14, 20)
 
 HEADER_CRC_AT = 8
 VERSION_AT = 48
@@ -106,6 +108,12 @@ def header(record: bytes, pos: int = 0) -> tuple[int, ...]:
     return HEADER.unpack_from(record, pos)
 
 
+def first_id_in(record: bytes) -> bytes:
+    """The first client id a (version 3) record's header carries."""
+    raw: bytes = HEADER.unpack_from(record)[FIRST_ID]
+    return raw
+
+
 def with_crcs(buf: bytes | bytearray) -> bytes:
     """``buf`` (one record) with both CRCs recomputed, so only structure checks can object."""
     out = bytearray(buf)
@@ -145,7 +153,7 @@ def raw_record(bodies: list[bytes], tags: list[bytes | None], exts: list[bytes])
 
 
 def decoded(buf: bytes) -> list[MessageExt]:
-    return to_messages(decode(buf), TOPIC, BROKER)
+    return to_messages(decode(buf), TOPIC, BROKER, HOST)
 
 
 def bodies_of(columns: Columns) -> list[bytes]:
@@ -196,12 +204,27 @@ def test_queue_offsets_count_up_from_the_stamped_base_offset() -> None:
     assert [(m.queue_id, m.queue_offset, m.batch_index) for m in got] == [(3, 100 + i, i) for i in range(5)]
 
 
-def test_message_ids_are_32_hex_digits_of_broker_batch_and_index() -> None:
-    got = decoded(stored(sample_messages(), phys=0x1234))
+def test_message_ids_follow_from_the_records_first_id() -> None:
+    first = ids.IdMinter(bytes([10, 0, 0, 9]), pid=77, instance=5).next(5)
+    got = decoded(store(encode_messages(TOPIC, sample_messages(), first_id=first), phys=0x1234))
     for i, m in enumerate(got):
         assert re.fullmatch("[0-9A-F]{32}", m.msg_id)
-        assert m.msg_id == f"{zlib.crc32(BROKER.encode()):08X}{0x1234:016X}{i:08X}" == msg_id(BROKER, 0x1234, i)
+        assert m.msg_id == m.client_id == f"{int.from_bytes(first, 'big') + i:032X}"
+        assert m.msg_id.startswith("0A000009" + "004D" + "00000005")  # ip, pid, instance
+        assert m.offset_msg_id == "0A000007" + "00002A9F" + f"{0x1234 + i:016X}"  # ip, port, physical offset
     assert len({m.msg_id for m in got}) == len(got)
+
+
+def test_a_message_with_a_uniq_key_of_its_own_keeps_it() -> None:
+    sent = [message(b"a"), message(b"b", properties={"UNIQ_KEY": "01B0C0FFEE"}), message(b"c")]
+    first = ids.mint(3)
+    columns = decode(store(encode_messages(TOPIC, sent, first_id=first)))
+    got = to_messages(columns, TOPIC, BROKER, HOST)
+    assert [m.msg_id for m in got] == [ids.client_id_at(first, 0), "01B0C0FFEE", ids.client_id_at(first, 2)]
+    assert [columns.client_id(i) for i in range(3)] == [m.msg_id for m in got]
+    assert columns.derived_id(1) == ids.client_id_at(first, 1)  # from the header alone
+    batch = to_record_batch(columns, Source(TOPIC, 0, 0, BROKER, HOST), SCHEMA)
+    assert batch.column("msgId").to_pylist() == [m.msg_id for m in got]
 
 
 def test_born_time_is_the_producers_clock_and_store_time_the_brokers() -> None:
@@ -221,7 +244,7 @@ def test_a_single_message_is_a_batch_of_one() -> None:
 
 def test_to_messages_relabels_queue_id_and_offsets_for_a_logical_queue() -> None:
     got = to_messages(
-        decode(stored(tagged(None, None), queue_id=3, base_offset=10)), TOPIC, BROKER, queue_id=7, offset_delta=90
+        decode(stored(tagged(None, None), queue_id=3, base_offset=10)), TOPIC, BROKER, HOST, queue_id=7, offset_delta=90
     )
     assert [(m.queue_id, m.queue_offset) for m in got] == [(7, 100), (7, 101)]
 
@@ -240,7 +263,7 @@ def test_records_concatenated_in_one_buffer_decode_in_order() -> None:
 
 def test_an_empty_buffer_decodes_to_no_messages() -> None:
     columns = decode(b"")
-    assert len(columns) == 0 and len(columns.heads) == 0 and to_messages(columns, TOPIC, BROKER) == []
+    assert len(columns) == 0 and len(columns.heads) == 0 and to_messages(columns, TOPIC, BROKER, HOST) == []
 
 
 def test_a_sent_record_has_zero_broker_fields_and_stamping_fills_them() -> None:
@@ -420,14 +443,16 @@ def arrow_batch(messages: list[Message], source: Source, **stamp: int) -> tuple[
 
 
 def test_to_record_batch_fills_every_column() -> None:
-    batch, buf = arrow_batch(sample_messages(), Source(TOPIC, 7, 1000, BROKER), base_offset=100, phys=5000, store_ms=9)
+    source = Source(TOPIC, 7, 1000, BROKER, HOST)
+    batch, buf = arrow_batch(sample_messages(), source, base_offset=100, phys=5000, store_ms=9)
     born = header(buf)[BORN_MS]
     assert batch.schema == SCHEMA and batch.num_rows == 5
     columns = batch.to_pydict()
     assert columns["topic"] == [TOPIC] * 5 and columns["brokerName"] == [BROKER] * 5
     assert columns["queueId"] == [7] * 5
     assert columns["queueOffset"] == [1100, 1101, 1102, 1103, 1104]
-    assert columns["msgId"] == [msg_id(BROKER, 5000, i) for i in range(5)]
+    assert columns["msgId"] == [m.msg_id for m in decoded(buf)]
+    assert columns["msgId"] == [ids.client_id_at(first_id_in(buf), i) for i in range(5)]
     assert columns["tag"] == [None, "", "ünïcødé", "A", "B"]
     assert columns["body"] == [m.body for m in sample_messages()]
     assert columns["keys"] == [None, None, ["k1", "k2"], None, ["single"]]
@@ -457,9 +482,7 @@ def test_to_record_batch_of_several_compressed_records() -> None:
     assert batch.column("body").to_pylist() == [b"m0", b"m1", b"m0", b"m1"]
     assert batch.column("tag").to_pylist() == ["A", None, None, "B"]
     assert batch.column("queueOffset").to_pylist() == [0, 1, 2, 3]
-    assert batch.column("msgId").to_pylist() == [
-        msg_id(BROKER, p, i) for p, i in [(0, 0), (0, 1), (len(a), 0), (len(a), 1)]
-    ]
+    assert batch.column("msgId").to_pylist() == [m.msg_id for m in decoded(a + b)]
 
 
 def test_to_record_batch_of_selected_messages() -> None:
@@ -467,7 +490,9 @@ def test_to_record_batch_of_selected_messages() -> None:
     batch = to_record_batch(columns, Source(TOPIC, 0, 0, BROKER), SCHEMA)
     assert batch.column("queueOffset").to_pylist() == [0, 2]
     assert batch.column("body").to_pylist() == [b"m0", b"m2"]
-    assert batch.column("msgId").to_pylist() == [msg_id(BROKER, 5000, 0), msg_id(BROKER, 5000, 2)]
+    first = columns.heads.first_id(0)
+    assert first is not None
+    assert batch.column("msgId").to_pylist() == [ids.client_id_at(first, 0), ids.client_id_at(first, 2)]
 
 
 def test_to_record_batch_of_no_messages_is_empty_with_the_schema() -> None:
@@ -481,11 +506,80 @@ def test_to_record_batch_follows_the_schemas_column_order_and_subset() -> None:
     assert batch.schema == schema and batch.to_pydict() == {"body": [b"m0"], "queueOffset": [100]}
 
 
-def test_arrow_msg_ids_match_layout_msg_id() -> None:
-    phys = np.array([0, 1, 2**40 + 5, 2**63 - 1], dtype=np.int64)
-    index = np.array([0, 7, 2**31, 2**32 - 1], dtype=np.int64)
-    got = msg_ids(BROKER, phys, index).to_pylist()
-    assert got == [msg_id(BROKER, int(p), int(i)) for p, i in zip(phys, index, strict=True)]
+@pytest.mark.parametrize(
+    "first",
+    [
+        bytes.fromhex("0A000009004D00000005000000000000"),
+        bytes.fromhex("0A000009004D0000000500000000FFF0"),  # the counter wraps inside the batch
+        bytes.fromhex("0A000009004D00000005FFFFFFFFFFF0"),  # and carries into the instance field
+        bytes.fromhex("FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF8"),  # and past 128 bits: wraps, as client_id_at does
+    ],
+)
+def test_arrow_client_ids_are_the_first_id_plus_the_place(first: bytes) -> None:
+    a = store(encode_messages(TOPIC, [message(b"x")] * 40, first_id=first), base_offset=0, phys=0)
+    b = store(encode_messages(TOPIC, [message(b"y")] * 3), base_offset=40, phys=len(a))
+    columns = decode(a + b)
+    got = to_record_batch(columns, Source(TOPIC, 0, 0, BROKER), SCHEMA).column("msgId").to_pylist()
+    second = columns.heads.first_id(1)
+    assert second is not None
+    assert got == [ids.client_id_at(first, i) for i in range(40)] + [ids.client_id_at(second, i) for i in range(3)]
+    kept = columns.take(np.arange(43) % 7 == 3)  # a filtered read: places with gaps
+    got = to_record_batch(kept, Source(TOPIC, 0, 0, BROKER), SCHEMA).column("msgId").to_pylist()
+    assert got == [m.msg_id for m in to_messages(kept, TOPIC, BROKER, HOST)]
+
+
+def as_version_2(record: bytes) -> bytes:
+    """A sent record as rocketspark wrote it before client ids: layout version 2, whose header
+    has no first id (its topic starts at byte 92)."""
+    head = bytearray(record[:V2_HEADER_SIZE])
+    head[VERSION_AT] = 2
+    out = bytearray(head + record[HEADER_SIZE:])
+    struct.pack_into(">I", out, 0, len(out))
+    struct.pack_into(">I", out, BODY_CRC_AT, zlib.crc32(out[BODY_AT:]))
+    return bytes(out)
+
+
+def test_a_version_2_record_still_reads_and_its_ids_fall_back_to_offset_ids() -> None:
+    old = store(as_version_2(encode_messages(TOPIC, sample_messages())), base_offset=0, phys=0)
+    new = store(encode_messages(TOPIC, tagged("A", None)), base_offset=5, phys=len(old))
+    assert check_record(old, 0, len(old)) == len(old)
+    got = decoded(old + new)
+    assert [m.body for m in got[:5]] == [m.body for m in sample_messages()]
+    assert [m.properties for m in got[:5]] == [{}, {}, {}, {"p": "v", "ü": "ö"}, {"a": "b"}]
+    assert [m.client_id for m in got[:5]] == [None] * 5  # RocketMQ's getMsgId without UNIQ_KEY
+    assert [m.msg_id for m in got[:5]] == [ids.offset_msg_id_at(HOST, i) for i in range(5)]
+    assert [m.msg_id for m in got[5:]] == [m.client_id for m in got[5:]] and got[5].client_id is not None
+    batch = to_record_batch(decode(old + new), Source(TOPIC, 0, 0, BROKER, HOST), SCHEMA)
+    assert batch.column("msgId").to_pylist() == [m.msg_id for m in got]
+    assert batch.column("topic").to_pylist() == [TOPIC] * 7
+
+
+def test_a_version_2_send_is_accepted_and_given_ids() -> None:
+    sent = as_version_2(encode_messages(TOPIC, sample_messages()))
+    batch = check(sent)
+    assert batch.first_id is None and batch.count == 5 and batch.topic == TOPIC.encode()
+    first = ids.mint(5)
+    upgraded = with_first_id(sent, first)
+    assert header(upgraded)[VERSION_FIELD] == VERSION and first_id_in(upgraded) == first
+    assert check(upgraded).first_id == first
+    got = decoded(store(upgraded))
+    assert [m.body for m in got] == [m.body for m in sample_messages()]
+    assert [m.msg_id for m in got] == [ids.client_id_at(first, i) for i in range(5)]
+
+
+def test_a_record_sent_without_ids_says_so_and_the_broker_gives_it_some() -> None:
+    sent = encode_messages(TOPIC, tagged("A", "B"), first_id=ids.NO_ID)
+    assert check(sent).first_id is None and built_here(sent).first_id is None
+    first = ids.mint(2)
+    got = decoded(store(with_first_id(sent, first)))
+    assert [m.msg_id for m in got] == [ids.client_id_at(first, i) for i in (0, 1)]
+
+
+def test_our_records_carry_their_first_id_and_consecutive_ids_per_batch() -> None:
+    a, b = encode_messages(TOPIC, tagged("A", "B", "C")), encode_messages(TOPIC, tagged("A"))
+    first_a, first_b = first_id_in(a), first_id_in(b)
+    assert check(a).first_id == first_a == built_here(a).first_id
+    assert int.from_bytes(first_b, "big") >= int.from_bytes(first_a, "big") + 3  # one minter: ranges never overlap
 
 
 # --- from Arrow (the Spark sink) -----------------------------------------------------------
@@ -501,8 +595,9 @@ def arrays(n: int, ext_at: int | None = 4) -> MessageArrays:
 
 
 def without_born_ms(record: bytes) -> bytes:
-    """The bytes of a record that do not depend on the clock (born_ms, and the body CRC over it)."""
-    return record[:44] + record[48:56] + record[64:]
+    """The bytes of a record that do not depend on the clock (born_ms, the first client id, and
+    the body CRC over them)."""
+    return record[:44] + record[48:56] + record[64:92] + record[108:]
 
 
 def test_records_split_by_max_bytes_keeping_every_message_in_order() -> None:
@@ -875,7 +970,7 @@ def test_a_compressed_section_claiming_more_than_max_section_is_refused_before_d
         decode(patched(record, SECTION_SIZE_AT, ">I", (1 << 30) + 1))
 
 
-@pytest.mark.parametrize("version", [0, 1, 3, 255])
+@pytest.mark.parametrize("version", [0, 1, 4, 255])
 def test_an_unknown_version_is_refused(version: int) -> None:
     record = patched(stored(tagged("A")), VERSION_AT, "B", version)
     with pytest.raises(RecordCorrupted, match=f"version {version}"):
@@ -969,7 +1064,9 @@ def test_a_batch_compressed_to_fewer_bytes_than_messages_is_refused() -> None:
     record = encode_batch(b"T", section, compression_kind=ZSTD)
     assert len(record) >= 20_000  # our encoder does not compress past it: it sends the section plain
     packed = compression.compress(ZSTD, section.data)
-    head = PRODUCER_FIELDS.pack(VERSION, ZSTD, 1, 20_000, 0, 0, 0, 0, section.tag_summary, len(section.data))
+    head = PRODUCER_FIELDS.pack(
+        VERSION, ZSTD, 1, 20_000, 0, 0, 0, 0, section.tag_summary, len(section.data), ids.mint()
+    )
     body_crc = zlib.crc32(packed, zlib.crc32(b"T", zlib.crc32(head)))
     total = HEADER_SIZE + 1 + len(packed)
     forged = HEADER.pack(

@@ -187,6 +187,21 @@ function drawGroups(groups) {
   }));
 }
 
+// -- a message by id --------------------------------------------------------------------------
+
+function drawMessage(m) {
+  const when = (ms) => new Date(ms).toISOString();
+  const props = Object.entries(m.properties).map(([k, v]) => `${k}=${v}`).join(", ");
+  const body = m.body.length < m.bodyBytes ? `${m.body} … (${m.bodyBytes} bytes)` : m.body;
+  fillRows("message", [
+    ["msg id", m.msgId], ["offset msg id", m.offsetMsgId], ["topic", m.topic],
+    ["queue", `${m.queueId} at offset ${m.queueOffset} on ${m.broker}`], ["tag", m.tag ?? "-"],
+    ["keys", m.keys.join(" ") || "-"], ["properties", props || "-"],
+    ["born", when(m.bornMs)], ["stored", when(m.storeMs)], ["body", body],
+  ]);
+  document.getElementById("message").classList.remove("hidden");
+}
+
 // -- session ----------------------------------------------------------------------------------
 
 function drawSession(session) {
@@ -227,6 +242,17 @@ function wire() {
     } catch (error) { showStatus(error.message, true); }
   });
   document.getElementById("sign-out").addEventListener("click", async () => { await change("session", "DELETE"); await refresh(); });
+  document.getElementById("find-message").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const id = document.getElementById("message-id").value.trim();
+    try {
+      drawMessage(await api(`messages/${encodeURIComponent(id)}`));
+      showStatus("");
+    } catch (error) {
+      document.getElementById("message").classList.add("hidden");
+      showStatus(error.message, true);
+    }
+  });
   document.getElementById("create-topic").addEventListener("submit", async (event) => {
     event.preventDefault();
     const name = document.getElementById("new-topic").value;
