@@ -22,6 +22,18 @@ DUE_AT_MS: Final = "RETRY_DUE_AT_MS"  # not handed to the handler before this ti
 LOGICAL_PREFIX: Final = "%LOGICAL%"
 
 
+def progress_key(topic: str, group: str) -> str:
+    """The key a broker keeps a group's committed offsets of a topic under."""
+    return f"{topic}@{group}"
+
+
+def split_progress_key(key: str) -> tuple[str, str]:
+    """(topic, group) of a :func:`progress_key`: split at the first "@", since a topic name
+    cannot hold one and a group name may."""
+    topic, _, group = key.partition("@")
+    return topic, group
+
+
 def retry_topic(group: str) -> str:
     return RETRY_PREFIX + group
 
