@@ -14,8 +14,8 @@ from typing import Any
 from rocketspark.client import acl_admin, ops_admin, static_admin
 from rocketspark.client.acl_admin import AclChange, UserInfo
 from rocketspark.client.logical import LogicalQueue, count, logical_view
-from rocketspark.client.offsets import QueueClient
 from rocketspark.client.ops_admin import GroupInfo, TopicInfo
+from rocketspark.client.queue_client import QueueClient
 from rocketspark.client.static_admin import RemapResult
 from rocketspark.client.topic_stats import TopicStats, fetch_topic_stats, queue_bounds, segment_state, segment_stats
 from rocketspark.errors import BrokerNotExistError, InvalidParameterError, TopicNotExistError
