@@ -134,13 +134,11 @@ def query_message_by_id(admin: Admin, msg_id: str) -> MessageExt:
 
 def _by_offset_id(admin: Admin, cluster: dict[str, Any], text: str) -> tuple[MessageExt | None, str]:
     """The message ``text`` names read as an offset id, or (None, why not)."""
-    if not ids.is_offset_msg_id(text):
-        return None, ""
     try:
         parsed = ids.parse_offset_msg_id(text)
     except InvalidParameterError:
         return None, ""
-    host = bytes.fromhex(text)[:-8]
+    host = parsed.store_host
     for name, entry in sorted(cluster.items()):
         addresses = [a for a in (entry.get("addr"), *entry.get("replicas", ())) if a]
         address = next((a for a in addresses if ids.store_host(a) == host), None)
