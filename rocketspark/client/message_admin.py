@@ -9,7 +9,7 @@ On its own::
     with AdminConnection("127.0.0.1:9876") as connection:
         messages = Messages(connection)
         sent = messages.send("orders", b"hello", keys=["order-1"])
-        print(messages.by_id(sent[0].msg_id), messages.query("orders", "order-1"))
+        print(messages.by_id(sent[0].offset_msg_id))  # a client id: once indexed, a second on
 """
 
 from __future__ import annotations
