@@ -19,9 +19,9 @@ from collections.abc import Iterator
 from typing import Unpack
 
 from rocketspark.client.base import ClientKwargs
-from rocketspark.client.offsets import STALE, QueueClient
 from rocketspark.client.pipeline import Pipeline
 from rocketspark.client.pulling import PullPlan, finish_pull, parse_filter, plan_pull
+from rocketspark.client.queue_client import STALE, QueueClient
 from rocketspark.errors import ConnectError, TopicNotExistError
 from rocketspark.protocol.types import PullResult, PullStatus
 from rocketspark.remoting.client import DEFAULT_TIMEOUT_MS

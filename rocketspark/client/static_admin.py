@@ -1,19 +1,30 @@
-"""Admin operations on static topics: create, remap (move or add queues), drain a broker.
+"""Static topics for the operator: create, remap (move or add queues), drain a broker.
 
 A remap never copies data. For each moved logical queue the old leader segment is sealed at
 its current end (the broker refuses writes past it from then on), a new segment is opened on
 the target broker at the old end rounded up to the next 10,000 block, and every broker that
 holds a segment of the queue learns the new mapping under a new epoch. The old segment stays
-readable (ReadOnly) until retention empties it (Expired); then its leader drops it.
+readable (ReadOnly) until retention empties it (Expired); then its leader drops it. On its
+own::
+
+    from rocketspark.client.admin_core import AdminConnection
+    from rocketspark.client.static_admin import StaticTopics
+
+    with AdminConnection("127.0.0.1:9876") as connection:
+        static = StaticTopics(connection)
+        static.create("orders", 8, brokers=["broker-a"])
+        static.remap("orders", [0, 1], "broker-b")
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rocketspark.client import static_plan
+from rocketspark.client.admin_core import QueueCore
+from rocketspark.client.server_admin import Servers
 from rocketspark.errors import (
     BrokerNotExistError,
     InvalidParameterError,
@@ -27,9 +38,6 @@ from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.group_topics import LOGICAL_PREFIX
 from rocketspark.protocol.mapping import TopicQueueMappingDetail, merge_details, new_epoch
 from rocketspark.protocol.validation import validate_topic_name
-
-if TYPE_CHECKING:
-    from rocketspark.client.admin import Admin
 
 log = logging.getLogger(__name__)
 
@@ -69,23 +77,23 @@ class _State:
         return max((d.total_queues for d in self.details.values() if d.epoch == self.epoch), default=0)
 
 
-def _topic_config(admin: Admin, address: str, topic: str) -> dict[str, Any] | None:
+def _topic_config(core: QueueCore, address: str, topic: str) -> dict[str, Any] | None:
     """A broker's config of the topic, with its mapping detail if static; None if it has none."""
     try:
-        response = admin.call(address, RemotingCommand.request(RequestCode.GET_TOPIC_CONFIG, {"topic": topic}))
+        response = core.call(address, RemotingCommand.request(RequestCode.GET_TOPIC_CONFIG, {"topic": topic}))
     except TopicNotExistError:
         return None
     body: dict[str, Any] = unpack(response.body)
     return body
 
 
-def read_state(admin: Admin, topic: str, brokers: dict[str, str] | None = None) -> _State:
+def read_state(core: QueueCore, topic: str, brokers: dict[str, str] | None = None) -> _State:
     """The topic as every registered broker (``brokers``, else asked for now) has it."""
-    brokers = admin.brokers() if brokers is None else brokers
+    brokers = core.brokers() if brokers is None else brokers
     details: dict[str, TopicQueueMappingDetail] = {}
     normal: list[str] = []
     for name, address in sorted(brokers.items()):
-        body = _topic_config(admin, address, topic)
+        body = _topic_config(core, address, topic)
         if body is None:
             continue
         if body.get("mapping"):
@@ -96,7 +104,7 @@ def read_state(admin: Admin, topic: str, brokers: dict[str, str] | None = None) 
 
 
 def _write(
-    admin: Admin,
+    core: QueueCore,
     state: _State,
     details: dict[str, TopicQueueMappingDetail],
     first: list[str],
@@ -112,15 +120,15 @@ def _write(
                 f"broker {name} holds segments of {state.topic} but is not registered; start it and retry"
             )
         body = pack({"mapping": details[name].to_wire(), "producers": (producers or {}).get(name, [])})
-        admin.call(address, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_STATIC_TOPIC, {}, body))
-    admin.routes.invalidate(state.topic)
+        core.call(address, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_STATIC_TOPIC, {}, body))
+    core.forget_route(state.topic)
 
 
-def create_static_topic(admin: Admin, topic: str, queues: int, brokers: list[str] | None) -> RemapResult:
+def create_static_topic(core: QueueCore, topic: str, queues: int, brokers: list[str] | None) -> RemapResult:
     validate_topic_name(topic)
     if queues < 1:
         raise InvalidParameterError(f"a static topic needs at least one logical queue, not {queues}")
-    state = read_state(admin, topic)
+    state = read_state(core, topic)
     if state.normal_on:
         raise TopicExistAlreadyError(
             f'"{topic}" is already a normal topic on {", ".join(state.normal_on)}; a static topic needs a name of its '
@@ -134,7 +142,7 @@ def create_static_topic(admin: Admin, topic: str, queues: int, brokers: list[str
     targets = _check_brokers(state, brokers or sorted(state.brokers))
     planned = static_plan.add_queues({}, queues, targets, {})
     epoch = new_epoch(0)
-    _write(admin, state, static_plan.details_for(topic, queues, epoch, planned, targets), [])
+    _write(core, state, static_plan.details_for(topic, queues, epoch, planned, targets), [])
     return RemapResult(topic, epoch, queues, added=[(q, items[-1].bname) for q, items in sorted(planned.items())])
 
 
@@ -157,9 +165,9 @@ def _require(state: _State) -> None:
 
 
 def remap_static_topic(
-    admin: Admin, topic: str, queues: list[int] | None, to_broker: str | None, total_queues: int | None
+    core: QueueCore, topic: str, queues: list[int] | None, to_broker: str | None, total_queues: int | None
 ) -> RemapResult:
-    state = read_state(admin, topic)
+    state = read_state(core, topic)
     _require(state)
     current = state.queues()
     total = state.total
@@ -178,16 +186,16 @@ def remap_static_topic(
     if queues and to_broker is None:
         raise InvalidParameterError("remapping queues needs to_broker, the broker that takes them over")
     moves = {q: to_broker for q in queues or [] if to_broker and current.get(q) and current[q][-1].bname != to_broker}
-    return _apply(admin, state, current, moves, total_queues or total, to_broker)
+    return _apply(core, state, current, moves, total_queues or total, to_broker)
 
 
 def _apply(
-    admin: Admin, state: _State, current: static_plan.Queues, moves: dict[int, str], total: int, new_home: str | None
+    core: QueueCore, state: _State, current: static_plan.Queues, moves: dict[int, str], total: int, new_home: str | None
 ) -> RemapResult:
     """Seal the moved queues' leaders, plan the new mapping, write it; new leaders first."""
     if not moves and total == state.total:
         return RemapResult(state.topic, state.epoch, total)  # nothing to change
-    ends, sequences = _seal(admin, state, current, list(moves))
+    ends, sequences = _seal(core, state, current, list(moves))
     next_ids = static_plan.next_queue_ids(state.details.values(), current)
     planned = static_plan.move_queues(current, moves, ends, next_ids)
     home = (
@@ -204,8 +212,8 @@ def _apply(
     for q, rows in sequences.items():  # relabelled to the physical queue the new leader writes
         leader = planned[q][-1]
         handed.setdefault(leader.bname, []).extend([*row[:2], leader.queue_id, *row[3:]] for row in rows)
-    _write(admin, state, details, leaders, handed)
-    _carry_progress(admin, state, current, planned, list(moves))
+    _write(core, state, details, leaders, handed)
+    _carry_progress(core, state, current, planned, list(moves))
     return RemapResult(
         state.topic,
         epoch,
@@ -216,7 +224,7 @@ def _apply(
 
 
 def _carry_progress(
-    admin: Admin, state: _State, current: static_plan.Queues, planned: static_plan.Queues, moved: list[int]
+    core: QueueCore, state: _State, current: static_plan.Queues, planned: static_plan.Queues, moved: list[int]
 ) -> None:
     """Copy every group's progress on the moved queues from their old leaders to the new ones,
     so that a queue's leader holds its groups' progress (the lag metrics read it there; readers
@@ -226,7 +234,7 @@ def _carry_progress(
 
     def table(broker: str) -> dict[str, Any]:
         request = RemotingCommand.request(RequestCode.GET_ALL_CONSUMER_OFFSET)
-        found: dict[str, Any] = unpack(admin.call(state.brokers[broker], request).body)["offsets"]
+        found: dict[str, Any] = unpack(core.call(state.brokers[broker], request).body)["offsets"]
         return found
 
     try:
@@ -239,13 +247,13 @@ def _carry_progress(
             for key, queues in tables[old].items():
                 there = tables[new].get(key, {})
                 if str(key).startswith(prefix) and str(q) in queues and str(q) not in there:
-                    admin.commit_offset(str(key)[len(prefix) :], state.topic, q, int(queues[str(q)]))
+                    core.commit_offset(str(key)[len(prefix) :], state.topic, q, int(queues[str(q)]))
     except (RocketSparkError, KeyError) as exc:
         log.warning("remap of %s: some groups' progress stays on the old leaders (%s)", state.topic, exc)
 
 
 def _seal(
-    admin: Admin, state: _State, current: static_plan.Queues, logical_ids: list[int]
+    core: QueueCore, state: _State, current: static_plan.Queues, logical_ids: list[int]
 ) -> tuple[dict[int, int], dict[int, list[list[Any]]]]:
     """Seal the queues' open segments: each one's end, and its idempotent producers' rows."""
     by_broker: dict[str, list[int]] = {}
@@ -261,26 +269,26 @@ def _seal(
                 "cannot be fenced; bring it back (or wait for it) before remapping its queues"
             )
         request = RemotingCommand.request(RequestCode.SEAL_LOGIC_QUEUES, {"topic": state.topic, "logicQueueIds": ids})
-        sealed = unpack(admin.call(address, request).body)
+        sealed = unpack(core.call(address, request).body)
         ends.update({int(k): int(v) for k, v in sealed["ends"].items()})
         sequences.update({int(k): list(v) for k, v in sealed.get("producers", {}).items()})
     return ends, sequences
 
 
-def drain_broker(admin: Admin, broker: str, topics: list[str] | None) -> list[RemapResult]:
+def drain_broker(core: QueueCore, broker: str, topics: list[str] | None) -> list[RemapResult]:
     """Move every logical queue ``broker`` leads to the other brokers, evenly."""
-    brokers = admin.brokers()
+    brokers = core.brokers()
     if broker not in brokers:
         raise BrokerNotExistError(f"unknown broker {broker}; registered brokers: {', '.join(sorted(brokers))}")
     if topics is None:
-        response = admin.call(brokers[broker], RemotingCommand.request(RequestCode.GET_ALL_TOPIC_CONFIG))
+        response = core.call(brokers[broker], RemotingCommand.request(RequestCode.GET_ALL_TOPIC_CONFIG))
         topics = sorted(c["name"] for c in unpack(response.body))
     results = []
     for topic in topics:
-        here = _topic_config(admin, brokers[broker], topic)
+        here = _topic_config(core, brokers[broker], topic)
         if here is None or not here.get("mapping"):
             continue  # not a static topic on this broker: it leads none of its queues
-        state = read_state(admin, topic, brokers)
+        state = read_state(core, topic, brokers)
         if not state.exists:
             continue
         current = state.queues()
@@ -291,5 +299,39 @@ def drain_broker(admin: Admin, broker: str, topics: list[str] | None) -> list[Re
         if not targets:
             raise BrokerNotExistError(f"cannot drain {broker}: it is the only broker left for {topic}")
         moves = static_plan.spread_moves(current, led, targets)
-        results.append(_apply(admin, state, current, moves, state.total, None))
+        results.append(_apply(core, state, current, moves, state.total, None))
     return results
+
+
+class StaticTopics:
+    """Static topics: their logical queues keep their ids and offsets wherever they move."""
+
+    def __init__(self, core: QueueCore) -> None:
+        self.core = core
+
+    def create(self, topic: str, queues: int = 8, *, brokers: list[str] | None = None) -> RemapResult:
+        """Create a static topic of ``queues`` logical queues, spread evenly over ``brokers``
+        (default: every registered broker)."""
+        return create_static_topic(self.core, topic, queues, brokers)
+
+    def remap(
+        self,
+        topic: str,
+        queues: list[int] | None = None,
+        to_broker: str | None = None,
+        *,
+        total_queues: int | None = None,
+    ) -> RemapResult:
+        """Move logical ``queues`` to ``to_broker`` without copying data, and/or raise the
+        queue count to ``total_queues`` (new queues go to ``to_broker``, else spread evenly)."""
+        return remap_static_topic(self.core, topic, queues, to_broker, total_queues)
+
+    def drain_broker(
+        self, broker_name: str, *, topics: list[str] | None = None, wipe_write_perm: bool = True
+    ) -> list[RemapResult]:
+        """Move every logical queue the broker leads to the other brokers; by default also wipe
+        its write permission so normal topics stop writing to it. Its data stays readable."""
+        results = drain_broker(self.core, broker_name, topics)
+        if wipe_write_perm:
+            Servers(self.core).wipe_write_perm(broker_name)
+        return results

@@ -20,7 +20,7 @@ from rocketspark.protocol.mapping import SegmentState
 from rocketspark.protocol.types import BrokerData, TopicRouteData
 
 if TYPE_CHECKING:
-    from rocketspark.client.base import ClientBase
+    from rocketspark.client.admin_core import Caller
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +36,7 @@ EMPTY = QueueStats(0, 0, 0)
 TopicStats = dict[str, dict[int, QueueStats]]  # broker name -> physical queue id -> stats
 
 
-def fetch_topic_stats(client: ClientBase, route: TopicRouteData) -> TopicStats:
+def fetch_topic_stats(client: Caller, route: TopicRouteData) -> TopicStats:
     """Every broker's stats table for the route's topic, one request per broker. A broker
     that no longer has the topic (its segments expired and were dropped) has no rows; any
     other failure (a broker that cannot be reached) is raised, because reporting its queues
@@ -53,7 +53,7 @@ def fetch_topic_stats(client: ClientBase, route: TopicRouteData) -> TopicStats:
     return stats
 
 
-def _stats_rows(client: ClientBase, topic: str, broker: BrokerData) -> list[dict[str, int]]:
+def _stats_rows(client: Caller, topic: str, broker: BrokerData) -> list[dict[str, int]]:
     """A broker group's stats table: from its master, else (it cannot be reached, or the group
     has none) from one of its live slaves, whose figures are at most a little behind."""
     failed = ConnectError(f"broker group {broker.broker_name} has no live replica to read {topic} from")

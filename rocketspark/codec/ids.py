@@ -99,6 +99,12 @@ class OffsetMsgId:
     def address(self) -> str:
         return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
+    @property
+    def store_host(self) -> bytes:
+        """The id's first bytes, the broker's packed address and port: what ``store_host``
+        gives for the broker that stored the message."""
+        return ipaddress.ip_address(self.host).packed + _PORT.pack(self.port)
+
 
 def host_bytes(host: str) -> bytes:
     """The packed address of a broker's (literal) host; ValueError for a name."""
@@ -113,7 +119,7 @@ def offset_msg_id(host: bytes, port: int, commitlog_offset: int, index: int) -> 
 
 def is_offset_msg_id(text: str) -> bool:
     """Whether ``text`` has the shape of an offset id (it may still name no broker of ours)."""
-    return len(text) in (V4_HEX, V6_HEX) and all(c in "0123456789abcdefABCDEF" for c in text)
+    return len(text) in (V4_HEX, V6_HEX) and _HEX_DIGITS.issuperset(text)
 
 
 def parse_offset_msg_id(text: str) -> OffsetMsgId:
