@@ -292,7 +292,7 @@ def test_the_periodic_retention_round_skips_while_the_flusher_holds_the_store(st
         segment.touch(time.time() - 3600)
     disk.stall_next = True
     # A sync-flush send's wait wakes the flusher, which stalls in its fsync, holding the store.
-    flushing = threading.Thread(target=asyncio.run, args=(store.wait_flushed(store.log_max_offset),))
+    flushing = threading.Thread(target=asyncio.run, args=(store.flusher.wait_flushed(store.log_max_offset),))
     flushing.start()
     try:
         assert disk.stalled.wait(5)
@@ -326,7 +326,7 @@ def test_sync_flush_acknowledges_only_after_the_log_is_on_disk(store_path: Path)
 
     async def send() -> bool:
         result = put_batch(store, "t", 0, [b"durable"])
-        return await store.wait_flushed(result.end_offset)
+        return await store.flusher.wait_flushed(result.end_offset)
 
     assert asyncio.run(send()) is True
     assert store.flushed_offset >= store.commitlog.max_offset
