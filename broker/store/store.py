@@ -46,17 +46,20 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StoreConfig:
-    path: Path
-    segment_bytes: int = 128 * 1024 * 1024  # commit-log segment size
-    queue_entries_per_file: int = 300_000  # consume-queue entries per file (RocketMQ default)
-    flush_mode: str = "async"  # "async": flush every interval; "sync": ack after fsync
-    flush_interval_ms: int = 500
-    sync_flush_timeout_ms: int = 5000
-    retention_ms: int = 72 * 3600 * 1000  # sealed segments older than this are deleted
-    checkpoint_interval_ms: int = 1000
-    scrub_bytes_per_s: int = 4 * 1024 * 1024  # background CRC check of sealed segments; 0: off
-    scrub_pause_ms: int = 60_000  # between two passes over every sealed segment
-    max_record_bytes: int = 8 * 1024 * 1024  # a larger size field in a record header is damage
+    """The store's settings, built by ``broker.config.BrokerConfig.store_config``, where each
+    is declared (with its default and its meaning) under the key a user writes."""
+
+    path: Path  # data_dir
+    segment_bytes: int
+    queue_entries_per_file: int
+    flush_mode: str
+    flush_interval_ms: int
+    sync_flush_timeout_ms: int
+    retention_ms: int  # retention_hours
+    checkpoint_interval_ms: int
+    scrub_bytes_per_s: int  # 0: no scrub
+    scrub_pause_ms: int
+    max_record_bytes: int  # a larger size field in a record header is damage (from the batch limit)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,10 +8,12 @@ import os
 import shutil
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from broker.config import BrokerConfig
 from broker.store.mappedfile import Sync
 from broker.store.reading import GetStatus
 from broker.store.recovery import RecoveryReport
@@ -26,7 +28,7 @@ ENTRIES = 8  # consume-queue entries per file
 def config(path: Path, **overrides: object) -> StoreConfig:
     values: dict[str, object] = {"path": path, "segment_bytes": SEGMENT, "queue_entries_per_file": ENTRIES}
     values.update(overrides)
-    return StoreConfig(**values)  # type: ignore[arg-type]
+    return replace(BrokerConfig().store_config(), **values)  # type: ignore[arg-type]
 
 
 def put(store: MessageStore, topic: str, queue_id: int, body: bytes, tags: str | None = None) -> int:
