@@ -2,6 +2,11 @@
 
 Defaults are RocketMQ's (``BrokerConfig`` / ``MessageStoreConfig``) unless noted; units are
 in the names. ``conf/broker-a.toml`` lists every key with its default.
+
+Every setting is declared here once, with its default, under the flat key a user writes. The
+parts that take a subset get it as a dataclass of their own without defaults, built here
+from these keys (``store_config``, ``pop_limits``, ``check_rules``): the store's
+``StoreConfig``, the v2 endpoint's ``PopLimits`` and the transaction check-back's ``CheckRules``.
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ from typing import Any
 from broker.store.store import StoreConfig
 from rocketspark import configfile
 from rocketspark.errors import ConfigError
+from rocketspark.grpcv2.limits import PopLimits
+from rocketspark.grpcv2.transactions import CheckRules
 from rocketspark.hosts import host_of, is_loopback, is_wildcard
 from rocketspark.protocol.types import Perm
 from rocketspark.security.settings import SecuritySettings
@@ -87,15 +94,36 @@ class BrokerConfig(SecuritySettings):
     master_lease_ms: int = 2000  # a master stops acknowledging this long after its last answered heartbeat was sent
 
     def __post_init__(self) -> None:
+        """Refuse a configuration no broker could run with, naming the key and what it needs."""
         self.check_security(self.listen_host)
+        self._check_names()
+        self._check_ports()
+        self._check_v2()
+        self._check_sizes()
+        self._check_intervals()
+        self._check_replicas()
+        self._check_advertised()
+        if self.broker_permission & ~Perm.READ_WRITE:
+            raise ConfigError("broker_permission may only combine 4 (read) and 2 (write)")
+
+    def _check_names(self) -> None:
         if not _NAME.match(self.broker_name):
             raise ConfigError(f'broker_name "{self.broker_name}" must be 1-64 letters, digits, "_" or "-"')
         if not _NAME.match(self.cluster_name):
             raise ConfigError(f'cluster_name "{self.cluster_name}" must be 1-64 letters, digits, "_" or "-"')
         if self.flush_mode not in ("async", "sync"):
             raise ConfigError(f'flush_mode must be "async" or "sync", not "{self.flush_mode}"')
+
+    def _check_ports(self) -> None:
         if not 0 <= self.listen_port < 65536:
             raise ConfigError(f"listen_port {self.listen_port} is not a port number (0-65535)")
+        if not -1 <= self.metrics_port < 65536:
+            raise ConfigError(f"metrics_port {self.metrics_port} is not a port number (0-65535), or -1 (off)")
+        if not -1 <= self.grpc_listen_port < 65536:
+            raise ConfigError(f"grpc_listen_port {self.grpc_listen_port} is not a port number (0-65535), or -1 (off)")
+
+    def _check_v2(self) -> None:
+        """The official clients' pop consumption and transaction check-back."""
         if not 0 < self.pop_min_invisible_ms <= self.pop_max_invisible_ms or self.pop_max_reconsume_times < 0:
             raise ConfigError(
                 "pop_min_invisible_ms must be positive and at most pop_max_invisible_ms, and "
@@ -105,10 +133,10 @@ class BrokerConfig(SecuritySettings):
             raise ConfigError(
                 "transaction_timeout_ms, transaction_check_interval_ms and transaction_check_max must be > 0"
             )
-        if not -1 <= self.metrics_port < 65536:
-            raise ConfigError(f"metrics_port {self.metrics_port} is not a port number (0-65535), or -1 (off)")
-        if not -1 <= self.grpc_listen_port < 65536:
-            raise ConfigError(f"grpc_listen_port {self.grpc_listen_port} is not a port number (0-65535), or -1 (off)")
+
+    def _check_sizes(self) -> None:
+        """Disk ratios, and sizes that must fit in one another: a message in a batch, a batch
+        in a segment."""
         if not 0 < self.disk_max_used_ratio <= self.disk_refuse_writes_ratio <= 1:
             raise ConfigError(
                 f"disk ratios must satisfy 0 < disk_max_used_ratio ({self.disk_max_used_ratio}) <= "
@@ -126,10 +154,14 @@ class BrokerConfig(SecuritySettings):
                 f"segment_bytes ({self.segment_bytes}) must be at least the batch limit ({self.batch_limit}: "
                 "max_batch_bytes, or twice max_message_bytes) plus 4096, so that any batch fits in a segment"
             )
+
+    def _check_intervals(self) -> None:
         if self.nameserver_heartbeat_interval_ms <= 0 or self.register_interval_ms <= 0:
             raise ConfigError("nameserver_heartbeat_interval_ms and register_interval_ms must be positive")
         if self.queue_entries_per_file < 1 or self.default_topic_queue_nums < 1:
             raise ConfigError("queue_entries_per_file and default_topic_queue_nums must be at least 1")
+
+    def _check_replicas(self) -> None:
         if not 0 <= self.replica_id < 1024:
             raise ConfigError(f"replica_id {self.replica_id} must be between 0 and 1023")
         if not 0 < self.controller_heartbeat_interval_ms < self.master_lease_ms:
@@ -144,9 +176,6 @@ class BrokerConfig(SecuritySettings):
                 f"in_sync_replicas = {self.in_sync_replicas} needs replicas: set controller_mode = true and start "
                 "the group's other replicas (same broker_name, their own replica_id)"
             )
-        self._check_advertised()
-        if self.broker_permission & ~Perm.READ_WRITE:
-            raise ConfigError("broker_permission may only combine 4 (read) and 2 (write)")
 
     @property
     def batch_limit(self) -> int:
@@ -188,6 +217,8 @@ class BrokerConfig(SecuritySettings):
             "to the host name or IP address clients reach this broker at (and listen_host to it, or 0.0.0.0)"
         )
 
+    # -- the parts' settings: each part's dataclass has no defaults, these are its only source --
+
     def store_config(self) -> StoreConfig:
         return StoreConfig(
             path=Path(self.data_dir),
@@ -201,6 +232,20 @@ class BrokerConfig(SecuritySettings):
             scrub_bytes_per_s=self.scrub_bytes_per_s,
             scrub_pause_ms=self.scrub_pause_ms,
             max_record_bytes=self.batch_limit + 65536,
+        )
+
+    def pop_limits(self) -> PopLimits:
+        return PopLimits(
+            min_invisible_ms=self.pop_min_invisible_ms,
+            max_invisible_ms=self.pop_max_invisible_ms,
+            max_reconsume_times=self.pop_max_reconsume_times,
+        )
+
+    def check_rules(self) -> CheckRules:
+        return CheckRules(
+            timeout_ms=self.transaction_timeout_ms,
+            interval_ms=self.transaction_check_interval_ms,
+            max_checks=self.transaction_check_max,
         )
 
 

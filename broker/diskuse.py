@@ -66,7 +66,7 @@ class DiskUse:
         deleted = 0
         while deleted < MAX_DELETES_PER_ROUND and self.refresh() > self.max_used_ratio:
             before = self.ratio
-            gone = self.store.delete_oldest_segment(blocking=False)
+            gone = self.store.retention.delete_oldest_segment(blocking=False)
             if gone is None:
                 break  # only the segment being written is left, or the flusher is busy
             deleted += 1

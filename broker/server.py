@@ -54,9 +54,8 @@ from rocketspark.grpcv2.delay import TICK_S, DelayScheduler
 from rocketspark.grpcv2.endpoint import Endpoint as GrpcEndpoint
 from rocketspark.grpcv2.endpoint import Host as GrpcHost
 from rocketspark.grpcv2.held import run_every as held_rounds
-from rocketspark.grpcv2.receiving import PopLimits
 from rocketspark.grpcv2.server import create_server as bind_grpc
-from rocketspark.grpcv2.transactions import CheckRules, Transactions
+from rocketspark.grpcv2.transactions import Transactions
 from rocketspark.protocol.types import MessageExt, Perm
 from rocketspark.remoting.listener import Listener
 from rocketspark.remoting.listener import create_server as bind_server
@@ -147,15 +146,8 @@ class Broker:
             config.broker_name,
             lambda: self.role.is_master,
             lambda topic: self.topics.get(topic) is not None,
-            PopLimits(
-                config.pop_min_invisible_ms,
-                config.pop_max_invisible_ms,
-                max(config.pop_min_invisible_ms, min(60_000, config.pop_max_invisible_ms)),
-                config.pop_max_reconsume_times,
-            ),
-            CheckRules(
-                config.transaction_timeout_ms, config.transaction_check_interval_ms, config.transaction_check_max
-            ),
+            config.pop_limits(),
+            config.check_rules(),
         )
         self.delay = DelayScheduler(self.clients, self.host)
         self.transactions = Transactions(self.clients, self.host, self.host.checks)

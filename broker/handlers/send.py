@@ -186,7 +186,7 @@ async def handle_send(ctx: SendContext, cmd: RemotingCommand) -> RemotingCommand
     ctx.longpoll.notify((topic, queue_id))
     status = SendStatus.SEND_OK
     ctx.replication.appended()
-    if ctx.config.flush_mode == "sync" and not await ctx.store.wait_flushed(result.end_offset):
+    if ctx.config.flush_mode == "sync" and not await ctx.store.flusher.wait_flushed(result.end_offset):
         status = SendStatus.FLUSH_DISK_TIMEOUT
     await ctx.replication.acknowledge(result.end_offset)  # in_sync_replicas of the group hold it
     ext.update(

@@ -21,7 +21,6 @@ import numpy as np
 import numpy.typing as npt
 
 from broker.store.consumequeue import ENTRY_DTYPE
-from broker.store.scan import GAP_MAGIC
 from rocketspark.codec import layout
 from rocketspark.codec.layout import RecordCorrupted
 
@@ -93,7 +92,7 @@ def _walk(buf: bytes | memoryview, capacity: int) -> tuple[list[int], int, bool]
             if pos + total > size:
                 break  # the padding that ends the segment, not all here yet
             return starts, pos, True
-        elif magic == GAP_MAGIC and layout.MIN_BLANK_SIZE <= total <= capacity - pos:
+        elif magic == layout.GAP_MAGIC and layout.MIN_BLANK_SIZE <= total <= capacity - pos:
             if pos + total > size:
                 break
             pos += total  # a region the other replica's recovery cut out: copied, not indexed

@@ -22,7 +22,6 @@ from rocketspark.codec import layout
 from rocketspark.codec.build import stamped_head
 
 log = logging.getLogger(__name__)
-FORMAT_1_MAGIC = 0x52534D31  # "RSM1": a record of one message, before batch records
 
 
 class CommitLog:
@@ -74,7 +73,7 @@ class CommitLog:
     def _refuse_an_older_format(self, first: MappedFile) -> None:
         """A log of per-message records (rocketspark's format 1) would be cut as damage by
         recovery: refuse it whole, naming what to do, rather than lose it."""
-        if layout.PREFIX.unpack_from(first.read(0, layout.PREFIX.size))[1] == FORMAT_1_MAGIC:
+        if layout.PREFIX.unpack_from(first.read(0, layout.PREFIX.size))[1] == layout.FORMAT_1_MAGIC:
             self.close()
             raise ValueError(
                 f"the commit log in {self.directory} was written by an older rocketspark (one record per message, "

@@ -155,6 +155,11 @@ class ConsumeQueue:
         self.max_offset = end_offset
         self.dirty = True
 
+    def append_entry(self, phys: int, size: int, tags: int, base: int, count: int, store_ms: int) -> None:
+        """Append one batch's entry, packed here as the layout above says (``size`` 0: a
+        tombstone standing for ``count`` lost messages)."""
+        self.append(ENTRY.pack(phys, size, tags, base, count, store_ms), base + count)
+
     def start_at(self, offset: int) -> None:
         """Make an empty queue begin at ``offset`` (rebuilt after old log segments expired)."""
         if self.files:
@@ -201,6 +206,27 @@ class ConsumeQueue:
             else:
                 hi = mid
         return lo
+
+    def offset_for_time(self, timestamp_ms: int) -> int:
+        """The first queue offset stored at or after ``timestamp_ms`` (``max_offset`` if none);
+        a batch's messages share its store time."""
+        lo, hi = self.min_slot, self.max_slot
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.entry(mid).store_ms < timestamp_ms:
+                lo = mid + 1
+            else:
+                hi = mid
+        return self.entry(lo).base if lo < self.max_slot else self.max_offset
+
+    def last_store_ms(self) -> int:
+        """When the newest message was stored (0 for a queue with no entry)."""
+        return self.entry(self.max_slot - 1).store_ms if self.max_slot > self.min_slot else 0
+
+    def indexes(self, phys: int) -> bool:
+        """Whether a batch record at log offset ``phys`` has an entry here."""
+        slot = self.first_slot_at_or_after(phys)
+        return slot < self.max_slot and self.entry(slot).phys == phys
 
     # -- truncation, retention, durability -------------------------------------------------------
 

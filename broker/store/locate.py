@@ -12,13 +12,11 @@ count, else no message at all.
 
 from __future__ import annotations
 
-import struct
 from typing import Final, NamedTuple, Protocol
 
 from rocketspark.codec.columns import decode
-from rocketspark.codec.layout import BATCH_MAGIC, HEADER_SIZE, PREFIX, RecordCorrupted
+from rocketspark.codec.layout import BATCH_MAGIC_BYTES, HEADER_SIZE, PREFIX, RecordCorrupted
 
-_MAGIC: Final = struct.pack(">I", BATCH_MAGIC)
 FIRST_WINDOW: Final = 64 * 1024
 
 
@@ -50,13 +48,13 @@ def record_holding(log: LocatableLog, physical: int, *, segment_bytes: int, max_
         if data is None:
             return None
         end = len(data)
-        while (at := data.rfind(_MAGIC, 4, end)) >= 0:
+        while (at := data.rfind(BATCH_MAGIC_BYTES, 4, end)) >= 0:
             found = _record_at(log, low + at - 4, max_record_bytes)
             if found is not None:
                 start, count, raw = found
                 index = physical - start
                 return Located(start, index, raw) if index < count else None
-            end = at + len(_MAGIC) - 1  # the next candidate starts before this one
+            end = at + len(BATCH_MAGIC_BYTES) - 1  # the next candidate starts before this one
         if low == floor or window >= max_record_bytes:
             return None
         window *= 4

@@ -13,7 +13,9 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from broker.store.commitlog import CommitLog
@@ -30,7 +32,15 @@ Bounds = tuple[int, int]  # (min offset, max offset) of a queue, as a checkpoint
 class QueueSet:
     """Consume queues by (topic, queue id). Single writer: the broker's event loop."""
 
-    def __init__(self, root: Path, entries_per_file: int, commitlog: CommitLog, *, sync: Sync = os.fsync) -> None:
+    def __init__(
+        self,
+        root: Path,
+        entries_per_file: int,
+        commitlog: CommitLog,
+        *,
+        rebuild: Callable[[QueueKey, int], None],
+        sync: Sync = os.fsync,
+    ) -> None:
         self.root = root
         self.sync = sync
         self.entries_per_file = entries_per_file
@@ -39,7 +49,7 @@ class QueueSet:
         self.on_disk: set[QueueKey] = set()  # present on disk and not loaded yet
         self.saved: dict[QueueKey, Bounds] = {}  # the checkpoint's view of queues not loaded yet
         # (a queue the checkpoint knows whose directory is gone is rebuilt when first used)
-        self.rebuild: Callable[[QueueKey, int], None] = lambda key, floor: None  # set by the store
+        self.rebuild = rebuild  # index a queue again from the log, its offsets never below the floor
 
     def scan_disk(self) -> list[QueueKey]:
         """List the queues on disk (directory names only: no file is opened)."""
@@ -178,3 +188,25 @@ def parse_table(checkpoint: dict[str, object] | None) -> dict[QueueKey, Bounds]:
         elif isinstance(value, list) and len(value) == 2 and all(isinstance(v, int) for v in value):
             out[(topic, int(qid))] = (value[0], value[1])
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class Registry:
+    """Recovery's and the follower's view of the queues (a ``QueueRegistry``): raw queues,
+    dropped under the store's ``maint_lock``, and ``accepted(topic, phys)``, which records
+    belong to a live topic."""
+
+    queues: QueueSet
+    accepted: Callable[[str, int], bool]
+    maint_lock: threading.Lock
+
+    def queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        """Load (as it lies on disk) or create a queue."""
+        return self.queues.raw(topic, queue_id)
+
+    def drop_queue(self, topic: str, queue_id: int) -> None:
+        with self.maint_lock:
+            self.queues.drop((topic, queue_id))
+
+    def accepts(self, topic: str, phys: int) -> bool:
+        return self.accepted(topic, phys)

@@ -59,6 +59,31 @@ class QueueReader:
         self.rebuild = rebuild
         self.rebuilt_at: dict[tuple[str, int], float] = {}  # monotonic time of each queue's last rebuild
 
+    def get(
+        self,
+        cq: ConsumeQueue | None,
+        offset: int,
+        max_messages: int,
+        max_bytes: int,
+        tag_hashes: frozenset[int] | None,
+        end_offset: int | None,
+    ) -> GetResult:
+        """The store's ``get`` on queue ``cq`` (None: no such queue): a status for an offset
+        outside the queue, else a range read that stops before ``end_offset``."""
+        lo, hi = (cq.min_offset, cq.max_offset) if cq is not None else (0, 0)
+        if hi == 0 and offset == 0:
+            status = GetStatus.NO_MESSAGE_IN_QUEUE if cq is not None else GetStatus.NO_MATCHED_LOGIC_QUEUE
+            return GetResult(status, b"", 0, 0, lo, hi)
+        if offset < lo:
+            return GetResult(GetStatus.OFFSET_TOO_SMALL, b"", 0, lo, lo, hi)
+        if offset == hi:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, b"", 0, offset, lo, hi)
+        if offset > hi:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, b"", 0, hi, lo, hi)
+        assert cq is not None
+        stop = hi if end_offset is None else min(hi, max(end_offset, offset + 1))
+        return self.read_range(cq, offset, max_messages, max_bytes, tag_hashes, stop)
+
     def read_range(
         self,
         cq: ConsumeQueue,

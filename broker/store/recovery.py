@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from broker.store.commitlog import CommitLog
-from broker.store.consumequeue import ENTRY, ConsumeQueue
+from broker.store.consumequeue import ConsumeQueue
 from broker.store.scan import Damage, ScannedRecord, SegmentScan, scan_segment
 from rocketspark.codec import layout
 
@@ -118,14 +118,12 @@ class Redispatcher:
                 cq.max_offset = cq.min_offset = rec.queue_offset  # older records have expired
             elif lossy:
                 gap = rec.queue_offset - cq.max_offset  # one tombstone stands for every lost message
-                cq.append(ENTRY.pack(rec.phys, 0, 0, cq.max_offset, gap, rec.store_ms), rec.queue_offset)
+                cq.append_entry(rec.phys, 0, 0, cq.max_offset, gap, rec.store_ms)
                 self.tombstones += gap
             else:
                 self.damaged.add(key)  # entries are missing and no damage explains it
                 return
-        cq.append(
-            ENTRY.pack(rec.phys, rec.size, rec.tag_summary, rec.queue_offset, rec.count, rec.store_ms), rec.end_offset
-        )
+        cq.append_entry(rec.phys, rec.size, rec.tag_summary, rec.queue_offset, rec.count, rec.store_ms)
         self.count += 1
 
 

@@ -9,7 +9,6 @@ so that one bad record does not cost every record after it.
 from __future__ import annotations
 
 import mmap
-import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
@@ -19,8 +18,6 @@ from rocketspark.codec import layout
 from rocketspark.codec.columns import check_record
 from rocketspark.codec.layout import RecordCorrupted
 
-GAP_MAGIC: Final = 0x47415021  # "GAP!": a region recovery cut out of the middle of a segment
-_MAGIC_BYTES: Final = struct.pack(">I", layout.BATCH_MAGIC)
 _HEAD: Final = layout.PREFIX
 
 
@@ -77,7 +74,7 @@ def _resync(mm: memoryview, raw: mmap.mmap, start: int, limit: int) -> int | Non
     """Position of the next intact record after ``start``, or None."""
     probe = start + layout.MIN_BLANK_SIZE  # a gap must hold its own marker
     while True:
-        hit = raw.find(_MAGIC_BYTES, probe + 4, limit)
+        hit = raw.find(layout.BATCH_MAGIC_BYTES, probe + 4, limit)
         if hit < 0:
             return None
         candidate = hit - 4
@@ -112,7 +109,7 @@ def scan_segment(
             if magic == layout.BLANK_MAGIC and total == size - pos:
                 state.end, state.sealed = size, True
                 break
-            if magic == GAP_MAGIC and layout.MIN_BLANK_SIZE <= total <= size - pos:
+            if magic == layout.GAP_MAGIC and layout.MIN_BLANK_SIZE <= total <= size - pos:
                 pos += total  # cut by an earlier recovery; already reported then
                 state.end = pos
                 continue
@@ -136,7 +133,7 @@ def scan_segment(
                         segment.write_at(pos, layout.encode_blank(size - pos)[: layout.MIN_BLANK_SIZE])
                         state.end, state.sealed = size, True
                     break
-                segment.write_at(pos, _HEAD.pack(nxt - pos, GAP_MAGIC))
+                segment.write_at(pos, _HEAD.pack(nxt - pos, layout.GAP_MAGIC))
                 pos = nxt
                 state.end = pos
         yield state
@@ -148,3 +145,15 @@ def scan_segment(
 def _data_end(raw: mmap.mmap, pos: int, size: int) -> int:
     """One past the last non-zero byte at or after ``pos`` (how far the garbage goes)."""
     return pos + len(bytes(raw[pos:size]).rstrip(b"\0")) or pos
+
+
+def records_after(segments: list[MappedFile], offset: int) -> Iterator[ScannedRecord]:
+    """The header of every record of the log's ``segments`` from log offset ``offset`` (a
+    record boundary, or before the log's start) to the end, in log order."""
+    for i, segment in enumerate(segments):
+        if segment.end <= offset:
+            continue
+        start = max(0, offset - segment.base)
+        for item in scan_segment(segment, is_last=i == len(segments) - 1, damage=[], verify=False, start=start):
+            if isinstance(item, ScannedRecord) and item.phys < segment.base + segment.wrote:
+                yield item

@@ -22,7 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from broker.store.scan import GAP_MAGIC
+from broker.store.commitlog import CommitLog
+from broker.store.scan import Damage, scan_segment
 from rocketspark.codec import layout
 from rocketspark.codec.columns import check_record
 from rocketspark.codec.layout import RecordCorrupted
@@ -39,6 +40,43 @@ class ScrubStats:
     bytes: int = 0  # bytes read
     damaged_segments: int = 0
     damage: list[str] = field(default_factory=list)  # what was found, newest last (the last 100)
+
+
+@dataclass(frozen=True, slots=True)
+class ScrubbedLog:
+    """The store's log as the scrub sees it: ``append_lock`` guards the list of segments,
+    ``maint_lock`` keeps retention and the flusher out of a repair; ``flushed()`` is how
+    far the log is on disk."""
+
+    commitlog: CommitLog
+    append_lock: threading.Lock
+    maint_lock: threading.Lock
+    flushed: Callable[[], int]
+
+    def segments(self) -> list[tuple[Path, int, int]]:
+        """(path, base, bytes to check) of every segment: all of a sealed one, what is flushed
+        of the open one."""
+        with self.append_lock:
+            segments = list(self.commitlog.segments)
+        if not segments:
+            return []
+        sealed = [(s.path, s.base, s.size) for s in segments[:-1]]
+        last = segments[-1]
+        return [*sealed, (last.path, last.base, max(0, min(self.flushed(), last.end) - last.base))]
+
+    def repair(self, base: int) -> list[str]:
+        """Scan a damaged sealed segment as recovery does, cutting its damaged ranges out as
+        gaps (the scrub calls this from its thread; retention waits meanwhile)."""
+        with self.maint_lock:
+            segment = self.commitlog.segment_for(base)
+            if segment is None:
+                return []
+            damage: list[Damage] = []
+            if segment is self.commitlog.segments[-1]:
+                return []  # never cut the open segment under its writer: reported, found again
+            for _ in scan_segment(segment, is_last=False, damage=damage):
+                pass
+        return [str(d) for d in damage]
 
 
 class Scrubber:
@@ -135,7 +173,7 @@ class Scrubber:
             total, magic = layout.PREFIX.unpack_from(buf, pos)
             if magic == layout.BLANK_MAGIC:
                 return None  # the rest of a sealed segment is padding
-            if magic == GAP_MAGIC:
+            if magic == layout.GAP_MAGIC:
                 pos += total  # already cut out and reported
                 continue
             try:

@@ -62,6 +62,7 @@ otherwise ``MIXED`` plus one bit per distinct tag hash (``hash % 63``), a Bloom 
 may let a batch through that the client then filters message by message.
 
 A blank record is just ``total_size`` and ``BLANK_MAGIC``: the rest of its bytes are padding.
+A gap record is the same with ``GAP_MAGIC``: a damaged range recovery cut out of a segment.
 """
 
 from __future__ import annotations
@@ -76,7 +77,10 @@ VERSION: Final = 3
 V2: Final = 2  # the format before client ids, still read
 VERSIONS: Final = frozenset({V2, VERSION})
 BATCH_MAGIC: Final = 0x52534232  # "RSB2"
+BATCH_MAGIC_BYTES: Final = BATCH_MAGIC.to_bytes(4, "big")  # what a search for the next record looks for
 BLANK_MAGIC: Final = 0xCBD43194  # RocketMQ's BLANK_MAGIC_CODE
+GAP_MAGIC: Final = 0x47415021  # "GAP!": a region recovery cut out of the middle of a segment
+FORMAT_1_MAGIC: Final = 0x52534D31  # "RSM1": a record of one message, before batch records
 PREFIX: Final = struct.Struct(">II")  # total_size, magic: what every record, blank or not, starts with
 MIN_BLANK_SIZE: Final = PREFIX.size
 

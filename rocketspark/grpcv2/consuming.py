@@ -1,5 +1,5 @@
 """The v2 service's consumption methods (``ReceiveMessage`` and kin), for the official
-SimpleConsumer and PushConsumer; the state they change is :mod:`rocketspark.grpcv2.receiving`'s.
+SimpleConsumer and PushConsumer; the state they change is :mod:`rocketspark.grpcv2.pop`'s.
 
 Each request is authorized as a read of the topic by the group (Sub on both, the rule of
 ``UPDATE_CONSUMER_OFFSET``). A receive always ends its stream with a status and a
@@ -19,7 +19,7 @@ from grpc import aio
 from rocketspark.errors import InvalidParameterError, RocketSparkError
 from rocketspark.filtering import compile_cached
 from rocketspark.grpcv2 import mapping
-from rocketspark.grpcv2.receiving import Pop
+from rocketspark.grpcv2.pop import Pop
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
 from rocketspark.grpcv2.stubs import service_pb2 as sv
 from rocketspark.protocol.codes import RequestCode

@@ -26,7 +26,7 @@ import ipaddress
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from google.protobuf.message import Message
@@ -37,9 +37,9 @@ from rocketspark.grpcv2 import mapping, settings
 from rocketspark.grpcv2.clients import Cluster, in_thread
 from rocketspark.grpcv2.consuming import Consuming, client_id
 from rocketspark.grpcv2.delay import DelayScheduler
-from rocketspark.grpcv2.limits import Limits
+from rocketspark.grpcv2.limits import Limits, PopLimits
+from rocketspark.grpcv2.pop import Pop
 from rocketspark.grpcv2.presence import Presence
-from rocketspark.grpcv2.receiving import Pop, PopLimits
 from rocketspark.grpcv2.sending import Sending
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
 from rocketspark.grpcv2.stubs import service_pb2 as sv
@@ -62,8 +62,8 @@ class Host:
     broker_name: str
     master: Callable[[], bool]  # only a master's endpoint delivers delay messages and checks transactions
     topic_known: Callable[[str], bool]  # whether the broker's own topic table has a topic
-    pop: PopLimits = field(default_factory=PopLimits)
-    checks: CheckRules = field(default_factory=CheckRules)
+    pop: PopLimits
+    checks: CheckRules
 
     def is_master(self) -> bool:
         return self.master()

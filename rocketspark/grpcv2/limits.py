@@ -25,15 +25,12 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import Any, Final, Protocol
 
 from google.protobuf.message import Message
 
 from rocketspark.grpcv2.mapping import FIRST_SECOND, LAST_MILLI, LAST_SECOND, Refused, millis
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
-
-if TYPE_CHECKING:
-    from rocketspark.grpcv2.receiving import PopLimits
 
 MAX_DELAY_MS: Final = 3 * 24 * 3_600_000  # RocketMQ's timerMaxDelaySec: a delay message is at most 72 h ahead
 MAX_RECEIVE_BATCH: Final = 32  # RocketMQ's pop takes at most 32 messages a call
@@ -47,6 +44,7 @@ MOST_MULTIPLIER: Final = 100.0  # an exponential backoff's multiplier (RocketMQ'
 MOST_BODY_BYTES: Final = 1 << 30  # a client's own body limit (the Python client's is 128 MiB)
 LARGEST_OFFSET: Final = (1 << 63) - 1
 MAX_DURATION_S: Final = 315_576_000_000  # protobuf's Duration: +-10,000 years
+PUSH_INVISIBLE_MS: Final = 60_000  # a PushConsumer's invisible duration (RocketMQ's), if the limits allow
 
 BAD: Final = pb.Code.BAD_REQUEST
 EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
@@ -162,6 +160,25 @@ class Moment:
             return None
         upper = _when(high) if self.ahead_ms is None else f"{self.ahead_ms // 3_600_000} h from now"
         return f"is {_when(ms)} ({ms} ms); allowed: {_when(self.low_ms)} to {upper}{_why(self.why)}"
+
+
+@dataclass(frozen=True, slots=True)
+class PopLimits:
+    """The broker's limits on pop consumption (``pop_*`` keys of ``broker.config``, where
+    their defaults are): invisible durations a receive may ask, deliveries before the DLQ."""
+
+    min_invisible_ms: int
+    max_invisible_ms: int
+    max_reconsume_times: int
+
+    @property
+    def max_attempts(self) -> int:
+        return self.max_reconsume_times + 1
+
+    @property
+    def default_invisible_ms(self) -> int:
+        """What a PushConsumer's deliveries get (it asks for none: auto renew), within the limits."""
+        return max(self.min_invisible_ms, min(PUSH_INVISIBLE_MS, self.max_invisible_ms))
 
 
 def declared(pop: PopLimits) -> dict[str, tuple[Rule, ...]]:

@@ -18,12 +18,15 @@ Order per message group: a message with a message group is not handed out while 
 of the same group from this queue is in flight, so a group's messages are consumed in order
 by every consumer, FIFO or not.
 
-Pure logic, no I/O: the endpoint fetches and commits (:mod:`rocketspark.grpcv2.receiving`).
+Pure logic, no I/O: the endpoint fetches and commits (:mod:`rocketspark.grpcv2.pop`).
+``GroupTopic`` gathers a group's queues of one topic.
 """
 
 from __future__ import annotations
 
+import asyncio
 import secrets
+import time
 from dataclasses import dataclass, field
 
 from rocketspark.protocol.properties import SHARDING_KEY
@@ -176,3 +179,15 @@ def _decimal(text: str) -> bool:
 
 def _group(message: MessageExt) -> str | None:
     return message.properties.get(SHARDING_KEY) or None
+
+
+@dataclass(slots=True)
+class GroupTopic:
+    group: str
+    topic: str
+    queues: dict[int, PopQueue]
+    filling: asyncio.Lock = field(default_factory=asyncio.Lock)
+    changed: asyncio.Event = field(default_factory=asyncio.Event)  # an ack may free a message group
+    idle_until: float = 0.0  # the last read found nothing new: the next not before this (monotonic)
+    owned: set[int] = field(default_factory=set)  # the queues whose lock this endpoint holds
+    used_at: float = field(default_factory=time.monotonic)  # the last receive

@@ -13,7 +13,7 @@ here is taken to be *gone* when none of its streams is open and
 - it called after that, but has not for ``ALIVE_S`` since.
 
 ``departed`` gives each gone client once; the endpoint then makes the messages it held visible
-again (:meth:`rocketspark.grpcv2.receiving.Pop.release`). A client that says it ends
+again (:meth:`rocketspark.grpcv2.pop.Pop.release`). A client that says it ends
 (``NotifyClientTermination``) is released by the endpoint at once, and is ``ended`` for
 ``ALIVE_S`` after: a receive of its still waiting then hands it nothing more. A client that never opened a
 stream here (a raw gRPC caller) is never taken to be gone: its messages come back at the end of

@@ -38,9 +38,12 @@ Ask = Callable[[str, MessageExt, str], bool]
 
 @dataclass(frozen=True, slots=True)
 class CheckRules:
-    timeout_ms: int = 6_000  # RocketMQ's transactionTimeOut
-    interval_ms: int = 30_000  # transactionCheckInterval
-    max_checks: int = 15  # transactionCheckMax
+    """When half messages are checked back (``transaction_*`` keys of ``broker.config``, where
+    their defaults are: RocketMQ's)."""
+
+    timeout_ms: int  # transactionTimeOut
+    interval_ms: int  # transactionCheckInterval
+    max_checks: int  # transactionCheckMax
 
 
 def half_topic(broker_name: str) -> str:

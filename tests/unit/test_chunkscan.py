@@ -9,9 +9,8 @@ import zlib
 import pytest
 
 from broker.store.chunkscan import scan_chunk
-from broker.store.scan import GAP_MAGIC
 from rocketspark.codec.build import stamped_head
-from rocketspark.codec.layout import BODY_AT, RecordCorrupted, encode_blank
+from rocketspark.codec.layout import BODY_AT, GAP_MAGIC, RecordCorrupted, encode_blank
 from tests.helpers import batch_record
 
 

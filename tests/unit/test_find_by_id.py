@@ -70,7 +70,7 @@ def test_the_key_index_finds_client_ids_by_batch_range_and_own_uniq_keys(tmp_pat
     big = put_messages(store, 0, plain(50), first_id=first)
     own = [Message("orders", b"v2", properties={"UNIQ_KEY": "01AABBCCDDEEFF0011223344556677"}), *plain(2)]
     mixed = put_messages(store, 1, own)
-    store._flush_all()
+    store.flusher.flush_all()
     index = KeyIndex(tmp_path / "keys.db", store)
     index.db.open()
     index_all(index)
@@ -95,7 +95,7 @@ def test_an_index_made_before_client_ids_is_made_again_from_the_log(tmp_path: Pa
     store = open_store(tmp_path / "s", segment_bytes=4096, flush_interval_ms=10)
     first = ids.mint(3)
     at = put_messages(store, 0, [Message("orders", b"k", keys=["k1"]), *plain(2)], first_id=first)
-    store._flush_all()
+    store.flusher.flush_all()
     old = sqlite3.connect(tmp_path / "keys.db")  # what an older broker left: keys only, all indexed
     old.executescript(
         "CREATE TABLE keys (topic TEXT NOT NULL, key TEXT NOT NULL, phys INTEGER NOT NULL, idx INTEGER NOT NULL);"
@@ -130,7 +130,7 @@ def test_records_of_the_previous_version_are_found_by_position_and_their_keys_in
     found = store.record_holding(at + 2)
     assert found is not None and decode_messages(found.record)[2].body == b"x1"
     assert decode_messages(found.record)[2].client_id is None
-    store._flush_all()
+    store.flusher.flush_all()
     index = KeyIndex(tmp_path / "keys.db", store)
     index.db.open()
     index_all(index)

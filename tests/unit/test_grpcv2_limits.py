@@ -10,9 +10,8 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from rocketspark.grpcv2.consuming import Consuming
 from rocketspark.grpcv2.endpoint import Endpoint
-from rocketspark.grpcv2.limits import Limits
+from rocketspark.grpcv2.limits import Limits, PopLimits
 from rocketspark.grpcv2.mapping import Refused
-from rocketspark.grpcv2.receiving import PopLimits
 from rocketspark.grpcv2.sending import Sending
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
 from rocketspark.grpcv2.stubs import service_pb2 as sv

@@ -107,10 +107,14 @@ class NoClients:
 def test_a_push_consumers_deliveries_stay_invisible_while_it_is_heard_from() -> None:
     import time
 
+    from rocketspark.grpcv2.limits import PopLimits
+    from rocketspark.grpcv2.pop import Pop
+    from rocketspark.grpcv2.popstate import GroupTopic
     from rocketspark.grpcv2.presence import Presence
-    from rocketspark.grpcv2.receiving import GroupTopic, Pop, PopLimits
 
-    pop = Pop(NoClients(), PopLimits(default_invisible_ms=60_000), lambda: "endpoint", Presence())  # type: ignore[arg-type]
+    limits = PopLimits(min_invisible_ms=10_000, max_invisible_ms=12 * 3_600_000, max_reconsume_times=16)
+    assert limits.default_invisible_ms == 60_000
+    pop = Pop(NoClients(), limits, lambda: "endpoint", Presence())  # type: ignore[arg-type]
     queue = queue_with(message(0), message(1))
     state = GroupTopic("g", "t", {0: queue}, owned={0})
     mine, theirs = take(queue, 2, now=time.monotonic(), invisible_s=60)

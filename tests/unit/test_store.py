@@ -8,10 +8,12 @@ import os
 import shutil
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from broker.config import BrokerConfig
 from broker.store.mappedfile import Sync
 from broker.store.reading import GetStatus
 from broker.store.recovery import RecoveryReport
@@ -26,7 +28,7 @@ ENTRIES = 8  # consume-queue entries per file
 def config(path: Path, **overrides: object) -> StoreConfig:
     values: dict[str, object] = {"path": path, "segment_bytes": SEGMENT, "queue_entries_per_file": ENTRIES}
     values.update(overrides)
-    return StoreConfig(**values)  # type: ignore[arg-type]
+    return replace(BrokerConfig().store_config(), **values)  # type: ignore[arg-type]
 
 
 def put(store: MessageStore, topic: str, queue_id: int, body: bytes, tags: str | None = None) -> int:
@@ -292,7 +294,7 @@ def test_the_periodic_retention_round_skips_while_the_flusher_holds_the_store(st
         segment.touch(time.time() - 3600)
     disk.stall_next = True
     # A sync-flush send's wait wakes the flusher, which stalls in its fsync, holding the store.
-    flushing = threading.Thread(target=asyncio.run, args=(store.wait_flushed(store.log_max_offset),))
+    flushing = threading.Thread(target=asyncio.run, args=(store.flusher.wait_flushed(store.log_max_offset),))
     flushing.start()
     try:
         assert disk.stalled.wait(5)
@@ -326,7 +328,7 @@ def test_sync_flush_acknowledges_only_after_the_log_is_on_disk(store_path: Path)
 
     async def send() -> bool:
         result = put_batch(store, "t", 0, [b"durable"])
-        return await store.wait_flushed(result.end_offset)
+        return await store.flusher.wait_flushed(result.end_offset)
 
     assert asyncio.run(send()) is True
     assert store.flushed_offset >= store.commitlog.max_offset

@@ -6,7 +6,7 @@ logical queue, changed only on the endpoint's event loop; reads and commits go t
 through our own ``Consumer`` from worker threads. The watermark is committed as the group's
 offset (so ``rocketspark admin progress`` shows a pop group's lag as any group's) once a
 second when it moved, and when the endpoint stops. A message that had its last attempt goes to
-``%DLQ%<group>``; only once the dead-letter queue has it does it leave the in-flight set.
+``%DLQ%<group>`` (:mod:`rocketspark.grpcv2.deadletter`).
 
 An endpoint serves only the queues of a group whose lock it holds
 (:mod:`rocketspark.grpcv2.ownership`), so two endpoints never hand out one message at once; it
@@ -24,18 +24,17 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from rocketspark.errors import RocketSparkError, SystemBusyError
 from rocketspark.grpcv2.clients import Clients, in_thread
+from rocketspark.grpcv2.deadletter import DeadLetters
+from rocketspark.grpcv2.limits import PopLimits
 from rocketspark.grpcv2.mapping import Refused
 from rocketspark.grpcv2.ownership import Ownership
-from rocketspark.grpcv2.popstate import Inflight, PopQueue, Receipt
+from rocketspark.grpcv2.popstate import GroupTopic, Inflight, PopQueue, Receipt
 from rocketspark.grpcv2.presence import Presence
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
-from rocketspark.protocol.group_topics import ORIGIN_MESSAGE_ID, RECONSUME_TIME, RETRY_TOPIC, dlq_topic
-from rocketspark.protocol.properties import UNIQ_KEY
-from rocketspark.protocol.types import Message, MessageExt, PullStatus
+from rocketspark.protocol.types import MessageExt, PullStatus
 
 log = logging.getLogger(__name__)
 
@@ -50,34 +49,11 @@ MAX_INFLIGHT = 10_000  # messages of one queue handed out and not acknowledged, 
 IDLE_RELEASE_S = 60.0  # a group nobody received from this long (and nothing in flight) is let go
 
 
-@dataclass(frozen=True, slots=True)
-class PopLimits:
-    min_invisible_ms: int = 10_000  # RocketMQ's proxy: 10 s .. 12 h
-    max_invisible_ms: int = 12 * 3_600_000
-    default_invisible_ms: int = 60_000  # a PushConsumer asks for none (auto renew)
-    max_reconsume_times: int = 16  # RocketMQ's: 17 deliveries, then the dead-letter queue
-
-    @property
-    def max_attempts(self) -> int:
-        return self.max_reconsume_times + 1
-
-
-@dataclass(slots=True)
-class GroupTopic:
-    group: str
-    topic: str
-    queues: dict[int, PopQueue]
-    filling: asyncio.Lock = field(default_factory=asyncio.Lock)
-    changed: asyncio.Event = field(default_factory=asyncio.Event)  # an ack may free a message group
-    idle_until: float = 0.0  # the last read found nothing new: the next not before this (monotonic)
-    owned: set[int] = field(default_factory=set)  # the queues whose lock this endpoint holds
-    used_at: float = field(default_factory=time.monotonic)  # the last receive
-
-
 class Pop:
     def __init__(self, clients: Clients, limits: PopLimits, client_id: Callable[[], str], presence: Presence) -> None:
         self.clients = clients
         self.limits = limits
+        self.dead_letters = DeadLetters(clients, limits.max_attempts)
         self.ownership = Ownership(clients, client_id)
         self.presence = presence  # which consumers are still there
         self.states: dict[tuple[str, str], GroupTopic] = {}
@@ -113,7 +89,7 @@ class Pop:
         while True:
             if self.presence.ended(consumer):  # it said it terminates while this receive waited
                 return []
-            await self._dead_letter(state)
+            await self.dead_letters.drain(state)
             taken = self._take(state, first_queue, wanted, invisible_s)
             if taken:
                 for f in taken:
@@ -154,7 +130,7 @@ class Pop:
         if inflight is None or inflight.dead:
             raise _stale(handle)
         inflight.dead = True
-        if not await asyncio.shield(asyncio.ensure_future(self._dead_letter_one(state, queue, inflight))):
+        if not await asyncio.shield(asyncio.ensure_future(self.dead_letters.send(state, queue, inflight))):
             raise SystemBusyError("the dead-letter queue did not take the message; it stays in flight, try again")
 
     def assignment(self, group: str, topic: str) -> None:
@@ -266,45 +242,6 @@ class Pop:
         return read
 
     # -- the dead-letter queue and the watermark ---------------------------------------------
-
-    async def _dead_letter(self, state: GroupTopic) -> None:
-        """Send what had its last attempt to the dead-letter queue. Each stays in flight (the
-        watermark below it) until the DLQ has it, and the send finishes even if the receive
-        that started it is cancelled."""
-        now = time.monotonic()
-        for queue in state.queues.values():
-            for inflight in queue.expired(now, self.limits.max_attempts):
-                await asyncio.shield(asyncio.ensure_future(self._dead_letter_one(state, queue, inflight)))
-
-    async def _dead_letter_one(self, state: GroupTopic, queue: PopQueue, inflight: Inflight) -> bool:
-        try:
-            await in_thread(self._send_to_dlq, state, inflight)
-        except Exception as exc:  # kept in flight: dead-lettered again a second later
-            log.warning("grpc v2 endpoint: dead-lettering for group %s failed (%s)", state.group, exc)
-            queue.not_dead_lettered(inflight, time.monotonic() + 1.0)
-            return False
-        queue.dead_lettered(inflight)
-        state.changed.set()
-        return True
-
-    def _send_to_dlq(self, state: GroupTopic, inflight: Inflight) -> None:
-        message = inflight.message
-        properties = dict(message.properties)
-        properties.setdefault(RETRY_TOPIC, state.topic)
-        properties.setdefault(ORIGIN_MESSAGE_ID, message.msg_id)
-        if message.client_id is not None:  # dead-lettered under the same id, as RocketMQ's copy keeps UNIQ_KEY
-            properties.setdefault(UNIQ_KEY, message.client_id)
-        properties[RECONSUME_TIME] = str(inflight.attempt - 1)
-        target = dlq_topic(state.group)
-        copy = Message(target, message.body, tags=message.tags, keys=message.keys, properties=properties)
-        self.clients.producer.send(copy)
-        log.info(
-            "grpc v2 endpoint: message %s of %s went to %s after %d deliveries",
-            properties[ORIGIN_MESSAGE_ID],
-            state.topic,
-            target,
-            inflight.attempt,
-        )
 
     async def commit_forever(self) -> None:
         while True:
