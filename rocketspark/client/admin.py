@@ -19,11 +19,11 @@ from rocketspark.client.ops_admin import GroupInfo, TopicInfo
 from rocketspark.client.static_admin import RemapResult
 from rocketspark.client.topic_stats import TopicStats, fetch_topic_stats, queue_bounds, segment_state, segment_stats
 from rocketspark.errors import BrokerNotExistError, InvalidParameterError, TopicNotExistError
-from rocketspark.protocol.codec import unpack
+from rocketspark.protocol.bodies import unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.protocol.mapping import SegmentState
 from rocketspark.protocol.replica import ReplicaGroup
+from rocketspark.protocol.static_mapping import SegmentState
 from rocketspark.protocol.types import MessageExt, Perm, SendResult, TopicRouteData
 from rocketspark.protocol.validation import validate_topic_name
 from rocketspark.security.acl import AclTable, Decision

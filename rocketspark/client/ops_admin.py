@@ -15,7 +15,7 @@ from rocketspark.errors import (
     RocketSparkError,
     ServiceNotAvailableError,
 )
-from rocketspark.protocol.codec import pack, unpack
+from rocketspark.protocol.bodies import pack, unpack
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.group_topics import LOGICAL_PREFIX

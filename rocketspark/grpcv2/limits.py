@@ -9,7 +9,7 @@ time outside the years 1 to 9999) or our own code. A field the endpoint does not
 server-set property a producer echoes, a setting the endpoint answers with its own value) is held
 to what the field can mean all the same: garbage there is a client's bug, said at once.
 
-Times are read as :func:`rocketspark.grpcv2.mapping.millis` reads them (the Python client's
+Times are read as :func:`rocketspark.grpcv2.translate.millis` reads them (the Python client's
 milliseconds in ``seconds`` included). Each rule's ``path`` names a field from the request down;
 ``[]`` marks a repeated field (each element is checked). A message-typed field that is not set
 is not checked unless the rule says it is ``required``.
@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from google.protobuf.message import Message
 
-from rocketspark.grpcv2.mapping import FIRST_SECOND, LAST_MILLI, LAST_SECOND, Refused, millis
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
+from rocketspark.grpcv2.translate import FIRST_SECOND, LAST_MILLI, LAST_SECOND, Refused, millis
 
 if TYPE_CHECKING:
     from rocketspark.grpcv2.receiving import PopLimits

@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 
 from rocketspark.errors import RocketSparkError, SystemBusyError
 from rocketspark.grpcv2.clients import Clients, in_thread
-from rocketspark.grpcv2.mapping import Refused
 from rocketspark.grpcv2.ownership import Ownership
 from rocketspark.grpcv2.popstate import Inflight, PopQueue, Receipt
 from rocketspark.grpcv2.presence import Presence
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
+from rocketspark.grpcv2.translate import Refused
 from rocketspark.protocol.group_topics import ORIGIN_MESSAGE_ID, RECONSUME_TIME, RETRY_TOPIC, dlq_topic
 from rocketspark.protocol.properties import UNIQ_KEY
 from rocketspark.protocol.types import Message, MessageExt, PullStatus

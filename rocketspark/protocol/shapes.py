@@ -9,7 +9,7 @@ code the broker and the nameserver serve:
 - the header fields (the command's ``ext`` map): types, ranges, string and list lengths;
 - the body: a msgpack body (a broker's registration, a static topic's mapping) is decoded
   against its declared shape; a binary body (a send batch) is left to its handler, which
-  checks every record with :mod:`rocketspark.protocol.codec`; every other request has none.
+  checks every record with :mod:`rocketspark.codec.ingest`; every other request has none.
 
 A field that breaks its shape is an ``InvalidParameterError`` (INVALID_PARAMETER) whose
 message names the request, the field and what is allowed; a body that is not msgpack at all
@@ -287,7 +287,7 @@ MappingItem = tuple[Offset, QueueId, Name, Offset, Offset, OffsetOrNone, OffsetO
 
 
 class MappingDetail(Shape):
-    """A broker's ``TopicQueueMappingDetail`` (see :mod:`rocketspark.protocol.mapping`)."""
+    """A broker's ``TopicQueueMappingDetail`` (see :mod:`rocketspark.protocol.static_mapping`)."""
 
     topic: Topic
     total_queues: QueueCount

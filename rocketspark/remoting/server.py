@@ -28,7 +28,7 @@ from typing import Protocol, TypeVar
 
 from rocketspark.errors import MalformedRequestError, RocketSparkError, wire_details
 from rocketspark.protocol import shapes
-from rocketspark.protocol.codec import MalformedBody
+from rocketspark.protocol.bodies import MalformedBody
 from rocketspark.protocol.codes import Flag, ResponseCode
 from rocketspark.protocol.command import MSGPACK, MalformedCommand, RemotingCommand
 from rocketspark.protocol.headers import get_str

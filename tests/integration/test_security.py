@@ -9,7 +9,7 @@ import pytest
 
 from rocketspark import Admin, Consumer, LocalCluster, Message, Producer
 from rocketspark.errors import AuthenticationError, ConnectError, NoPermissionError
-from rocketspark.protocol.codec import pack
+from rocketspark.protocol.bodies import pack
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.client import RemotingClient

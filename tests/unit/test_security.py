@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rocketspark.errors import AuthenticationError, ConfigError, InvalidParameterError, NoPermissionError
-from rocketspark.protocol.codec import pack
+from rocketspark.protocol.bodies import pack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.shapes import SHAPES
