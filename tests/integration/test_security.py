@@ -14,7 +14,7 @@ from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.client import RemotingClient
 from rocketspark.security.acl import AclTable, UserType
-from rocketspark.security.guard import Guard
+from rocketspark.security.request_guard import Guard
 from rocketspark.security.signing import Credentials
 from rocketspark.security.store import AclStore
 
