@@ -16,7 +16,7 @@ from typing import Final
 
 from broker.store.mappedfile import MappedFile
 from rocketspark.codec import layout
-from rocketspark.codec.columns import check_record
+from rocketspark.codec.heads import check_record
 from rocketspark.codec.layout import RecordCorrupted
 
 GAP_MAGIC: Final = 0x47415021  # "GAP!": a region recovery cut out of the middle of a segment

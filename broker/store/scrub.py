@@ -24,7 +24,7 @@ from pathlib import Path
 
 from broker.store.scan import GAP_MAGIC
 from rocketspark.codec import layout
-from rocketspark.codec.columns import check_record
+from rocketspark.codec.heads import check_record
 from rocketspark.codec.layout import RecordCorrupted
 
 log = logging.getLogger(__name__)
