@@ -17,7 +17,7 @@ from broker.static_topics import StaticTopics
 from broker.store.store import MessageStore
 from rocketspark.client.logical import LogicalQueue, Segment, count
 from rocketspark.protocol.group_topics import LOGICAL_PREFIX
-from rocketspark.protocol.mapping import LogicQueueMappingItem
+from rocketspark.protocol.static_mapping import LogicQueueMappingItem
 
 
 @dataclass(frozen=True, slots=True)

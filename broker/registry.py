@@ -24,7 +24,7 @@ from typing import Any
 from broker.config import BrokerConfig
 from broker.ha.role import Role
 from rocketspark.errors import RocketSparkError
-from rocketspark.protocol.codec import pack
+from rocketspark.protocol.bodies import pack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.client import RemotingClient, check

@@ -48,8 +48,7 @@ from broker.store.store import MessageStore
 from broker.topics import TopicTable
 from rocketspark.dirlock import DirLock
 from rocketspark.errors import ControllerInvalidRequestError, ControllerReplicaIdInvalidError, RocketSparkError
-from rocketspark.grpcv2.clients import Cluster as GrpcCluster
-from rocketspark.grpcv2.clients import InProcess
+from rocketspark.grpcv2.clients import EndpointClients, InProcess
 from rocketspark.grpcv2.delay import TICK_S, DelayScheduler
 from rocketspark.grpcv2.endpoint import Endpoint as GrpcEndpoint
 from rocketspark.grpcv2.endpoint import Host as GrpcHost
@@ -141,7 +140,7 @@ class Broker:
         )
         # Our own clients of the cluster (signed with the cluster credential), and the held logs
         # behind delay messages and transactions: the v2 endpoint and 4.x clients share them.
-        self.clients = GrpcCluster(config.nameservers, self.security, config.max_message_bytes)
+        self.clients = EndpointClients(config.nameservers, self.security, config.max_message_bytes)
         self.host = GrpcHost(
             config.broker_name,
             lambda: self.role.is_master,

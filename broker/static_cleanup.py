@@ -14,10 +14,10 @@ import logging
 from broker.static_topics import StaticTopics
 from broker.store.store import MessageStore
 from rocketspark.errors import RocketSparkError
-from rocketspark.protocol.codec import unpack
+from rocketspark.protocol.bodies import unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.protocol.mapping import LogicQueueMappingItem
+from rocketspark.protocol.static_mapping import LogicQueueMappingItem
 from rocketspark.remoting.client import check
 from rocketspark.remoting.transport import Transport
 

@@ -21,7 +21,7 @@ from typing import Any
 from broker.metadata import MappingsFile
 from broker.store.metafile import read_json, write_json_atomic
 from rocketspark.errors import InvalidParameterError, MappingStaleError, NotLeaderForQueueError
-from rocketspark.protocol.mapping import LogicQueueMappingItem, TopicQueueMappingDetail, check_items
+from rocketspark.protocol.static_mapping import LogicQueueMappingItem, TopicQueueMappingDetail, check_items
 
 
 class StaticTopics:

@@ -8,7 +8,7 @@ restart, the controller's view of masters, permissions), then written in RocketM
 from __future__ import annotations
 
 from rocketspark.errors import MalformedRequestError
-from rocketspark.protocol.codec import unpack
+from rocketspark.protocol.bodies import unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.types import BrokerData, TopicRouteData

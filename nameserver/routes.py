@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from rocketspark.protocol.mapping import TopicQueueMappingDetail, merge_details
+from rocketspark.protocol.static_mapping import TopicQueueMappingDetail, merge_details
 from rocketspark.protocol.types import BrokerData, Perm, QueueData, TopicConfig, TopicRouteData
 
 

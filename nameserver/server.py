@@ -19,7 +19,7 @@ from nameserver.readiness import Readiness
 from nameserver.routes import RouteTable
 from rocketspark.errors import BrokerNotExistError, NameserverNotReadyError, TopicNotExistError
 from rocketspark.metrics.node import NodeMetrics
-from rocketspark.protocol.codec import pack, unpack
+from rocketspark.protocol.bodies import pack, unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.headers import get_int, get_list, get_str

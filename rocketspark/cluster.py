@@ -8,36 +8,26 @@ Two ways to run them:
   child process, so one can be killed (``kill_broker``) and restarted on the same port and
   data directory, as a crash test needs.
 
-This is the one module of the ``rocketspark`` package that imports ``broker`` and
-``nameserver``, and only when a cluster starts.
+The servers are started and stopped, either way, by :mod:`rocketspark.launcher`; this
+module decides what they are: their configs, ports, names and replica groups.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import secrets
 import shutil
-import sys
 import tempfile
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from rocketspark.configfile import from_mapping
 from rocketspark.errors import ClusterError
+from rocketspark.launcher import Launcher
 from rocketspark.ports import free_port
 from rocketspark.security.local import LocalSecurity
 from rocketspark.security.signing import Credentials
-from rocketspark.servers import (
-    READY_TIMEOUT_S,
-    InProcess,
-    ServerProcess,
-    StopServer,
-    broker_names,
-    write_toml,
-)
+from rocketspark.servers import READY_TIMEOUT_S, ServerProcess, broker_names, write_toml
 
 if TYPE_CHECKING:
     from rocketspark.console.server import Console
@@ -92,19 +82,15 @@ class LocalCluster:
         console: bool = True,
         console_port: int = 0,
     ) -> None:
-        if replicas < 1:
-            raise ClusterError(f"replicas must be at least 1, not {replicas}")
-        if nameservers < 1:
-            raise ClusterError(f"nameservers must be at least 1, not {nameservers}")
+        _check_shape(replicas=replicas, nameservers=nameservers, tls=tls, tls_mutual=tls_mutual)
         self.nameserver_count = nameservers
         self.replica_count = replicas
         self.broker_count = brokers
         self.processes = processes
-        if tls_mutual and not tls:
-            raise ClusterError("tls_mutual needs tls=True")
         self.cluster_name = cluster_name
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="rocketspark-"))
+        self._servers = Launcher(self.data_dir, processes=processes)
         self.security = LocalSecurity.make(auth=auth, tls=tls, tls_mutual=tls_mutual, directory=self.data_dir)
         self.auth, self.tls = auth, tls
         self.admin_access_key = self.security.admin_access_key
@@ -117,8 +103,6 @@ class LocalCluster:
         self.nameserver_addresses: list[str] = []
         self._nameserver_values: list[dict[str, Any]] = []  # each one's config: a restart reuses its ports
         self.brokers: dict[str, str] = {}  # name -> address
-        self._procs: dict[str, ServerProcess] = {}
-        self._inproc: InProcess | None = None
         self._ports: dict[str, int] = {}  # every broker ever started: a restart reuses its port
         self._replicas: dict[str, dict[int, str]] = {}  # group -> replica id -> address
         self._by_address: dict[str, tuple[str, int]] = {}  # replica address -> (group, replica id)
@@ -167,9 +151,7 @@ class LocalCluster:
 
     def start(self) -> Self:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        if not self.processes:
-            self._inproc = InProcess()
-            self._inproc.start()
+        self._servers.open()
         try:
             self._start_nameservers()
             for name in broker_names(self.broker_count):
@@ -200,12 +182,10 @@ class LocalCluster:
         for name in list(self.brokers):
             self.stop_broker(name)
         for group, replica_id in list(self._by_address.values()):
-            self._stop_server(_key(group, replica_id))
+            self._servers.stop(_key(group, replica_id))
         for index in range(len(self.nameserver_addresses)):
-            self._stop_server(_nameserver_key(index))
-        if self._inproc is not None:
-            self._inproc.close()
-            self._inproc = None
+            self._servers.stop(_nameserver_key(index))
+        self._servers.close()
         if self._own_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
@@ -249,15 +229,7 @@ class LocalCluster:
 
     def _start_nameserver(self, index: int) -> str:
         values = self._nameserver_values[index]
-        key = _nameserver_key(index)
-        if self.processes:
-            address = self._start_process(key, "nameserver", values)
-        else:
-            from nameserver import server
-            from nameserver.config import NameServerConfig
-
-            config = from_mapping(NameServerConfig, values, "nameserver config")
-            address = self._start_inproc(key, lambda: server.create_server(config), server.start, server.stop)
+        address = self._servers.start_nameserver(_nameserver_key(index), values)
         values["listen_port"] = int(address.rsplit(":", 1)[1])
         self.nameserver_addresses[index] = address
         return address
@@ -271,14 +243,12 @@ class LocalCluster:
         """SIGKILL one nameserver (and the controller in it), as a crash would."""
         if not self.processes:
             raise ClusterError("kill_nameserver needs LocalCluster(processes=True)")
-        proc = self._procs.pop(_nameserver_key(self._nameserver_index(address)), None)
-        if proc is not None:
-            proc.kill()
+        self._servers.kill(_nameserver_key(self._nameserver_index(address)))
 
     def restart_nameserver(self, address: str) -> str:
         """Start a nameserver again on its ports and controller data (stopping it first if it runs)."""
         index = self._nameserver_index(address)
-        self._stop_server(_nameserver_key(index))
+        self._servers.stop(_nameserver_key(index))
         return self._start_nameserver(index)
 
     # -- brokers ------------------------------------------------------------------------------
@@ -307,14 +277,7 @@ class LocalCluster:
             values = values | {"grpc_listen_port": self._grpc_ports.setdefault(key, free_port())}
         if values["grpc_listen_port"] > 0:
             self.grpc_endpoints[key] = f"127.0.0.1:{values['grpc_listen_port']}"
-        values = self._with_metrics(key, values)
-        if self.processes:
-            return self._start_process(key, "broker", values)
-        from broker import server
-        from broker.config import BrokerConfig
-
-        config = from_mapping(BrokerConfig, values, f"broker {key} config")
-        return self._start_inproc(key, lambda: server.create_server(config), server.start, server.stop)
+        return self._servers.start_broker(key, self._with_metrics(key, values))
 
     def _with_metrics(self, key: str, values: dict[str, Any]) -> dict[str, Any]:
         """A server's config with its metrics port chosen here (kept across restarts, so that
@@ -362,7 +325,7 @@ class LocalCluster:
     def _process(self, address: str) -> ServerProcess:
         if not self.processes:
             raise ClusterError("kill, pause and resume need LocalCluster(processes=True)")
-        proc = self._procs.get(_key(*self._replica(address)))
+        proc = self._servers.process(_key(*self._replica(address)))
         if proc is None:
             raise ClusterError(f"the replica at {address} is not running; restart({address!r}) starts it")
         return proc
@@ -382,78 +345,35 @@ class LocalCluster:
         """Start a replica again on its port and data directory (stopping it cleanly first
         if it runs)."""
         group, replica_id = self._replica(address)
-        self._stop_server(_key(group, replica_id))
+        self._servers.stop(_key(group, replica_id))
         return self._start_replica(group, replica_id)
 
     def stop_broker(self, name: str) -> None:
         """Stop a broker cleanly (it unregisters and flushes)."""
         self.brokers.pop(name, None)
-        self._stop_server(name)
+        self._servers.stop(name)
 
     def kill_broker(self, name: str) -> None:
         """SIGKILL a broker process, as a crash would (``processes=True`` only)."""
         if not self.processes:
             raise ClusterError("kill_broker needs LocalCluster(processes=True)")
         self.brokers.pop(name, None)
-        proc = self._procs.pop(name, None)
-        if proc is not None:
-            proc.kill()
+        self._servers.kill(name)
 
     def broker_pid(self, name: str) -> int | None:
         """A broker's process id (``processes=True``), e.g. to SIGSTOP it in a test."""
-        proc = self._procs.get(name)
+        proc = self._servers.process(name)
         return proc.pid if proc else None
 
-    # -- one server, either way ---------------------------------------------------------------
 
-    def _start_process(self, name: str, module: str, values: dict[str, Any]) -> str:
-        """``python -m <module>`` with ``values`` as its TOML config; return its address."""
-        conf = self.data_dir / f"{name}.toml"
-        write_toml(conf, values)
-        proc = ServerProcess(name, [sys.executable, "-m", module, "--conf", str(conf)], self.data_dir / f"{name}.log")
-        # ``python -m`` looks in the working directory first: run where this rocketspark lives, so
-        # that the servers are this code, not a checkout the caller happens to stand in.
-        address = proc.start(self._child_env(), cwd=str(Path(__file__).resolve().parent.parent))
-        self._procs[name] = proc
-        return address
-
-    def _start_inproc(
-        self,
-        name: str,
-        create: Callable[[], tuple[Any, int, Any]],
-        start: Callable[[Any, Any], Awaitable[list[Any]]],
-        stop: StopServer,
-    ) -> str:
-        """Create and start a server on the shared event loop; return its address."""
-        inproc = self._inproc
-        assert inproc is not None
-
-        async def boot() -> str:
-            server, _port, owner = create()
-            tasks = await start(server, owner)
-            inproc.servers[name] = (server, owner, tasks, stop)
-            return str(owner.address)
-
-        address: str = inproc.run(boot())
-        return address
-
-    def _stop_server(self, name: str) -> None:
-        if self.processes:
-            proc = self._procs.pop(name, None)
-            if proc is not None:
-                proc.stop()
-        elif self._inproc is not None:
-            running = self._inproc.servers.pop(name, None)
-            if running is not None:
-                server, owner, tasks, stop = running
-                self._inproc.run(stop(server, owner, tasks))
-
-    def _child_env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        root = str(Path(__file__).resolve().parent.parent)
-        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "") if env.get("PYTHONPATH") else root
-        env.setdefault("PYTHONUNBUFFERED", "1")
-        return env
+def _check_shape(*, replicas: int, nameservers: int, tls: bool, tls_mutual: bool) -> None:
+    """Refuse a cluster that cannot be built, before anything is made."""
+    if replicas < 1:
+        raise ClusterError(f"replicas must be at least 1, not {replicas}")
+    if nameservers < 1:
+        raise ClusterError(f"nameservers must be at least 1, not {nameservers}")
+    if tls_mutual and not tls:
+        raise ClusterError("tls_mutual needs tls=True")
 
 
 def _nameserver_key(index: int) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 from rocketspark.cluster import ServerProcess, write_toml
 from rocketspark.errors import RocketSparkError
-from rocketspark.protocol.codec import unpack
+from rocketspark.protocol.bodies import unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.client import RemotingClient, check

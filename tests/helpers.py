@@ -14,7 +14,7 @@ from rocketspark.codec.build import Idempotence, build_section, encode_batch, ta
 from rocketspark.codec.columns import decode
 from rocketspark.codec.ids import store_host
 from rocketspark.codec.messages import to_messages
-from rocketspark.protocol.codec import unpack
+from rocketspark.protocol.bodies import unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.types import MessageExt

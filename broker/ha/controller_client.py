@@ -20,7 +20,7 @@ from typing import Any
 from broker.ha.replication import Replication
 from broker.ha.role import GroupView, Role
 from rocketspark.errors import ControllerNeedRegisterError, RocketSparkError
-from rocketspark.protocol.codec import unpack
+from rocketspark.protocol.bodies import unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.client import RemotingClient, check

@@ -26,7 +26,7 @@ from broker.ha.transfer import LogClient, LogServer
 from broker.store.scan import ScannedRecord
 from broker.store.store import MessageStore
 from rocketspark.errors import FlushSlaveTimeoutError, InvalidParameterError, SlaveNotAvailableError
-from rocketspark.protocol.codec import pack, unpack
+from rocketspark.protocol.bodies import pack, unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.client import RemotingClient, check

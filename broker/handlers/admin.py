@@ -21,7 +21,7 @@ from broker.static_topics import StaticTopics
 from broker.store.store import MessageStore
 from broker.topics import TopicTable, validate_queue_nums
 from rocketspark.errors import InvalidParameterError, TopicNotExistError
-from rocketspark.protocol.codec import pack
+from rocketspark.protocol.bodies import pack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.group_topics import LOGICAL_PREFIX

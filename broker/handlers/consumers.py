@@ -17,7 +17,7 @@ from broker.registry import Registry
 from broker.store.store import MessageStore
 from broker.topics import TopicTable
 from rocketspark.errors import IllegalTopicNameError
-from rocketspark.protocol.codec import pack, unpack
+from rocketspark.protocol.bodies import pack, unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.group_topics import dlq_topic, retry_topic

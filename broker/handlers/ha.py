@@ -15,7 +15,7 @@ from broker.ha.replication import Replication
 from broker.ha.role import Role
 from broker.store.store import MessageStore
 from rocketspark.errors import NotMasterError
-from rocketspark.protocol.codec import pack
+from rocketspark.protocol.bodies import pack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.headers import get_int

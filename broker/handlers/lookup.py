@@ -27,7 +27,7 @@ from rocketspark.codec.columns import decode
 from rocketspark.codec.layout import PREFIX, RecordCorrupted
 from rocketspark.codec.messages import to_messages
 from rocketspark.errors import InvalidParameterError, ServiceNotAvailableError
-from rocketspark.protocol.codec import pack
+from rocketspark.protocol.bodies import pack
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.headers import get_int, get_str

@@ -38,7 +38,7 @@ from rocketspark.filtering.messages import matching_records
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.headers import get_int, get_list, get_str
-from rocketspark.protocol.mapping import LogicQueueMappingItem
+from rocketspark.protocol.static_mapping import LogicQueueMappingItem
 from rocketspark.remoting.server import Dispatcher
 
 MAX_MESSAGES_PER_PULL = 65_536

@@ -32,7 +32,7 @@ from rocketspark.codec import ids
 from rocketspark.codec.build import drop_front, tag_summary_of, with_first_id
 from rocketspark.codec.ingest import BatchRefused, BodyTooLarge, SentBatch, built_here, check_sent
 from rocketspark.errors import InvalidParameterError, MessageTooLargeError, TopicNotExistError
-from rocketspark.protocol.codec import MalformedBody
+from rocketspark.protocol.bodies import MalformedBody
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.headers import get_int, get_str

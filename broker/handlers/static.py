@@ -19,11 +19,11 @@ from broker.static_topics import StaticTopics
 from broker.store.store import MessageStore
 from broker.topics import TopicTable
 from rocketspark.errors import InvalidParameterError, MalformedRequestError
-from rocketspark.protocol.codec import pack, unpack
+from rocketspark.protocol.bodies import pack, unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.headers import get_list, get_str
-from rocketspark.protocol.mapping import LogicQueueMappingItem, TopicQueueMappingDetail
+from rocketspark.protocol.static_mapping import LogicQueueMappingItem, TopicQueueMappingDetail
 from rocketspark.protocol.types import Perm, TopicConfig
 from rocketspark.protocol.validation import validate_topic_name
 from rocketspark.remoting.server import Dispatcher

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from broker.rocketmq4.context import Dialect
 from broker.rocketmq4.messages import to_record
-from rocketspark.protocol.codec import unpack
+from rocketspark.protocol.bodies import unpack
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.types import MessageExt

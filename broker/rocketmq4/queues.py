@@ -30,7 +30,7 @@ from rocketspark.remoting.server import Dispatcher
 
 
 class Clients(Protocol):
-    """Our own clients of the cluster (``rocketspark.grpcv2.clients.Cluster``)."""
+    """Our own clients of the cluster (``rocketspark.grpcv2.clients.EndpointClients``)."""
 
     @property
     def consumer(self) -> Consumer: ...

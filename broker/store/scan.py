@@ -15,7 +15,7 @@ from typing import Final
 
 from broker.store.mappedfile import MappedFile
 from rocketspark.codec import layout
-from rocketspark.codec.columns import check_record
+from rocketspark.codec.heads import check_record
 from rocketspark.codec.layout import RecordCorrupted
 
 _HEAD: Final = layout.PREFIX

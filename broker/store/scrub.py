@@ -25,7 +25,7 @@ from pathlib import Path
 from broker.store.commitlog import CommitLog
 from broker.store.scan import Damage, scan_segment
 from rocketspark.codec import layout
-from rocketspark.codec.columns import check_record
+from rocketspark.codec.heads import check_record
 from rocketspark.codec.layout import RecordCorrupted
 
 log = logging.getLogger(__name__)

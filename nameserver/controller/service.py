@@ -28,7 +28,7 @@ from rocketspark.errors import (
     ControllerNotEnabledError,
     RocketSparkError,
 )
-from rocketspark.protocol.codec import pack
+from rocketspark.protocol.bodies import pack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.headers import get_bool, get_int, get_list, get_str

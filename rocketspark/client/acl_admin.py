@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from rocketspark.client.admin_core import AdminCore
 from rocketspark.errors import ConnectError, InvalidParameterError, RequestTimeoutError, RocketSparkError
-from rocketspark.protocol.codec import pack, unpack
+from rocketspark.protocol.bodies import pack, unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.security.acl import AclTable, Decision, Policy, UserType

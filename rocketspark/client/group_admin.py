@@ -21,7 +21,7 @@ from rocketspark.client.admin_core import QueueCore
 from rocketspark.client.logical import count
 from rocketspark.client.topic_admin import Topics
 from rocketspark.errors import InvalidParameterError, RocketSparkError
-from rocketspark.protocol.codec import pack, unpack
+from rocketspark.protocol.bodies import pack, unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.group_topics import LOGICAL_PREFIX

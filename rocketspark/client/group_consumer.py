@@ -41,7 +41,7 @@ from rocketspark.errors import InvalidParameterError, RocketSparkError
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.group_topics import ORIGIN_MESSAGE_ID, RECONSUME_TIME, retry_topic
-from rocketspark.protocol.mapping import MOCK_BROKER_NAME
+from rocketspark.protocol.static_mapping import MOCK_BROKER_NAME
 from rocketspark.protocol.types import MessageExt, PullStatus
 from rocketspark.protocol.validation import validate_topic_name
 from rocketspark.security.client_side import SecurityKwargs

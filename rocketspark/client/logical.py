@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from rocketspark.client.routes import read_queues
 from rocketspark.errors import ConnectError
-from rocketspark.protocol.mapping import LogicQueueMappingItem, find_item, next_item
+from rocketspark.protocol.static_mapping import LogicQueueMappingItem, find_item, next_item
 from rocketspark.protocol.types import TopicRouteData
 
 

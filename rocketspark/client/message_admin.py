@@ -20,7 +20,7 @@ from typing import Any
 from rocketspark.client.admin_core import ClientCore
 from rocketspark.codec import ids
 from rocketspark.errors import InvalidParameterError, MessageNotFoundError, ServiceNotAvailableError
-from rocketspark.protocol.codec import unpack
+from rocketspark.protocol.bodies import unpack
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.types import Message, MessageExt, SendResult

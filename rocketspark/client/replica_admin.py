@@ -20,7 +20,7 @@ from typing import Any
 
 from rocketspark.client.admin_core import AdminCore
 from rocketspark.errors import InvalidParameterError
-from rocketspark.protocol.codec import unpack
+from rocketspark.protocol.bodies import unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.replica import ReplicaGroup

@@ -27,7 +27,7 @@ from rocketspark.errors import (
     RocketSparkError,
     TopicNotExistError,
 )
-from rocketspark.protocol.codec import unpack
+from rocketspark.protocol.bodies import unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.types import Perm, QueueData, TopicRouteData

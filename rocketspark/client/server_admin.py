@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from rocketspark.client.admin_core import AdminCore
-from rocketspark.protocol.codec import unpack
+from rocketspark.protocol.bodies import unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.types import Perm

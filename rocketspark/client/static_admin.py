@@ -32,11 +32,11 @@ from rocketspark.errors import (
     TopicExistAlreadyError,
     TopicNotExistError,
 )
-from rocketspark.protocol.codec import pack, unpack
+from rocketspark.protocol.bodies import pack, unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.group_topics import LOGICAL_PREFIX
-from rocketspark.protocol.mapping import TopicQueueMappingDetail, merge_details, new_epoch
+from rocketspark.protocol.static_mapping import TopicQueueMappingDetail, merge_details, new_epoch
 from rocketspark.protocol.validation import validate_topic_name
 
 log = logging.getLogger(__name__)

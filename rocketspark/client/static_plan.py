@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from rocketspark.protocol.mapping import (
+from rocketspark.protocol.static_mapping import (
     LogicQueueMappingItem,
     TopicQueueMappingDetail,
     block_seq_round_up,

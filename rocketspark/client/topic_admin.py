@@ -22,10 +22,10 @@ from rocketspark.client.admin_core import QueueCore
 from rocketspark.client.logical import LogicalQueue, logical_view
 from rocketspark.client.topic_stats import TopicStats, fetch_topic_stats, queue_bounds, segment_state, segment_stats
 from rocketspark.errors import BrokerNotExistError, RocketSparkError, TopicNotExistError
-from rocketspark.protocol.codec import unpack
+from rocketspark.protocol.bodies import unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.protocol.mapping import SegmentState
+from rocketspark.protocol.static_mapping import SegmentState
 from rocketspark.protocol.types import Perm, TopicRouteData
 from rocketspark.protocol.validation import topic_kind, validate_topic_name
 

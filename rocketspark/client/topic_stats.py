@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 
 from rocketspark.client.logical import LogicalQueue, Segment
 from rocketspark.errors import ConnectError, TopicNotExistError
-from rocketspark.protocol.codec import unpack
+from rocketspark.protocol.bodies import unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.protocol.mapping import SegmentState
+from rocketspark.protocol.static_mapping import SegmentState
 from rocketspark.protocol.types import BrokerData, TopicRouteData
 
 if TYPE_CHECKING:

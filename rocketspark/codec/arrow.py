@@ -20,7 +20,8 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from rocketspark.codec.columns import I64, Columns
+from rocketspark.codec.columns import Columns
+from rocketspark.codec.heads import I64
 from rocketspark.protocol.properties import UNIQ_KEY
 
 UTC = "UTC"

@@ -1,88 +1,27 @@
 """Decoding batch records into columns: every message of many batches at once.
 
 ``decode`` walks a buffer of concatenated records (a pull response; a send's one record),
-checks each record's header and both CRCs, and then finds every message's body, tag and
-keys/properties with numpy over all messages together: the only Python loop is one step per
-batch. The result, :class:`Columns`, is what the Message decoder, the Arrow builder and the
-broker's ingest check all read (:mod:`rocketspark.codec.messages`, :mod:`rocketspark.codec.arrow`).
+checks each record's header and both CRCs (:mod:`rocketspark.codec.heads`), and then finds
+every message's body, tag and keys/properties with numpy over all messages together: the
+only Python loop is one step per batch. The result, :class:`Columns`, is what the Message
+decoder, the Arrow builder and the broker's ingest check all read
+(:mod:`rocketspark.codec.messages`, :mod:`rocketspark.codec.arrow`).
 """
 
 from __future__ import annotations
 
-import struct
-import zlib
 from dataclasses import dataclass
-from typing import Final
 
 import msgpack
 import numpy as np
 import numpy.typing as npt
 
 from rocketspark.codec import compression, ids
-from rocketspark.codec.layout import (
-    BATCH_MAGIC,
-    BODY_AT,
-    BROKER_AT,
-    BROKER_END,
-    COMPRESSION_MASK,
-    HAS_TAG,
-    HEADER,
-    HEADER_DTYPE,
-    HEADER_SIZE,
-    ID_SIZE,
-    MAX_COUNT,
-    NONE,
-    PREFIX,
-    V2,
-    VERSION,
-    VERSIONS,
-    RecordCorrupted,
-    summary_of,
-    tag_hash,
-)
+from rocketspark.codec.heads import I64, MAX_SECTION, Heads, read_heads
+from rocketspark.codec.layout import COMPRESSION_MASK, HAS_TAG, NONE, RecordCorrupted, summary_of, tag_hash
 from rocketspark.protocol.properties import UNIQ_KEY
 
-I64 = npt.NDArray[np.int64]
 _U32 = np.dtype("<u4")
-MAX_SECTION: Final = 1 << 30  # a larger uncompressed section is damage, whatever the limits
-_HEAD_SPAN: Final = np.arange(HEADER_SIZE, dtype=np.int64)
-
-
-@dataclass(frozen=True, slots=True)
-class Heads:
-    """The headers of the records of a buffer, one row each (see ``layout.HEADER_DTYPE``)."""
-
-    starts: I64  # where each record starts in the buffer
-    rows: np.ndarray  # structured, HEADER_DTYPE
-    topic_at: I64  # where each record's topic starts, from its start (version 2's header is shorter)
-
-    @classmethod
-    def of(cls, raw: npt.NDArray[np.uint8], starts: I64) -> Heads:
-        """The headers of the records starting at ``starts`` in ``raw`` (each at least
-        ``HEADER_SIZE`` bytes long). A version-2 row's first id, which would be its topic and
-        section's first bytes, is zeroed."""
-        if not len(starts):
-            return cls(starts, np.zeros(0, HEADER_DTYPE), np.zeros(0, np.int64))
-        rows: np.ndarray = raw[starts[:, None] + _HEAD_SPAN].view(HEADER_DTYPE)[:, 0]
-        old = rows["version"] == V2
-        topic_at = np.full(len(starts), HEADER_SIZE, dtype=np.int64)
-        if np.count_nonzero(old):
-            rows["first_hi"][old] = 0
-            rows["first_lo"][old] = 0
-            topic_at[old] -= ID_SIZE
-        return cls(starts, rows, topic_at)
-
-    def __len__(self) -> int:
-        return len(self.starts)
-
-    def field(self, name: str) -> I64:
-        out: I64 = self.rows[name].astype(np.int64)
-        return out
-
-    def first_id(self, record: int) -> bytes | None:
-        """Record ``record``'s first client id (16 bytes); None when it has none (version 2)."""
-        hi, lo = int(self.rows["first_hi"][record]), int(self.rows["first_lo"][record])  # zero for version 2
-        return (hi << 64 | lo).to_bytes(16, "big") if hi or lo else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,78 +146,6 @@ class Columns:
         return hit
 
 
-def record_starts(buf: bytes | memoryview) -> list[int]:
-    """Where each record of ``buf`` starts, walking the chain of sizes (only magic and size
-    are checked here)."""
-    starts: list[int] = []
-    append = starts.append
-    unpack = PREFIX.unpack_from
-    pos, end = 0, len(buf)
-    try:
-        while pos < end:
-            total, magic = unpack(buf, pos)
-            if magic != BATCH_MAGIC or total < HEADER_SIZE or pos + total > end:
-                what = f"magic 0x{magic:08X}" if magic != BATCH_MAGIC else f"size {total}"
-                raise RecordCorrupted(f"bad record header at byte {pos} ({what})", pos)
-            append(pos)
-            pos += total
-    except struct.error:
-        raise RecordCorrupted(f"truncated record header at byte {pos}", pos) from None
-    return starts
-
-
-def read_heads(buf: bytes | memoryview, *, verify: bool = True, max_section: int = MAX_SECTION) -> Heads:
-    """The records' headers, checked: version, sizes, count and (with ``verify``) both CRCs."""
-    starts = np.asarray(record_starts(buf), dtype=np.int64)
-    heads = Heads.of(np.frombuffer(buf, dtype=np.uint8), starts)
-    rows = heads.rows
-    if verify:  # CRCs first: a damaged byte is damage, whatever field it landed in
-        view = memoryview(buf)
-        crc32 = zlib.crc32
-        for pos, total, header_crc, body_crc in zip(
-            starts.tolist(),
-            rows["total"].tolist(),
-            rows["header_crc"].tolist(),
-            rows["body_crc"].tolist(),
-            strict=True,
-        ):
-            if crc32(view[pos + BODY_AT : pos + total]) != body_crc:
-                raise RecordCorrupted(f"body CRC mismatch in the record at byte {pos}", pos)
-            if crc32(view[pos + BROKER_AT : pos + BROKER_END]) != header_crc:
-                raise RecordCorrupted(f"header CRC mismatch in the record at byte {pos}", pos)
-    _check_fields(heads, max_section)
-    return heads
-
-
-def _check_fields(heads: Heads, max_section: int) -> None:
-    rows = heads.rows
-    bad_version = (rows["version"] != VERSION) & (rows["version"] != V2)
-    if np.count_nonzero(bad_version):
-        i = int(np.argmax(bad_version))
-        raise _at(heads, i, f"version {rows['version'][i]} (this reader knows {V2} and {VERSION})")
-    count = heads.field("count")
-    bad_count = (count < 1) | (count > MAX_COUNT)
-    if np.count_nonzero(bad_count):
-        i = int(np.argmax(bad_count))
-        raise _at(heads, i, f"a count of {count[i]}")
-    room = heads.field("total") - heads.topic_at - heads.field("topic_len")
-    plain = (heads.field("attributes") & COMPRESSION_MASK) == NONE
-    size = heads.field("section_size")
-    over = size > max_section
-    if np.count_nonzero(over):
-        i = int(np.argmax(over))
-        raise _at(heads, i, f"a message section of {size[i]} bytes, over the limit of {max_section} bytes")
-    too_short = (room < 0) | (plain & (room != size)) | (size < 13 * count + 12)
-    if np.count_nonzero(too_short):
-        i = int(np.argmax(too_short))
-        raise _at(heads, i, "sizes that do not add up (topic, section and record size disagree)")
-
-
-def _at(heads: Heads, i: int, what: str) -> RecordCorrupted:
-    pos = int(heads.starts[i])
-    return RecordCorrupted(f"the record at byte {pos} has {what}", pos)
-
-
 def _sections(buf: bytes | memoryview, heads: Heads) -> tuple[bytes | memoryview, I64]:
     """The buffer holding every record's message section, and where each starts in it:
     ``buf`` itself unless a record is compressed."""
@@ -300,7 +167,7 @@ def _sections(buf: bytes | memoryview, heads: Heads) -> tuple[bytes | memoryview
         try:
             parts.append(compression.decompress(kind, view[start:end], n))
         except compression.DecompressionFailed as exc:
-            raise _at(heads, i, f"a message section that is damaged: {exc}") from None
+            raise heads.corrupted(i, f"a message section that is damaged: {exc}") from None
     starts = np.zeros(len(size), dtype=np.int64)
     np.cumsum(size[:-1], out=starts[1:])
     return b"".join(parts), starts
@@ -341,15 +208,15 @@ def decode(buf: bytes | memoryview, *, verify: bool = True, max_section: int = M
     firsts, totals = lo[:, first], hi[:, first + count - 1]  # each record's first and last offset
     if np.count_nonzero(firsts != 0) or np.count_nonzero(data_at + totals.sum(axis=0) != sec + size):
         bad = int(np.argmax((firsts != 0).any(axis=0) | (data_at + totals.sum(axis=0) != sec + size)))
-        raise _at(heads, bad, "a message section whose offsets do not add up to its size")
+        raise heads.corrupted(bad, "a message section whose offsets do not add up to its size")
     lengths = hi - lo
     if np.count_nonzero(lengths < 0):
-        raise _at(heads, int(batch[np.argmax((lengths < 0).any(axis=0))]), "message offsets that go backwards")
+        raise heads.corrupted(int(batch[np.argmax((lengths < 0).any(axis=0))]), "message offsets that go backwards")
     flags = raw[flags_at[batch] + index]
     has_tag = (flags & HAS_TAG).astype(np.bool_)
     if np.count_nonzero(flags > HAS_TAG) or np.count_nonzero((~has_tag) & (lengths[1] > 0)):
         bad = int(batch[np.argmax((flags > HAS_TAG) | ((~has_tag) & (lengths[1] > 0)))])
-        raise _at(heads, bad, "message flags that disagree with its tags")
+        raise heads.corrupted(bad, "message flags that disagree with its tags")
     da = data_at[batch]
     body_total, tag_total = totals[0][batch], totals[1][batch]
     return Columns(
@@ -386,24 +253,3 @@ def check_tags_utf8(columns: Columns) -> None:
         raise RecordCorrupted("a message tag is not valid UTF-8", 0) from None
     if ((raw[starts] & 0xC0) == 0x80).any():
         raise RecordCorrupted("a message tag is not valid UTF-8 (it starts inside a character)", 0)
-
-
-def check_record(buf: bytes | memoryview, pos: int, limit: int) -> int:
-    """Check the record at ``pos`` (header and both CRCs, not its message section); return
-    its total size or raise RecordCorrupted. For walkers of the log (recovery, the scrub)."""
-    if limit - pos < HEADER_SIZE:
-        raise RecordCorrupted(f"truncated record header at {pos}", pos)
-    total, magic = PREFIX.unpack_from(buf, pos)
-    if magic != BATCH_MAGIC:
-        raise RecordCorrupted(f"bad magic 0x{magic:08X} at {pos}", pos)
-    if total < HEADER_SIZE or pos + total > limit:
-        raise RecordCorrupted(f"impossible record size {total} at {pos}", pos)
-    head = HEADER.unpack_from(buf, pos)
-    view = memoryview(buf)
-    if zlib.crc32(view[pos + BODY_AT : pos + total]) != head[8]:
-        raise RecordCorrupted(f"body CRC mismatch in record at {pos}", pos)
-    if zlib.crc32(view[pos + BROKER_AT : pos + BROKER_END]) != head[2]:
-        raise RecordCorrupted(f"header CRC mismatch in record at {pos}", pos)
-    if head[9] not in VERSIONS:  # intact, but of a format this broker does not know
-        raise RecordCorrupted(f"record version {head[9]} at {pos} (this broker knows {V2} and {VERSION})", pos)
-    return int(total)

@@ -38,7 +38,7 @@ async def in_thread(call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 
 
 class Clients(Protocol):
-    """What the endpoint's parts use of the cluster: ``Cluster`` is one, a test may give another."""
+    """What the endpoint's parts use of the cluster: ``EndpointClients`` is one, a test may give another."""
 
     @property
     def consumer(self) -> Consumer: ...
@@ -48,7 +48,7 @@ class Clients(Protocol):
     def admin(self) -> Admin: ...
 
 
-class Cluster:
+class EndpointClients:
     """The endpoint's own clients of the cluster, made on first use and signed with the
     cluster credential (the v2 caller was authorized at this edge already)."""
 

@@ -18,7 +18,7 @@ from grpc import aio
 
 from rocketspark.errors import InvalidParameterError, RocketSparkError
 from rocketspark.filtering import compile_cached
-from rocketspark.grpcv2 import mapping
+from rocketspark.grpcv2 import translate
 from rocketspark.grpcv2.pop import Pop
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
 from rocketspark.grpcv2.stubs import service_pb2 as sv
@@ -52,7 +52,7 @@ class Consuming:
 
     def _reader(self, context: Context, group: pb.Resource, topic: pb.Resource) -> None:
         if not group.name:
-            raise mapping.Refused(pb.Code.ILLEGAL_CONSUMER_GROUP, "the request names no consumer group")
+            raise translate.Refused(pb.Code.ILLEGAL_CONSUMER_GROUP, "the request names no consumer group")
         if not topic.name:
             raise InvalidParameterError("the request names no topic")
         self.edge.authorize(
@@ -66,10 +66,10 @@ class Consuming:
         try:
             frames = await self._receive(request, context)
         except RocketSparkError as exc:
-            frames = [sv.ReceiveMessageResponse(status=mapping.status_for(exc))]
+            frames = [sv.ReceiveMessageResponse(status=translate.status_for(exc))]
         except Exception as exc:  # still a status and the closing frame the clients need
             log.exception("grpc v2 endpoint: unexpected error in ReceiveMessage")
-            failed = mapping.status(pb.Code.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}")
+            failed = translate.status(pb.Code.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}")
             frames = [sv.ReceiveMessageResponse(status=failed)]
         for frame in frames:
             yield frame
@@ -103,10 +103,10 @@ class Consuming:
             renew=request.auto_renew,
         )
         if not received:
-            return [sv.ReceiveMessageResponse(status=mapping.status(pb.Code.MESSAGE_NOT_FOUND, "no new message"))]
-        frames = [sv.ReceiveMessageResponse(status=mapping.status(mapping.OK))]
+            return [sv.ReceiveMessageResponse(status=translate.status(pb.Code.MESSAGE_NOT_FOUND, "no new message"))]
+        frames = [sv.ReceiveMessageResponse(status=translate.status(translate.OK))]
         for inflight, name in received:
-            message = mapping.to_v2(inflight.message, name)
+            message = translate.to_v2(inflight.message, name)
             system = message.system_properties
             system.receipt_handle = inflight.handle
             system.delivery_attempt = inflight.attempt
@@ -122,21 +122,21 @@ class Consuming:
             for entry in request.entries:
                 try:
                     self.pop.ack(request.group.name, request.topic.name, entry.receipt_handle)
-                    status = mapping.status(mapping.OK)
+                    status = translate.status(translate.OK)
                 except RocketSparkError as exc:
-                    status = mapping.status_for(exc)
+                    status = translate.status_for(exc)
                 except Exception as exc:  # the other entries still get their answer
                     log.exception("grpc v2 endpoint: unexpected error acknowledging a message")
-                    status = mapping.status(pb.Code.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}")
+                    status = translate.status(pb.Code.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}")
                 entries.append(
                     sv.AckMessageResultEntry(
                         message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=status
                     )
                 )
-            failed = [e.status for e in entries if e.status.code != mapping.OK]
-            overall = failed[0] if len(failed) == len(entries) and failed else mapping.status(mapping.OK)
+            failed = [e.status for e in entries if e.status.code != translate.OK]
+            overall = failed[0] if len(failed) == len(entries) and failed else translate.status(translate.OK)
             if failed and len(failed) < len(entries):
-                overall = mapping.status(pb.Code.MULTIPLE_RESULTS, f"{len(failed)} of {len(entries)} acks failed")
+                overall = translate.status(pb.Code.MULTIPLE_RESULTS, f"{len(failed)} of {len(entries)} acks failed")
             return sv.AckMessageResponse(status=overall, entries=entries)
 
         return await self.edge.answer(request, work, lambda s: sv.AckMessageResponse(status=s))
@@ -150,7 +150,9 @@ class Consuming:
             changed = self.pop.change_invisible(
                 request.group.name, request.topic.name, request.receipt_handle, invisible
             )
-            return sv.ChangeInvisibleDurationResponse(status=mapping.status(mapping.OK), receipt_handle=changed.handle)
+            return sv.ChangeInvisibleDurationResponse(
+                status=translate.status(translate.OK), receipt_handle=changed.handle
+            )
 
         return await self.edge.answer(request, work, lambda s: sv.ChangeInvisibleDurationResponse(status=s))
 
@@ -160,7 +162,7 @@ class Consuming:
         async def work() -> sv.ForwardMessageToDeadLetterQueueResponse:
             self._reader(context, request.group, request.topic)
             await self.pop.forward_to_dlq(request.group.name, request.topic.name, request.receipt_handle)
-            return sv.ForwardMessageToDeadLetterQueueResponse(status=mapping.status(mapping.OK))
+            return sv.ForwardMessageToDeadLetterQueueResponse(status=translate.status(translate.OK))
 
         return await self.edge.answer(request, work, lambda s: sv.ForwardMessageToDeadLetterQueueResponse(status=s))
 
@@ -174,7 +176,7 @@ class Consuming:
             self._reader(context, request.group, request.topic)
             queues = await self.edge.route_queues(request.topic)
             return sv.QueryAssignmentResponse(
-                status=mapping.status(mapping.OK), assignments=[pb.Assignment(message_queue=q) for q in queues]
+                status=translate.status(translate.OK), assignments=[pb.Assignment(message_queue=q) for q in queues]
             )
 
         return await self.edge.answer(request, work, lambda s: sv.QueryAssignmentResponse(status=s))

@@ -20,7 +20,7 @@ from typing import Final
 from rocketspark.errors import NoRouteInfoError, RocketSparkError, TopicNotExistError
 from rocketspark.grpcv2.clients import Clients
 from rocketspark.grpcv2.held import Broker, HeldLog, Holder
-from rocketspark.grpcv2.mapping import HELD
+from rocketspark.grpcv2.translate import HELD
 from rocketspark.protocol.properties import DELIVER_MS, REAL_TOPIC
 from rocketspark.protocol.types import Message, MessageExt
 

@@ -7,7 +7,7 @@ every topic of the cluster, static topics included, whichever broker it runs in.
 
 The endpoint is an edge: every request's fields are checked against their declared limits
 before any work (:mod:`rocketspark.grpcv2.limits`), every error becomes the v2 ``Status`` a
-client understands, in one place (``mapping.status_for``), and with security on the official
+client understands, in one place (``translate.status_for``), and with security on the official
 clients' signature (the same ``MQv2-HMAC-SHA1`` our clients send) is checked against the
 broker's users, request by request, with the permission rule of the equivalent remoting request.
 
@@ -33,8 +33,8 @@ from google.protobuf.message import Message
 from grpc import aio
 
 from rocketspark.errors import RocketSparkError
-from rocketspark.grpcv2 import mapping, settings
-from rocketspark.grpcv2.clients import Cluster, in_thread
+from rocketspark.grpcv2 import settings, translate
+from rocketspark.grpcv2.clients import EndpointClients, in_thread
 from rocketspark.grpcv2.consuming import Consuming, client_id
 from rocketspark.grpcv2.delay import DelayScheduler
 from rocketspark.grpcv2.limits import Limits, PopLimits
@@ -87,7 +87,7 @@ class Endpoint:
 
     def __init__(
         self,
-        cluster: Cluster,
+        cluster: EndpointClients,
         guard: RequestGuard | None,
         address: Callable[[], str],
         host: Host,
@@ -124,7 +124,7 @@ class Endpoint:
             if topic in session.topics:
                 command = sv.TelemetryCommand(
                     recover_orphaned_transaction_command=sv.RecoverOrphanedTransactionCommand(
-                        message=mapping.to_v2(message, topic), transaction_id=transaction_id
+                        message=translate.to_v2(message, topic), transaction_id=transaction_id
                     )
                 )
                 session.loop.call_soon_threadsafe(session.outbox.put_nowait, command)
@@ -162,10 +162,10 @@ class Endpoint:
             self.check(request)
             return await work()
         except RocketSparkError as exc:
-            return failed(mapping.status_for(exc))
+            return failed(translate.status_for(exc))
         except Exception as exc:
             log.exception("grpc v2 endpoint: unexpected error")
-            return failed(mapping.status(pb.Code.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}"))
+            return failed(translate.status(pb.Code.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}"))
 
     # -- routes and sessions ----------------------------------------------------------------
 
@@ -175,7 +175,7 @@ class Endpoint:
         async def work() -> sv.QueryRouteResponse:
             self.authorize(context, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": request.topic.name})
             queues = await self.route_queues(request.topic)
-            return sv.QueryRouteResponse(status=mapping.status(mapping.OK), message_queues=queues)
+            return sv.QueryRouteResponse(status=translate.status(translate.OK), message_queues=queues)
 
         return await self.answer(request, work, lambda s: sv.QueryRouteResponse(status=s))
 
@@ -200,7 +200,7 @@ class Endpoint:
         async def work() -> sv.HeartbeatResponse:
             self.authorize(context, RequestCode.GET_BROKER_CLUSTER_INFO, {})
             self.consuming.pop.heard_from(client_id(context))  # its auto-renewed messages stay invisible
-            return sv.HeartbeatResponse(status=mapping.status(mapping.OK))
+            return sv.HeartbeatResponse(status=translate.status(translate.OK))
 
         return await self.answer(request, work, lambda s: sv.HeartbeatResponse(status=s))
 
@@ -220,7 +220,7 @@ class Endpoint:
             self.presence.terminated(client, time.monotonic())
             if group:
                 self.consuming.pop.release(client, "it said it terminates", group)
-            return sv.NotifyClientTerminationResponse(status=mapping.status(mapping.OK))
+            return sv.NotifyClientTerminationResponse(status=translate.status(translate.OK))
 
         return await self.answer(request, work, lambda s: sv.NotifyClientTerminationResponse(status=s))
 
@@ -233,7 +233,7 @@ class Endpoint:
         try:
             self.authorize(context, RequestCode.GET_BROKER_CLUSTER_INFO, {})
         except RocketSparkError as exc:
-            yield sv.TelemetryCommand(status=mapping.status_for(exc))
+            yield sv.TelemetryCommand(status=translate.status_for(exc))
             return
         client = client_id(context)
         session = Session(frozenset(), asyncio.Queue(), asyncio.get_running_loop())
@@ -257,14 +257,14 @@ class Endpoint:
                 try:
                     self.check(command)
                 except RocketSparkError as exc:  # answered, not acted on; the stream goes on
-                    session.outbox.put_nowait(sv.TelemetryCommand(status=mapping.status_for(exc)))
+                    session.outbox.put_nowait(sv.TelemetryCommand(status=translate.status_for(exc)))
                     continue
                 if command.settings.HasField("publishing"):
                     self.sessions.discard(session)
                     session.topics = frozenset(t.name for t in command.settings.publishing.topics)
                     self.sessions.add(session)
                 answer = settings.merged(command.settings, self.cluster.max_body_bytes, self.host.pop.max_attempts)
-                session.outbox.put_nowait(sv.TelemetryCommand(status=mapping.status(mapping.OK), settings=answer))
+                session.outbox.put_nowait(sv.TelemetryCommand(status=translate.status(translate.OK), settings=answer))
         finally:
             session.outbox.put_nowait(None)
 

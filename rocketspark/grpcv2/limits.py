@@ -9,7 +9,7 @@ time outside the years 1 to 9999) or our own code. A field the endpoint does not
 server-set property a producer echoes, a setting the endpoint answers with its own value) is held
 to what the field can mean all the same: garbage there is a client's bug, said at once.
 
-Times are read as :func:`rocketspark.grpcv2.mapping.millis` reads them (the Python client's
+Times are read as :func:`rocketspark.grpcv2.translate.millis` reads them (the Python client's
 milliseconds in ``seconds`` included). Each rule's ``path`` names a field from the request down;
 ``[]`` marks a repeated field (each element is checked). A message-typed field that is not set
 is not checked unless the rule says it is ``required``.
@@ -29,8 +29,8 @@ from typing import Any, Final, Protocol
 
 from google.protobuf.message import Message
 
-from rocketspark.grpcv2.mapping import FIRST_SECOND, LAST_MILLI, LAST_SECOND, Refused, millis
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
+from rocketspark.grpcv2.translate import FIRST_SECOND, LAST_MILLI, LAST_SECOND, Refused, millis
 
 MAX_DELAY_MS: Final = 3 * 24 * 3_600_000  # RocketMQ's timerMaxDelaySec: a delay message is at most 72 h ahead
 MAX_RECEIVE_BATCH: Final = 32  # RocketMQ's pop takes at most 32 messages a call
@@ -185,56 +185,12 @@ def declared(pop: PopLimits) -> dict[str, tuple[Rule, ...]]:
     """Every served request's rules, by its message type's name; ``pop``: the broker's limits
     on invisible durations and delivery attempts."""
     attempts = pop.max_attempts
-    per_broker = f"the most this broker delivers a message (pop_max_reconsume_times + 1 = {attempts})"
-    message = "messages[].system_properties."
-    rules: dict[str, tuple[Rule, ...]] = {
+    return {
         "QueryRouteRequest": _endpoints("endpoints"),
         "QueryAssignmentRequest": _endpoints("endpoints"),
         "HeartbeatRequest": (Choice("client_type", pb.ClientType, code=pb.Code.UNRECOGNIZED_CLIENT_TYPE),),
-        "SendMessageRequest": (
-            Choice(message + "body_digest.type", pb.DigestType),
-            Choice(message + "body_encoding", pb.Encoding),
-            Choice(
-                message + "message_type", pb.MessageType, SERVED_TYPES, why="lite and priority messages are not served"
-            ),
-            Moment(message + "born_timestamp"),
-            Moment(message + "store_timestamp"),
-            Moment(
-                message + "delivery_timestamp",
-                ahead_ms=MAX_DELAY_MS,
-                code=pb.Code.ILLEGAL_DELIVERY_TIME,
-                why="RocketMQ's timer limit; a time past is delivered at once",
-            ),
-            Number(message + "queue_id", 0, MAX_QUEUE_ID),
-            Number(message + "queue_offset", 0, LARGEST_OFFSET),
-            Span(message + "invisible_duration", 0, pop.max_invisible_ms, pb.Code.ILLEGAL_INVISIBLE_TIME),
-            Number(message + "delivery_attempt", 0, attempts, why=per_broker),
-            Span(message + "orphaned_transaction_recovery_duration", 0, LONGEST_RECOVERY_MS),
-            Number(message + "priority", 0, 0, why="priority messages are not served"),
-        ),
-        "ReceiveMessageRequest": (
-            Number("message_queue.id", 0, MAX_QUEUE_ID),
-            Choice("message_queue.permission", pb.Permission),
-            Number("message_queue.broker.id", 0, MAX_BROKER_ID),
-            *_endpoints("message_queue.broker.endpoints"),
-            Choice("message_queue.accept_message_types[]", pb.MessageType),
-            Choice("filter_expression.type", pb.FilterType, code=pb.Code.ILLEGAL_FILTER_EXPRESSION),
-            Number("batch_size", 1, MAX_RECEIVE_BATCH, why="RocketMQ's pop limit"),
-            Span(
-                "invisible_duration",
-                pop.min_invisible_ms,
-                pop.max_invisible_ms,
-                pb.Code.ILLEGAL_INVISIBLE_TIME,
-                why="the broker's pop_min_invisible_ms to pop_max_invisible_ms",
-            ),
-            Span(
-                "long_polling_timeout",
-                0,
-                LONGEST_WAIT_MS,
-                pb.Code.ILLEGAL_POLLING_TIME,
-                why="a receive waits at most 30 s, whatever it asks",
-            ),
-        ),
+        "SendMessageRequest": _send(pop),
+        "ReceiveMessageRequest": _receive(pop),
         "AckMessageRequest": (),
         "ChangeInvisibleDurationRequest": (
             Span(
@@ -247,8 +203,8 @@ def declared(pop: PopLimits) -> dict[str, tuple[Rule, ...]]:
             ),
         ),
         "ForwardMessageToDeadLetterQueueRequest": (
-            Number("delivery_attempt", 1, attempts, why=per_broker),
-            Number("max_delivery_attempts", 1, attempts, why=per_broker),
+            Number("delivery_attempt", 1, attempts, why=_per_broker(pop)),
+            Number("max_delivery_attempts", 1, attempts, why=_per_broker(pop)),
         ),
         "EndTransactionRequest": (
             Choice(
@@ -261,7 +217,61 @@ def declared(pop: PopLimits) -> dict[str, tuple[Rule, ...]]:
         "NotifyClientTerminationRequest": (),
         "TelemetryCommand": _settings("settings."),
     }
-    return rules
+
+
+def _per_broker(pop: PopLimits) -> str:
+    return f"the most this broker delivers a message (pop_max_reconsume_times + 1 = {pop.max_attempts})"
+
+
+def _send(pop: PopLimits) -> tuple[Rule, ...]:
+    """SendMessageRequest: each message's system properties."""
+    message = "messages[].system_properties."
+    return (
+        Choice(message + "body_digest.type", pb.DigestType),
+        Choice(message + "body_encoding", pb.Encoding),
+        Choice(message + "message_type", pb.MessageType, SERVED_TYPES, why="lite and priority messages are not served"),
+        Moment(message + "born_timestamp"),
+        Moment(message + "store_timestamp"),
+        Moment(
+            message + "delivery_timestamp",
+            ahead_ms=MAX_DELAY_MS,
+            code=pb.Code.ILLEGAL_DELIVERY_TIME,
+            why="RocketMQ's timer limit; a time past is delivered at once",
+        ),
+        Number(message + "queue_id", 0, MAX_QUEUE_ID),
+        Number(message + "queue_offset", 0, LARGEST_OFFSET),
+        Span(message + "invisible_duration", 0, pop.max_invisible_ms, pb.Code.ILLEGAL_INVISIBLE_TIME),
+        Number(message + "delivery_attempt", 0, pop.max_attempts, why=_per_broker(pop)),
+        Span(message + "orphaned_transaction_recovery_duration", 0, LONGEST_RECOVERY_MS),
+        Number(message + "priority", 0, 0, why="priority messages are not served"),
+    )
+
+
+def _receive(pop: PopLimits) -> tuple[Rule, ...]:
+    """ReceiveMessageRequest: the queue it names, its filter, batch, invisibility and wait."""
+    return (
+        Number("message_queue.id", 0, MAX_QUEUE_ID),
+        Choice("message_queue.permission", pb.Permission),
+        Number("message_queue.broker.id", 0, MAX_BROKER_ID),
+        *_endpoints("message_queue.broker.endpoints"),
+        Choice("message_queue.accept_message_types[]", pb.MessageType),
+        Choice("filter_expression.type", pb.FilterType, code=pb.Code.ILLEGAL_FILTER_EXPRESSION),
+        Number("batch_size", 1, MAX_RECEIVE_BATCH, why="RocketMQ's pop limit"),
+        Span(
+            "invisible_duration",
+            pop.min_invisible_ms,
+            pop.max_invisible_ms,
+            pb.Code.ILLEGAL_INVISIBLE_TIME,
+            why="the broker's pop_min_invisible_ms to pop_max_invisible_ms",
+        ),
+        Span(
+            "long_polling_timeout",
+            0,
+            LONGEST_WAIT_MS,
+            pb.Code.ILLEGAL_POLLING_TIME,
+            why="a receive waits at most 30 s, whatever it asks",
+        ),
+    )
 
 
 def _endpoints(path: str) -> tuple[Rule, ...]:

@@ -29,11 +29,11 @@ from rocketspark.errors import RocketSparkError, SystemBusyError
 from rocketspark.grpcv2.clients import Clients, in_thread
 from rocketspark.grpcv2.deadletter import DeadLetters
 from rocketspark.grpcv2.limits import PopLimits
-from rocketspark.grpcv2.mapping import Refused
 from rocketspark.grpcv2.ownership import Ownership
 from rocketspark.grpcv2.popstate import GroupTopic, Inflight, PopQueue, Receipt
 from rocketspark.grpcv2.presence import Presence
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
+from rocketspark.grpcv2.translate import Refused
 from rocketspark.protocol.types import MessageExt, PullStatus
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ from grpc import aio
 from rocketspark.client.producer import Producer
 from rocketspark.client.send_retries import RETRIABLE
 from rocketspark.errors import InvalidParameterError, RocketSparkError
-from rocketspark.grpcv2 import mapping
+from rocketspark.grpcv2 import translate
 from rocketspark.grpcv2.clients import in_thread
 from rocketspark.grpcv2.delay import DelayScheduler
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
@@ -52,7 +52,7 @@ class Local(Protocol):
 
 
 class Target(Protocol):
-    """The endpoint's clients of the cluster (``endpoint.Cluster``)."""
+    """The endpoint's clients of the cluster (``clients.EndpointClients``)."""
 
     max_body_bytes: int
 
@@ -76,27 +76,27 @@ class Sending:
                 raise InvalidParameterError("the request carries no message")
             for topic in {m.topic.name for m in request.messages}:  # before any body is looked at
                 self.edge.authorize(context, RequestCode.SEND_MESSAGE, {"topic": topic})
-            incoming = [mapping.to_message(m, self.cluster.max_body_bytes) for m in request.messages]
+            incoming = [translate.to_message(m, self.cluster.max_body_bytes) for m in request.messages]
             entries = []
             for one in incoming:  # in order; at the first failure the rest are not sent
                 try:
                     entries.append(await self._send(one))
                 except RocketSparkError as exc:  # the entries before it say what was stored
-                    failed = mapping.status_for(exc)
+                    failed = translate.status_for(exc)
                     entries.append(sv.SendResultEntry(status=failed, message_id=one.message_id))
                     return sv.SendMessageResponse(status=failed, entries=entries)
-            return sv.SendMessageResponse(status=mapping.OK_STATUS, entries=entries)
+            return sv.SendMessageResponse(status=translate.OK_STATUS, entries=entries)
 
         return await self.edge.answer(request, work, lambda s: sv.SendMessageResponse(status=s))
 
-    async def _send(self, one: mapping.Incoming) -> sv.SendResultEntry:
+    async def _send(self, one: translate.Incoming) -> sv.SendResultEntry:
         """A half message or a delay message not due yet is held; any other goes to its topic.
         There our producer plans the first attempt; one bound for the broker this endpoint runs
         in is handed to it on this event loop, any other goes out from a worker thread. Only a
         failure a send retries (``send_retries.RETRIABLE``: nothing was stored) is sent again,
         by our producer with its retries; any other (a flush or replica timeout: stored, maybe
         not durable yet) is the answer, as it is to a send."""
-        entry = sv.SendResultEntry(status=mapping.OK_STATUS, message_id=one.message_id)
+        entry = sv.SendResultEntry(status=translate.OK_STATUS, message_id=one.message_id)
         held = one.transactional or (one.deliver_at_ms is not None and one.deliver_at_ms > time.time() * 1000)
         if held:  # its topic must exist now: a message held for a topic nobody has would be lost later
             await in_thread(self.cluster.producer.publish_info, one.message.topic)
@@ -133,6 +133,6 @@ class Sending:
             await in_thread(
                 self.transactions.end, request.transaction_id, request.topic.name, request.message_id, commit
             )
-            return sv.EndTransactionResponse(status=mapping.OK_STATUS)
+            return sv.EndTransactionResponse(status=translate.OK_STATUS)
 
         return await self.edge.answer(request, work, lambda s: sv.EndTransactionResponse(status=s))

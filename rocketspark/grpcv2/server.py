@@ -13,7 +13,7 @@ import grpc
 from google.protobuf.message import DecodeError
 from grpc import aio
 
-from rocketspark.grpcv2 import mapping
+from rocketspark.grpcv2 import translate
 from rocketspark.grpcv2.endpoint import Endpoint
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
 from rocketspark.grpcv2.stubs import service_pb2 as sv
@@ -50,7 +50,7 @@ def method_handlers(*servicers: object, observer: RequestObserver | None = None)
 def _not_served(name: str, response: Any) -> Any:
     """A method of the service this endpoint does not serve (offset-based pulls, recalls, lite
     topics): one response whose status says so."""
-    status = mapping.status(pb.Code.NOT_IMPLEMENTED, f"{name} is not served by rocketspark's v2 endpoint")
+    status = translate.status(pb.Code.NOT_IMPLEMENTED, f"{name} is not served by rocketspark's v2 endpoint")
 
     async def unary(request: Any, context: Any) -> Any:
         return response(status=status)

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 from rocketspark.grpcv2.clients import Clients
 from rocketspark.grpcv2.held import Broker, Holder
-from rocketspark.grpcv2.mapping import HELD, Refused
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
+from rocketspark.grpcv2.translate import HELD, Refused
 from rocketspark.protocol.properties import REAL_TOPIC, UNIQ_KEY
 from rocketspark.protocol.types import Message, MessageExt, SendResult
 

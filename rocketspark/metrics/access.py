@@ -23,7 +23,7 @@ from typing import Protocol
 
 from rocketspark.errors import AuthenticationError
 from rocketspark.security.acl import CLUSTER, Action, Need
-from rocketspark.security.guard import Guard
+from rocketspark.security.request_guard import Guard
 
 REALM = "rocketspark metrics"
 SCRAPE_NEED = Need(CLUSTER, frozenset({Action.GET, Action.LIST}))

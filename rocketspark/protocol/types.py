@@ -16,8 +16,8 @@ from operator import itemgetter
 from typing import Any
 
 from rocketspark.codec import ids
-from rocketspark.protocol.mapping import TopicMapping
 from rocketspark.protocol.properties import UNIQ_KEY
+from rocketspark.protocol.static_mapping import TopicMapping
 
 
 class Perm:

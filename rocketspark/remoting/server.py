@@ -28,7 +28,7 @@ from typing import Protocol, TypeVar
 
 from rocketspark.errors import MalformedRequestError, RocketSparkError, wire_details
 from rocketspark.protocol import shapes
-from rocketspark.protocol.codec import MalformedBody
+from rocketspark.protocol.bodies import MalformedBody
 from rocketspark.protocol.codes import Flag, ResponseCode
 from rocketspark.protocol.command import MSGPACK, MalformedCommand, RemotingCommand
 from rocketspark.protocol.headers import get_str
@@ -128,7 +128,7 @@ class PushHub:
 
 
 class RequestGuard(Protocol):
-    """Who may make a request (``rocketspark.security.guard.Guard``): ``authenticate`` names
+    """Who may make a request (``rocketspark.security.request_guard.Guard``): ``authenticate`` names
     the user that signed it, ``authorize`` raises unless that user may make it
     (AuthenticationError / NoPermissionError). A RocketMQ client's request is signed over its
     body too (ACL 1.0): ``claimant`` names the user it claims to be from its header, and

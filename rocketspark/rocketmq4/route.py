@@ -24,7 +24,7 @@ import json
 import zlib
 from typing import Any, Final
 
-from rocketspark.protocol.mapping import MOCK_BROKER_NAME, SCOPE_GLOBAL
+from rocketspark.protocol.static_mapping import MOCK_BROKER_NAME, SCOPE_GLOBAL
 from rocketspark.protocol.types import BrokerData, Perm, TopicRouteData
 
 MASTER_ID: Final = "0"

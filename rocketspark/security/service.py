@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable
 
 from rocketspark.errors import NoPermissionError
-from rocketspark.protocol.codec import pack, unpack
+from rocketspark.protocol.bodies import pack, unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.server import Dispatcher

@@ -1,7 +1,7 @@
 """The security keys every server's configuration has (brokers and nameservers alike).
 
 ``auth_enable`` is the one switch: on, every request must be signed and is authorized
-(:mod:`rocketspark.security.guard`), and the servers sign what they send each other with
+(:mod:`rocketspark.security.request_guard`), and the servers sign what they send each other with
 the cluster credential (``cluster_secret``, the same on every server of the cluster). The
 configured admin is a super user that no table change can remove: the way in on day one.
 ``tls_enable`` puts every port of the server behind TLS (:mod:`rocketspark.security.tls`).
@@ -19,7 +19,7 @@ from typing import Final
 from rocketspark.errors import ConfigError
 from rocketspark.hosts import is_loopback
 from rocketspark.metrics.access import BearerToken, ClusterUsers, ScrapeAccess
-from rocketspark.security.guard import DEFAULT_SKEW_S, Guard
+from rocketspark.security.request_guard import DEFAULT_SKEW_S, Guard
 from rocketspark.security.signing import CLUSTER_ACCESS_KEY, Credentials
 from rocketspark.security.store import AclStore
 from rocketspark.security.tls import ClientTls, ServerTls

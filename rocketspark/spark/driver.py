@@ -18,7 +18,7 @@ from rocketspark.client.consumer import Consumer
 from rocketspark.client.logical import LogicalQueue, logical_view
 from rocketspark.client.topic_stats import fetch_topic_stats, queue_bounds
 from rocketspark.errors import ConnectError, NoPermissionError, NoRouteInfoError, OptionError, TopicNotExistError
-from rocketspark.protocol.codec import unpack
+from rocketspark.protocol.bodies import unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.types import TopicRouteData

@@ -12,7 +12,7 @@ import pytest
 
 from rocketspark import Admin, GroupConsumer, LocalCluster, Message, Producer
 from rocketspark.errors import InvalidParameterError, MessageNotFoundError, NoRouteInfoError, TopicNotExistError
-from rocketspark.protocol.codec import pack
+from rocketspark.protocol.bodies import pack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.types import MessageExt

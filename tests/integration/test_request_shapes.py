@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from rocketspark import Admin, Consumer, LocalCluster, Message, Producer
-from rocketspark.protocol.codec import pack
+from rocketspark.protocol.bodies import pack
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.client import RemotingClient

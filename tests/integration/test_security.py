@@ -9,12 +9,12 @@ import pytest
 
 from rocketspark import Admin, Consumer, LocalCluster, Message, Producer
 from rocketspark.errors import AuthenticationError, ConnectError, NoPermissionError
-from rocketspark.protocol.codec import pack
+from rocketspark.protocol.bodies import pack
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.client import RemotingClient
 from rocketspark.security.acl import AclTable, UserType
-from rocketspark.security.guard import Guard
+from rocketspark.security.request_guard import Guard
 from rocketspark.security.signing import Credentials
 from rocketspark.security.store import AclStore
 

@@ -13,7 +13,7 @@ import pytest
 
 from rocketspark import Admin, Consumer, LocalCluster, Message, Producer
 from rocketspark.errors import ConnectError, TlsError
-from rocketspark.protocol.codec import unpack
+from rocketspark.protocol.bodies import unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.client import RemotingClient, check

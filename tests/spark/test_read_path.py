@@ -18,7 +18,7 @@ from rocketspark.codec.layout import BODY_AT
 from rocketspark.errors import DataCorruptedError, DataLossError, RequestTimeoutError
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.protocol.mapping import LogicQueueMappingItem
+from rocketspark.protocol.static_mapping import LogicQueueMappingItem
 from rocketspark.protocol.types import Message
 from rocketspark.remoting.listener import create_server
 from rocketspark.remoting.server import Dispatcher

@@ -30,8 +30,9 @@ from rocketspark.codec.build import (
     tag_summary_of,
     with_first_id,
 )
-from rocketspark.codec.columns import Columns, check_record, decode
+from rocketspark.codec.columns import Columns, decode
 from rocketspark.codec.from_arrow import MessageArrays, records
+from rocketspark.codec.heads import check_record
 from rocketspark.codec.ingest import SMALL_BATCH, BatchRefused, BodyTooLarge, SentBatch, built_here, check_sent
 from rocketspark.codec.layout import (
     BATCH_MAGIC,

@@ -18,10 +18,10 @@ from broker.server import Broker
 from broker.store.metafile import write_json_atomic
 from rocketspark.codec.build import Idempotence
 from rocketspark.errors import IllegalTopicNameError, InvalidParameterError, NotLeaderForQueueError
-from rocketspark.protocol.codec import unpack
+from rocketspark.protocol.bodies import unpack
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.protocol.mapping import LogicQueueMappingItem, TopicQueueMappingDetail
+from rocketspark.protocol.static_mapping import LogicQueueMappingItem, TopicQueueMappingDetail
 from rocketspark.protocol.types import TopicConfig
 from tests.helpers import Registrations, batch_record, put_batch
 

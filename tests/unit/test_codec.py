@@ -1,4 +1,4 @@
-"""The msgpack codec of small request and response bodies (rocketspark.protocol.codec), and the
+"""The msgpack codec of small request and response bodies (rocketspark.protocol.bodies), and the
 command and GC-pause pieces that shared this file before batch records replaced the old
 record format (those live in rocketspark/codec and are tested in test_batch_codec.py)."""
 
@@ -10,7 +10,7 @@ import threading
 import msgpack
 import pytest
 
-from rocketspark.protocol.codec import MalformedBody, pack, unpack
+from rocketspark.protocol.bodies import MalformedBody, pack, unpack
 from rocketspark.protocol.types import GC_PAUSE
 
 # --- pack / unpack -------------------------------------------------------------------------

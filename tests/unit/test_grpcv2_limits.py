@@ -11,10 +11,10 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from rocketspark.grpcv2.consuming import Consuming
 from rocketspark.grpcv2.endpoint import Endpoint
 from rocketspark.grpcv2.limits import Limits, PopLimits
-from rocketspark.grpcv2.mapping import Refused
 from rocketspark.grpcv2.sending import Sending
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
 from rocketspark.grpcv2.stubs import service_pb2 as sv
+from rocketspark.grpcv2.translate import Refused
 
 NOW_MS = 1_795_000_000_000  # 2026-11-18
 LIMITS = Limits(PopLimits(min_invisible_ms=10_000, max_invisible_ms=12 * 3_600_000, max_reconsume_times=16))

@@ -13,7 +13,7 @@ from rocketspark.errors import (
     NoPermissionError,
     TopicNotExistError,
 )
-from rocketspark.grpcv2 import mapping, settings
+from rocketspark.grpcv2 import settings, translate
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
 
 
@@ -31,7 +31,7 @@ def test_a_v2_message_maps_onto_ours_with_its_group_id_and_born_time() -> None:
     message = v2(tag="TagA", keys=["k1", "k2"], message_id="01AB", message_group="customer-7")
     message.system_properties.born_timestamp.FromMilliseconds(1_700_000_000_123)
     message.user_properties["region"] = "eu"
-    incoming = mapping.to_message(message, 1024)
+    incoming = translate.to_message(message, 1024)
     ours = incoming.message
     assert (ours.topic, ours.body, ours.tags, ours.keys, ours.sharding_key) == (
         "orders",
@@ -42,33 +42,33 @@ def test_a_v2_message_maps_onto_ours_with_its_group_id_and_born_time() -> None:
     )
     assert ours.properties == {"region": "eu", "UNIQ_KEY": "01AB", "__SHARDINGKEY": "customer-7"}
     assert (incoming.message_id, incoming.born_ms) == ("01AB", 1_700_000_000_123)
-    plain = mapping.to_message(v2(), 1024)
+    plain = translate.to_message(v2(), 1024)
     assert (plain.message.tags, plain.message.sharding_key, plain.born_ms) == (None, None, None)
 
 
 def test_a_gzip_body_is_stored_as_it_was_written_and_bad_input_is_named() -> None:
     zipped = v2(body_encoding=pb.Encoding.GZIP)
     zipped.body = gzip.compress(b"x" * 1000)
-    assert mapping.to_message(zipped, 4096).message.body == b"x" * 1000
+    assert translate.to_message(zipped, 4096).message.body == b"x" * 1000
     zipped.body = b"not gzip"
     with pytest.raises(InvalidParameterError, match="the body says GZIP but does not decompress"):
-        mapping.to_message(zipped, 4096)
+        translate.to_message(zipped, 4096)
     with pytest.raises(MessageTooLargeError, match="message body of 5 bytes is over the limit of 4 bytes"):
-        mapping.to_message(v2(), 4)
+        translate.to_message(v2(), 4)
     reserved = v2()
     reserved.user_properties["UNIQ_KEY"] = "mine"
     with pytest.raises(InvalidParameterError, match="user property 'UNIQ_KEY' is reserved"):
-        mapping.to_message(reserved, 1024)
+        translate.to_message(reserved, 1024)
     delayed = v2()
     delayed.system_properties.delivery_timestamp.FromMilliseconds(1_700_000_000_000)
-    assert mapping.to_message(delayed, 1024).deliver_at_ms == 1_700_000_000_000
+    assert translate.to_message(delayed, 1024).deliver_at_ms == 1_700_000_000_000
     delayed.system_properties.message_type = pb.MessageType.TRANSACTION
     with pytest.raises(InvalidParameterError, match="may not have a delivery_timestamp"):
-        mapping.to_message(delayed, 1024)
+        translate.to_message(delayed, 1024)
     forged = v2()
     forged.user_properties["REAL_TOPIC"] = "elsewhere"  # would send a held message to another topic
     with pytest.raises(InvalidParameterError, match="user property 'REAL_TOPIC' is reserved"):
-        mapping.to_message(forged, 1024)
+        translate.to_message(forged, 1024)
 
 
 def test_a_stored_message_maps_back_with_the_digest_the_official_clients_check() -> None:
@@ -87,7 +87,7 @@ def test_a_stored_message_maps_back_with_the_digest_the_official_clients_check()
         0,
         "broker-a",
     )
-    out = mapping.to_v2(stored, "t")
+    out = translate.to_v2(stored, "t")
     system = out.system_properties
     assert (out.topic.name, out.body, system.tag, list(system.keys)) == ("t", b"body", "TagA", ["k1", "k2"])
     assert (system.message_id, system.message_group, system.message_type) == ("01AB", "g", pb.MessageType.FIFO)
@@ -105,7 +105,7 @@ def test_our_errors_become_the_v2_codes_the_clients_understand() -> None:
         (MessageTooLargeError("x"), pb.Code.MESSAGE_BODY_TOO_LARGE),
         (InvalidParameterError("x"), pb.Code.BAD_REQUEST),
     ):
-        assert mapping.status_for(error).code == code
+        assert translate.status_for(error).code == code
 
 
 def test_a_producer_is_told_rocketmqs_default_retries_and_a_consumer_its_receive_settings() -> None:
@@ -127,20 +127,20 @@ def test_a_gzip_bomb_and_a_forged_retry_property_are_refused() -> None:
     bomb.body = gzip.compress(b"\0" * (8 * 1024 * 1024))  # about 8 KiB that would inflate to 8 MiB
     assert len(bomb.body) < 20_000
     with pytest.raises(MessageTooLargeError, match="inflates to over the limit of 4194304 bytes"):
-        mapping.to_message(bomb, 4 * 1024 * 1024)
+        translate.to_message(bomb, 4 * 1024 * 1024)
     forged = v2()
     forged.user_properties["RECONSUME_TIME"] = "16"
     with pytest.raises(InvalidParameterError, match="user property 'RECONSUME_TIME' is reserved"):
-        mapping.to_message(forged, 1024)
+        translate.to_message(forged, 1024)
 
 
 def test_times_read_as_the_official_clients_write_them() -> None:
     python_client = v2()  # milliseconds in seconds, as its documentation has users give them
     python_client.system_properties.delivery_timestamp.seconds = 1_795_693_879_631
-    assert mapping.to_message(python_client, 1024).deliver_at_ms == 1_795_693_879_631
+    assert translate.to_message(python_client, 1024).deliver_at_ms == 1_795_693_879_631
     whole_seconds = v2()  # the same client given whole seconds
     whole_seconds.system_properties.delivery_timestamp.seconds = 1_795_693_879
-    assert mapping.to_message(whole_seconds, 1024).deliver_at_ms == 1_795_693_879_000
+    assert translate.to_message(whole_seconds, 1024).deliver_at_ms == 1_795_693_879_000
     java_client = v2()  # seconds and nanos
     java_client.system_properties.born_timestamp.FromMilliseconds(1_795_693_879_631)
-    assert mapping.to_message(java_client, 1024).born_ms == 1_795_693_879_631
+    assert translate.to_message(java_client, 1024).born_ms == 1_795_693_879_631

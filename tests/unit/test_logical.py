@@ -8,7 +8,7 @@ from rocketspark.client.logical import LogicalQueue, Segment, logical_view
 from rocketspark.client.pulling import plan_pull
 from rocketspark.client.topic_stats import QueueStats, TopicStats, queue_bounds, segment_state
 from rocketspark.errors import ConnectError
-from rocketspark.protocol.mapping import LogicQueueMappingItem, SegmentState
+from rocketspark.protocol.static_mapping import LogicQueueMappingItem, SegmentState
 from rocketspark.protocol.types import BrokerData, Perm, QueueData, TopicRouteData
 
 

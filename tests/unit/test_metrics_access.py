@@ -9,7 +9,7 @@ import pytest
 from rocketspark.errors import ConfigError
 from rocketspark.metrics.access import BearerToken, ClusterUsers
 from rocketspark.security.acl import AclTable, Decision, UserType
-from rocketspark.security.guard import Guard
+from rocketspark.security.request_guard import Guard
 from rocketspark.security.settings import SecuritySettings
 from rocketspark.security.signing import CLUSTER_ACCESS_KEY
 from rocketspark.security.store import AclStore

@@ -7,7 +7,7 @@ import time
 
 from nameserver.config import NameServerConfig
 from nameserver.server import NameServer
-from rocketspark.protocol.codec import pack
+from rocketspark.protocol.bodies import pack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 

@@ -11,7 +11,7 @@ from nameserver.readiness import Readiness
 from rocketspark.client.nameservers import Nameservers
 from rocketspark.client.routes import RouteCache, RouteOptions
 from rocketspark.errors import NameserverNotReadyError, NoRouteInfoError
-from rocketspark.protocol.codec import pack
+from rocketspark.protocol.bodies import pack
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from tests.unit.test_route_cache import route

@@ -13,7 +13,7 @@ from rocketspark.client.pulling import PullPlan, plan_pull
 from rocketspark.errors import ConnectError
 from rocketspark.protocol.codes import ResponseCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.protocol.mapping import LogicQueueMappingItem
+from rocketspark.protocol.static_mapping import LogicQueueMappingItem
 from rocketspark.protocol.types import PullResult
 
 

@@ -16,7 +16,7 @@ import pytest
 from broker.rocketmq4.members import Subscription
 from broker.rocketmq4.messages import DelayLevels, deliver_at_ms, to_message
 from rocketspark.errors import AuthenticationError, ConfigError, InvalidParameterError, MalformedRequestError
-from rocketspark.protocol.mapping import LogicQueueMappingItem, TopicMapping
+from rocketspark.protocol.static_mapping import LogicQueueMappingItem, TopicMapping
 from rocketspark.protocol.types import BrokerData, QueueData, TopicRouteData
 from rocketspark.rocketmq4 import records
 from rocketspark.rocketmq4.codes import SERVED, Code, unserved_remark

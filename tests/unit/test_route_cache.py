@@ -12,7 +12,7 @@ import pytest
 
 from rocketspark.client.routes import RouteCache, RouteOptions
 from rocketspark.errors import NoRouteInfoError, SystemError_
-from rocketspark.protocol.codec import pack
+from rocketspark.protocol.bodies import pack
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.types import BrokerData, Perm, QueueData, TopicRouteData

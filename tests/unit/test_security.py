@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from rocketspark.errors import AuthenticationError, ConfigError, InvalidParameterError, NoPermissionError
-from rocketspark.protocol.codec import pack
+from rocketspark.protocol.bodies import pack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.shapes import SHAPES
 from rocketspark.remoting.server import client_key
 from rocketspark.security.acl import AclTable, Action, Decision, Need, UserType
-from rocketspark.security.guard import Guard
+from rocketspark.security.request_guard import Guard
 from rocketspark.security.rules import RULES
 from rocketspark.security.settings import SecuritySettings
 from rocketspark.security.signing import CLUSTER_ACCESS_KEY, Credentials, read_signature, signature, verify

@@ -16,10 +16,10 @@ from nameserver.config import NameServerConfig
 from nameserver.server import NameServer
 from rocketspark.errors import InvalidParameterError, MalformedRequestError
 from rocketspark.protocol import shapes
-from rocketspark.protocol.codec import pack
+from rocketspark.protocol.bodies import pack
 from rocketspark.protocol.codes import RequestCode as C
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.protocol.mapping import LogicQueueMappingItem, TopicQueueMappingDetail
+from rocketspark.protocol.static_mapping import LogicQueueMappingItem, TopicQueueMappingDetail
 from rocketspark.protocol.types import TopicConfig
 from rocketspark.protocol.validation import TOPIC_NAME_MAX
 

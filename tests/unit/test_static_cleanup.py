@@ -14,10 +14,10 @@ from broker.config import BrokerConfig
 from broker.server import Broker
 from broker.static_cleanup import SegmentOffsets, clean_expired_segments
 from rocketspark.errors import ConnectError
-from rocketspark.protocol.codec import pack
+from rocketspark.protocol.bodies import pack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.protocol.mapping import LogicQueueMappingItem, TopicQueueMappingDetail
+from rocketspark.protocol.static_mapping import LogicQueueMappingItem, TopicQueueMappingDetail
 from rocketspark.protocol.types import TopicConfig
 
 NS_DOWN, NS_STALE, NS_FULL = "127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"

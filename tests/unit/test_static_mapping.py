@@ -9,7 +9,7 @@ from rocketspark.client.logical import LogicalQueue, Segment
 from rocketspark.client.pulling import PullPlan, finish_pull, plan_pull
 from rocketspark.protocol.codes import ResponseCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.protocol.mapping import (
+from rocketspark.protocol.static_mapping import (
     LogicQueueMappingItem,
     TopicQueueMappingDetail,
     block_seq_round_up,
