@@ -37,7 +37,7 @@ from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.headers import get_int, get_str
 from rocketspark.protocol.types import SendStatus, TopicConfig
-from rocketspark.protocol.validation import validate_topic_name
+from rocketspark.protocol.validation import DEFAULT_TOPIC_QUEUE_NUMS, validate_topic_name
 from rocketspark.remoting.server import Dispatcher
 
 
@@ -70,7 +70,7 @@ async def resolve_topic(ctx: SendContext, cmd: RemotingCommand, topic: str) -> T
     if config is None:
         template = get_str(cmd, "defaultTopic", "")
         if template and ctx.config.auto_create_topic_enable:
-            queue_nums = get_int(cmd, "defaultTopicQueueNums", 4)
+            queue_nums = get_int(cmd, "defaultTopicQueueNums", DEFAULT_TOPIC_QUEUE_NUMS)
             config = ctx.topics.auto_create(topic, template, queue_nums, ctx.store.log_max_offset)
             if config is not None:
                 # Register before answering, as RocketMQ's registerIncrementBrokerData does

@@ -15,7 +15,7 @@ topic is out of date is told so by the broker and re-reads the route before retr
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Unpack
 
 from rocketspark.client.base import ClientKwargs
@@ -161,18 +161,12 @@ class Consumer(QueueClient):
         while True:
             queue = self.queue(topic, queue_id)
             segment = queue.segment_for(offset) if queue.segments else None
-            sealed_end = segment.logical_end if segment is not None else None
-            if segment is not None and sealed_end is not None:
-                if offset < sealed_end:
-                    ranged = self.iter_range(
-                        topic, queue_id, offset, sealed_end, max_bytes=max_bytes, tags=tags, sql=sql
-                    )
-                    for result in ranged:
-                        if result.status is PullStatus.OFFSET_ILLEGAL:
-                            yield result
-                            return
-                        if result.messages:
-                            yield result
+            if segment is not None and segment.logical_end is not None:
+                if offset < segment.logical_end:
+                    end = segment.logical_end
+                    ranged = self.iter_range(topic, queue_id, offset, end, max_bytes=max_bytes, tags=tags, sql=sql)
+                    if (yield from _until_illegal(ranged)):
+                        return
                 offset = queue.after_end(segment)
                 continue
             plan = plan_pull(
@@ -185,26 +179,48 @@ class Consumer(QueueClient):
                 long_poll_ms=window_ms,
                 timeout_ms=self.timeout_ms,
             )
-            if isinstance(plan, PullResult):
-                if plan.status is PullStatus.OFFSET_ILLEGAL:
-                    yield plan
-                    return
-                offset = plan.next_offset
-                continue
-            responses = self.remoting.invoke_stream(plan.address, plan.request, plan.budget_ms)
-            try:
-                for response in responses:
-                    result = finish_pull(plan, response, verify=self.verify_crc)
-                    if result.status is PullStatus.OFFSET_ILLEGAL:
-                        yield result
-                        return
-                    offset = result.next_offset
-                    if result.messages:
-                        yield result
-            except STALE:
-                self.routes.invalidate(topic)  # the segment was sealed under us: re-read the mapping
-            except (ConnectError, TopicNotExistError):
-                self.routes.invalidate(topic)
-                raise
-            finally:
-                responses.cancel()
+            followed = yield from self._follow_open(topic, plan, offset)
+            if followed is None:
+                return
+            offset = followed
+
+    def _follow_open(
+        self, topic: str, plan: PullPlan | PullResult, offset: int
+    ) -> Generator[PullResult, None, int | None]:
+        """Follow the open segment from ``offset`` with one streaming pull; returns the offset
+        to go on from (the stream ended, or its segment was sealed under it), None after
+        OFFSET_ILLEGAL. A result known without a pull (``plan``) only says where to go on."""
+        if isinstance(plan, PullResult):
+            if plan.status is PullStatus.OFFSET_ILLEGAL:
+                yield plan
+                return None
+            return plan.next_offset
+        responses = self.remoting.invoke_stream(plan.address, plan.request, plan.budget_ms)
+        try:
+            for response in responses:
+                result = finish_pull(plan, response, verify=self.verify_crc)
+                if result.status is PullStatus.OFFSET_ILLEGAL:
+                    yield result
+                    return None
+                offset = result.next_offset
+                if result.messages:
+                    yield result
+        except STALE:
+            self.routes.invalidate(topic)  # the segment was sealed under us: re-read the mapping
+        except (ConnectError, TopicNotExistError):
+            self.routes.invalidate(topic)
+            raise
+        finally:
+            responses.cancel()
+        return offset
+
+
+def _until_illegal(results: Iterator[PullResult]) -> Generator[PullResult, None, bool]:
+    """The results that carry messages, and OFFSET_ILLEGAL, which ends them: True then."""
+    for result in results:
+        if result.status is PullStatus.OFFSET_ILLEGAL:
+            yield result
+            return True
+        if result.messages:
+            yield result
+    return False

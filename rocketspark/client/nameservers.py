@@ -55,11 +55,16 @@ def resolve_nameservers(nameserver: str | list[str] | tuple[str, ...] | None) ->
 class Nameservers:
     """Calls to a client's nameservers: the sticky one first, the others when it fails."""
 
-    def __init__(self, nameservers: str | list[str] | tuple[str, ...] | None, remoting: RemotingClient) -> None:
+    def __init__(
+        self,
+        nameservers: str | list[str] | tuple[str, ...] | None,
+        remoting: RemotingClient,
+        on_change: Callable[[], None] = lambda: None,
+    ) -> None:
         self.addresses = resolve_nameservers(nameservers)
         self.remoting = remoting
         self._current = random.randrange(len(self.addresses))
-        self.on_change: Callable[[], None] = lambda: None  # the sticky one changed
+        self.on_change = on_change  # the sticky one changed
 
     @property
     def current(self) -> str:

@@ -26,18 +26,19 @@ from typing import Protocol, Unpack
 
 from rocketspark.client.base import ClientBase, ClientKwargs
 from rocketspark.client.fault import LATENCY_MAX_MS, NOT_AVAILABLE_MS, LatencyFaultTolerance
-from rocketspark.client.routes import write_queues
 from rocketspark.client.selection import (
+    Pin,
     PublishInfo,
     RoundRobin,
     Target,
-    key_hash,
     no_master,
-    pinned_target,
+    pin_of,
     publish_info_of,
     replicated,
+    template_info,
 )
-from rocketspark.client.send_retries import MIN_ATTEMPT_S, RETRIABLE, RETRY_ON, SendRetries
+from rocketspark.client.send_retries import RETRIABLE, RETRY_ON, SendRetries
+from rocketspark.client.send_wire import send_request, send_result
 from rocketspark.codec.build import BODY, chunk_messages, encode_messages, encode_sent
 from rocketspark.codec.layout import COMPRESSIONS
 from rocketspark.errors import (
@@ -48,10 +49,9 @@ from rocketspark.errors import (
     NotMasterError,
     RocketSparkError,
 )
-from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.protocol.types import Message, QueueData, SendResult, SendStatus, TopicRouteData
-from rocketspark.protocol.validation import AUTO_CREATE_TOPIC, validate_topic_name
+from rocketspark.protocol.types import Message, SendResult, TopicRouteData
+from rocketspark.protocol.validation import AUTO_CREATE_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, validate_topic_name
 from rocketspark.remoting.client import check
 
 log = logging.getLogger(__name__)
@@ -94,7 +94,7 @@ class Producer(ClientBase):
         send_timeout_ms: int = 3000,
         send_attempt_timeout_ms: int | None = None,
         retry_times_when_send_failed: int = 2,
-        default_topic_queue_nums: int = 4,
+        default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS,
         max_message_bytes: int = 4 * MiB,
         batch_max_bytes: int = 4 * MiB,
         compression: str = "none",
@@ -149,36 +149,25 @@ class Producer(ClientBase):
                 )
                 # the route cache says how to create a topic the nameserver does not know
                 raise NoRouteInfoError(f"{missing.message}; {why}", topic=topic) from None
-            queues = [Target(r.broker_name, r.queue_id) for r in write_queues(template)]
-            return PublishInfo(template, queues, list(queues), self.create_topic_key)
+            return template_info(template, self.create_topic_key, self.default_topic_queue_nums)
         return self.routes.derive(topic, publish_info_of)
 
     def _template_route(self) -> TopicRouteData | None:
         if not self.auto_create_topics:
             return None
         try:
-            route = self.routes.get(self.create_topic_key)  # cached, "missing" too (seed 000)
+            return self.routes.get(self.create_topic_key)  # cached, "missing" too (seed 000)
         except RocketSparkError:
             return None
-        shrunk = tuple(
-            QueueData(
-                q.broker_name,
-                min(self.default_topic_queue_nums, q.read_queue_nums),
-                min(self.default_topic_queue_nums, q.read_queue_nums),
-                q.perm,
-            )
-            for q in route.queues
-        )
-        return TopicRouteData(route.topic, route.brokers, shrunk)
 
     # -- selection ------------------------------------------------------------------------------
 
-    def _target(self, info: PublishInfo, pinned: Message | None, avoid: str | None) -> Target:
-        """Where an attempt goes: a pinned message's queue (fixed, or by its sharding key),
-        else the next writable queue in turn. With none writable because replica groups are
-        electing masters, NotMasterError: the send waits for one within its timeout."""
-        if pinned:
-            return pinned_target(pinned, info.stable) or self._next(info.queues, avoid)
+    def _target(self, info: PublishInfo, pin: Pin | None, avoid: str | None) -> Target:
+        """Where an attempt goes: the pinned queue (by id, or by sharding key), else the next
+        writable queue in turn. With none writable because replica groups are electing
+        masters, NotMasterError: the send waits for one within its timeout."""
+        if pin is not None:
+            return pin.target(info.stable)
         if not info.queues and info.electing:
             raise no_master(info.route.topic, info.electing)
         return self._next(info.queues, avoid)
@@ -207,48 +196,11 @@ class Producer(ClientBase):
 
     # -- sending --------------------------------------------------------------------------------
 
-    def _request(self, info: PublishInfo, topic: str, ref: Target, body: bytes, batch: bool) -> RemotingCommand:
-        ext: dict[str, object] = {"topic": topic}
-        if ref.logical_id is not None:
-            ext.update(logicQueueId=ref.logical_id, epoch=ref.epoch)
-        else:
-            ext["queueId"] = ref.queue_id
-        if info.template:
-            ext["defaultTopic"] = info.template
-            ext["defaultTopicQueueNums"] = self.default_topic_queue_nums
-        code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE
-        return RemotingCommand.request(code, ext, body)
-
-    def _result(
-        self, topic: str, ref: Target, response: RemotingCommand, own: dict[int, str] | None = None
-    ) -> SendResult:
-        """The answer as a SendResult. Its ids: the broker names the first stored message's
-        offset id and the client id its record gives it; ``own`` (by place in what was sent)
-        are the messages that carried a UNIQ_KEY of their own, which they keep."""
-        ext = response.ext
-        skipped = int(ext.get("duplicates", 0))
-        first = str(ext.get("firstMsgId", ""))
-        if own and skipped:  # the broker stored only the messages after the duplicates
-            own = {i - skipped: v for i, v in own.items() if i >= skipped} or None
-        return SendResult(
-            status=SendStatus(ext.get("status", "SEND_OK")),
-            msg_id=(own or {}).get(0) or first,
-            topic=topic,
-            broker_name=ref.broker_name,
-            queue_id=int(ext.get("logicQueueId", ext["queueId"])),
-            queue_offset=int(ext["queueOffset"]),
-            count=int(ext.get("count", 1)),
-            duplicates=skipped,
-            offset_msg_id=str(ext["msgId"]),
-            batch_first_id=first,
-            own_ids=own,
-        )
-
     def _send_body(
         self,
         topic: str,
         body: bytes,
-        pinned: Message | None,
+        pin: Pin | None,
         batch: bool,
         timeout_ms: int | None,
         own: dict[int, str] | None = None,
@@ -268,13 +220,13 @@ class Producer(ClientBase):
             self.routes,
             1 + max(0, self.retry_times_when_send_failed),
             time.monotonic() + (timeout_ms or self.timeout_ms) / 1000,
-            pinned is not None,
+            pin is not None,
         )
         while True:
             info = self.publish_info(topic)
             ref: Target | None = None
             try:
-                ref = self._target(info, pinned, retries.avoid)
+                ref = self._target(info, pin, retries.avoid)
                 response = self._attempt(info, topic, ref, body, batch, retries)
             except RETRIABLE as exc:
                 pause = retries.after(exc, info, ref)  # raises when the send must give up
@@ -283,7 +235,7 @@ class Producer(ClientBase):
                 continue
             if info.template:
                 self.routes.invalidate(topic)  # the topic exists now; learn its real route next time
-            return self._result(topic, ref, response, own)
+            return send_result(topic, ref, response, own)
 
     def _attempt(
         self, info: PublishInfo, topic: str, ref: Target, body: bytes, batch: bool, retries: SendRetries
@@ -293,9 +245,9 @@ class Producer(ClientBase):
         master (a hung master is replaced while the attempt waits: the send moves on at once;
         the hung one, fenced by its lease, can acknowledge nothing when it wakes)."""
         address = self.broker_address(info.route, ref.broker_name)
-        request = self._request(info, topic, ref, body, batch)
+        request = send_request(info, topic, ref, body, batch=batch, queue_nums=self.default_topic_queue_nums)
         started = time.monotonic()
-        wait_ms = self._attempt_timeout_ms(retries.deadline - started, retries.pinned, retries.attempts_left)
+        wait_ms = retries.attempt_timeout_ms(started, self.send_attempt_timeout_ms)
         try:
             if replicated(info.route, ref.broker_name):
                 future = self.remoting.invoke_async(address, request, wait_ms)
@@ -325,19 +277,6 @@ class Producer(ClientBase):
                         f"{master} had not answered a send of {topic}, which goes again"
                     ) from None
 
-    def _attempt_timeout_ms(self, left_s: float, pinned: bool, attempts_left: int) -> int:
-        """How long one attempt may wait for its answer. A pinned send is retried on the same
-        queue and the last attempt has nothing after it: they get all that is left. Any other
-        gets ``send_attempt_timeout_ms``, by default an equal share of what is left among the
-        attempts left (1 s each of the default 3 s and 2 retries), and never less than
-        ``MIN_ATTEMPT_S`` of what is left: busy answers use up no attempt, so a share of what
-        they left over could be too short for any broker to answer."""
-        left_ms = max(1, int(left_s * 1000))
-        if pinned or attempts_left <= 1:
-            return left_ms
-        share = self.send_attempt_timeout_ms or max(left_ms // attempts_left, int(MIN_ATTEMPT_S * 1000))
-        return max(1, min(left_ms, share))
-
     def _record(self, broker_name: str, started: float, *, failed: bool) -> None:
         if self.fault is not None:
             self.fault.update(broker_name, (time.monotonic() - started) * 1000, failed=failed)
@@ -347,8 +286,7 @@ class Producer(ClientBase):
         made, if not now (a message relayed from another client keeps its born time)."""
         self._check(message)
         body, own = encode_sent(message.topic, [message], compression_kind=self.compression, born_ms=born_ms)
-        pinned = message if message.queue_id is not None or message.sharding_key is not None else None
-        return self._send_body(message.topic, body, pinned, False, timeout_ms, own)
+        return self._send_body(message.topic, body, pin_of(message), False, timeout_ms, own)
 
     def first_attempt(self, message: Message, *, born_ms: int | None = None) -> FirstAttempt | None:
         """The request ``send`` would make first, and the broker it would go to, without sending
@@ -363,18 +301,17 @@ class Producer(ClientBase):
             info = self.publish_info(message.topic)
             if info.template:
                 return None
-            pinned = message if message.queue_id is not None or message.sharding_key is not None else None
-            ref = self._target(info, pinned, None)
+            ref = self._target(info, pin_of(message), None)
             address = self.broker_address(info.route, ref.broker_name)
         except RocketSparkError:
             return None  # e.g. a queue being remapped, a master being elected: a send (with its retries) sorts it out
         body, own = encode_sent(message.topic, [message], compression_kind=self.compression, born_ms=born_ms)
-        request = self._request(info, message.topic, ref, body, False)
+        request = send_request(info, message.topic, ref, body, batch=False, queue_nums=self.default_topic_queue_nums)
         return FirstAttempt(address, request, message.topic, ref, own)
 
     def result_of(self, attempt: FirstAttempt, response: RemotingCommand) -> SendResult:
         """The outcome of a first attempt delivered by the caller; raises for a refusal."""
-        return self._result(attempt.topic, attempt.target, check(response), attempt.own_ids)
+        return send_result(attempt.topic, attempt.target, check(response), attempt.own_ids)
 
     def send_batch(self, messages: Sequence[Message], *, timeout_ms: int | None = None) -> list[SendResult]:
         """Send many messages in as few requests as the byte limit allows.
@@ -386,31 +323,25 @@ class Producer(ClientBase):
         ``msg_ids()`` all of theirs (a batch's ids are consecutive: ``codec.ids``).
         """
         results: list[SendResult] = []
-        for topic, pinned, group in self._groups(messages):
+        for topic, pin, group in self._groups(messages):
             for chunk in chunk_messages(group, self.batch_max_bytes):
                 body, own = encode_sent(topic, chunk, compression_kind=self.compression)
-                results.append(self._send_body(topic, body, pinned, True, timeout_ms, own))
+                results.append(self._send_body(topic, body, pin, True, timeout_ms, own))
         return results
 
-    def _groups(self, messages: Sequence[Message]) -> list[tuple[str, Message | None, Sequence[Message]]]:
+    def _groups(self, messages: Sequence[Message]) -> list[tuple[str, Pin | None, Sequence[Message]]]:
+        """The messages by topic and pin, each group in its original order: one group goes to
+        one queue (or round robin, unpinned)."""
         first = messages[0] if messages else None
         if first is not None and all(len(set(map(get, messages))) == 1 for get in _ROUTING):
             # the common case: one topic, and one queue (or none) for all
             self._check_all(first.topic, messages)
-            pinned = first if first.queue_id is not None or first.sharding_key is not None else None
-            return [(first.topic, pinned, messages)]
-        groups: dict[tuple[str, object], tuple[Message | None, list[Message]]] = {}
+            return [(first.topic, pin_of(first), messages)]
+        groups: dict[tuple[str, Pin | None], list[Message]] = {}
         for message in messages:
             self._check(message)
-            if message.queue_id is not None:
-                key: tuple[str, object] = (message.topic, ("id", message.queue_id))
-            elif message.sharding_key is not None:
-                key = (message.topic, ("key", key_hash(message.sharding_key)))
-            else:
-                key = (message.topic, None)
-            pinned = message if key[1] is not None else None
-            groups.setdefault(key, (pinned, []))[1].append(message)
-        return [(topic, pinned, group) for (topic, _), (pinned, group) in groups.items()]
+            groups.setdefault((message.topic, pin_of(message)), []).append(message)
+        return [(topic, pin, group) for (topic, pin), group in groups.items()]
 
     def send_to_queue(self, topic: str, queue_id: int, record: bytes, *, timeout_ms: int | None = None) -> SendResult:
         """Send one batch record, built with :mod:`rocketspark.codec.build`, to one queue.
@@ -419,8 +350,7 @@ class Producer(ClientBase):
         sequence) is stored at most once: resending it (a replayed Spark micro-batch) appends
         nothing twice.
         """
-        pin = Message(topic, b"", queue_id=queue_id)
-        return self._send_body(topic, record, pin, True, timeout_ms)
+        return self._send_body(topic, record, Pin(topic, queue_id), True, timeout_ms)
 
     def queue_count(self, topic: str) -> int:
         """How many queues keys and ``queue_id`` choose among (logical queues of a static topic)."""
@@ -440,9 +370,10 @@ class Producer(ClientBase):
         """Send without waiting for any answer: fastest, and a failure goes unnoticed."""
         self._check(message)
         info = self.publish_info(message.topic)
-        ref = pinned_target(message, info.stable) or self._next(info.queues, None)
+        pin = pin_of(message)
+        ref = pin.target(info.stable) if pin is not None else self._next(info.queues, None)
         body = encode_messages(message.topic, [message], compression_kind=self.compression)
-        request = self._request(info, message.topic, ref, body, False)
+        request = send_request(info, message.topic, ref, body, batch=False, queue_nums=self.default_topic_queue_nums)
         self.remoting.invoke_oneway(self.broker_address(info.route, ref.broker_name), request)
 
     def close(self) -> None:

@@ -32,19 +32,16 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from rocketspark.client.daemon import DaemonThread
 from rocketspark.errors import RocketSparkError
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.shapes import MAX_TOPICS_PER_REQUEST
-from rocketspark.remoting.client import PushStream, check
-
-if TYPE_CHECKING:
-    from rocketspark.client.routes import RouteCache
+from rocketspark.remoting.client import PushStream, RemotingClient, check
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +55,33 @@ def _chunks(topics: list[str]) -> list[list[str]]:
     return [topics[i : i + MAX_TOPICS_PER_REQUEST] for i in range(0, len(topics), MAX_TOPICS_PER_REQUEST)]
 
 
+class RefusalCounter(Protocol):
+    """Where the subscriber counts the topics a nameserver refused (the route cache's counters)."""
+
+    subscriptions_refused: int
+
+
 class RouteSubscriber:
-    def __init__(self, cache: RouteCache) -> None:
-        self.cache = cache
+    """Keeps one push stream open to the sticky nameserver and its topics subscribed there.
+
+    It is built with the few pieces of the route cache it uses, not the cache, so that the two
+    do not depend on each other: the connections, the sticky nameserver (``current``, asked at
+    each (re)connect, as it moves), where pushed topics go (``notified``), where refusals are
+    counted (``counters``), and the poll interval its warning names."""
+
+    def __init__(
+        self,
+        remoting: RemotingClient,
+        current: Callable[[], str],
+        notified: Callable[[list[str]], None],
+        counters: RefusalCounter,
+        poll_interval_ms: int,
+    ) -> None:
+        self.remoting = remoting
+        self.current = current
+        self.notified = notified
+        self.counters = counters
+        self.poll_interval_ms = poll_interval_ms
         self.client_id = new_client_id()
         self.topics: set[str] = set()
         self.refused: set[str] = set()  # topics the nameserver would not take (its cap): polled only
@@ -95,7 +116,7 @@ class RouteSubscriber:
             nameserver = self.nameserver
         if nameserver is not None:
             for chunk in _chunks(sorted(gone)):
-                self.cache.remoting.invoke_oneway(nameserver, self._request(RequestCode.UNSUBSCRIBE_TOPIC_ROUTE, chunk))
+                self.remoting.invoke_oneway(nameserver, self._request(RequestCode.UNSUBSCRIBE_TOPIC_ROUTE, chunk))
 
     def resubscribe(self) -> None:
         """Ask again for the topics the nameserver refused: expired or unsubscribed topics may
@@ -111,7 +132,7 @@ class RouteSubscriber:
     def _subscribe_async(self, nameserver: str, topics: list[str]) -> None:
         for chunk in _chunks(topics):
             request = self._request(RequestCode.SUBSCRIBE_TOPIC_ROUTE, chunk)
-            future = self.cache.remoting.invoke_async(nameserver, request, peer="nameserver")
+            future = self.remoting.invoke_async(nameserver, request, peer="nameserver")
             future.add_done_callback(partial(self._answered, chunk))
 
     def _answered(self, topics: list[str], future: concurrent.futures.Future[RemotingCommand]) -> None:
@@ -132,13 +153,13 @@ class RouteSubscriber:
             self.refused = (self.refused - set(topics)) | (refused & self.topics)
         if not refused:
             return
-        self.cache.counters.subscriptions_refused += len(refused)
+        self.counters.subscriptions_refused += len(refused)
         if not self._warned:
             self._warned = True
             log.warning(
                 "%s; this client polls them: their routes refresh every %d ms instead",
                 response.remark or f"nameserver refused route subscriptions of {len(refused)} topic(s)",
-                self.cache.options.poll_interval_ms,
+                self.poll_interval_ms,
             )
 
     # -- the stream ------------------------------------------------------------------------------
@@ -146,7 +167,7 @@ class RouteSubscriber:
     def nameserver_changed(self) -> None:
         """Move the subscriptions to the cache's (new) sticky nameserver."""
         stream, old = self._stream, self.nameserver
-        if stream is not None and old != self.cache.namesrv.current:
+        if stream is not None and old != self.current():
             self._drop_subscriptions(old)
             stream.cancel()  # the loop registers with the new one
 
@@ -154,7 +175,7 @@ class RouteSubscriber:
         """Unsubscribe every topic at ``nameserver`` (no list: all of this client's)."""
         if nameserver is not None:
             request = RemotingCommand.request(RequestCode.UNSUBSCRIBE_TOPIC_ROUTE, {"clientId": self.client_id})
-            self.cache.remoting.invoke_oneway(nameserver, request)
+            self.remoting.invoke_oneway(nameserver, request)
 
     def _attach(self, nameserver: str) -> None:
         """The stream is registered: from now on subscriptions are kept. Subscribe them all."""
@@ -165,7 +186,7 @@ class RouteSubscriber:
         for chunk in _chunks(topics):
             request = self._request(RequestCode.SUBSCRIBE_TOPIC_ROUTE, chunk)
             try:
-                answer = self.cache.remoting.invoke(nameserver, request, peer="nameserver")
+                answer = self.remoting.invoke(nameserver, request, peer="nameserver")
                 self._record(chunk, check(answer, ResponseCode.SUBSCRIPTION_REFUSED))
             except RocketSparkError as exc:
                 log.debug("route subscription at %s failed: %s", nameserver, exc)
@@ -175,9 +196,9 @@ class RouteSubscriber:
     def _run(self) -> None:
         backoff = 0.1
         while not self._stop.is_set():
-            target = self.cache.namesrv.current
+            target = self.current()
             try:
-                self._stream = self.cache.remoting.open_push_stream(target, self.client_id)
+                self._stream = self.remoting.open_push_stream(target, self.client_id)
                 for command in self._stream:
                     backoff = 0.1
                     if command.is_response:  # the first message: registered, or why not (raised)
@@ -186,7 +207,7 @@ class RouteSubscriber:
                     elif command.code == RequestCode.NOTIFY_CLIENT_TOPIC_ROUTE_CHANGED:
                         topics = command.ext.get("topics")
                         if isinstance(topics, list):
-                            self.cache.notified([str(t) for t in topics])
+                            self.notified([str(t) for t in topics])
             except RocketSparkError as exc:
                 log.debug("route push stream to %s broke: %s", target, exc)
             except Exception:

@@ -164,7 +164,7 @@ class RouteCache:
         remoting: RemotingClient,
         options: RouteOptions | None = None,
     ) -> None:
-        self.namesrv = Nameservers(nameservers, remoting)
+        self.namesrv = Nameservers(nameservers, remoting, on_change=self._nameserver_changed)
         self.remoting = remoting
         self.options = options = options or RouteOptions()
         self.counters = RouteCounters()
@@ -178,8 +178,12 @@ class RouteCache:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._refresher = DaemonThread(self._refresh_loop, "route-refresh")
-        self.subscriber: RouteSubscriber | None = RouteSubscriber(self) if options.route_push else None
-        self.namesrv.on_change = self._nameserver_changed
+        self.subscriber: RouteSubscriber | None = None
+        if options.route_push:
+            namesrv = self.namesrv
+            self.subscriber = RouteSubscriber(
+                remoting, lambda: namesrv.current, self.notified, self.counters, options.poll_interval_ms
+            )
 
     # -- nameserver calls ------------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ from rocketspark.errors import (
     NotLeaderForQueueError,
     NotMasterError,
 )
-from rocketspark.protocol.types import Message, Perm, TopicRouteData
+from rocketspark.protocol.types import Message, Perm, QueueData, TopicRouteData
 
 
 def key_hash(key: str) -> int:
@@ -99,6 +99,18 @@ def publish_info_of(route: TopicRouteData) -> PublishInfo:
     return PublishInfo(route, queues, stable, None, electing)
 
 
+def template_info(template: TopicRouteData, name: str, queue_nums: int) -> PublishInfo:
+    """Where a send that auto-creates its topic goes: the template's write queues, at most
+    ``queue_nums`` on each broker, as many as the broker will create for the topic."""
+    shrunk = tuple(
+        QueueData(q.broker_name, min(queue_nums, q.read_queue_nums), min(queue_nums, q.read_queue_nums), q.perm)
+        for q in template.queues
+    )
+    route = TopicRouteData(template.topic, template.brokers, shrunk)
+    queues = [Target(r.broker_name, r.queue_id) for r in write_queues(route)]
+    return PublishInfo(route, queues, list(queues), name)
+
+
 def no_master(topic: str, groups: frozenset[str] | set[str]) -> NotMasterError:
     """What a send is told while a replica group it must go to elects a master."""
     names = ", ".join(sorted(groups))
@@ -108,25 +120,43 @@ def no_master(topic: str, groups: frozenset[str] | set[str]) -> NotMasterError:
     )
 
 
-def pinned_target(message: Message, queues: list[Target | None]) -> Target | None:
-    """The queue a message is pinned to by id or key, indexing every queue so that a broker
-    losing write permission makes its keys fail instead of silently moving."""
-    if message.queue_id is not None:
-        if not 0 <= message.queue_id < len(queues):
+@dataclass(frozen=True, slots=True)
+class Pin:
+    """What fixes a send to one queue: a queue id, or a sharding key's hash. Sends with equal
+    pins go to the same queue, so a batch is grouped by pin; a pinned send is retried on its
+    queue, never moved (that would break the key's order)."""
+
+    topic: str
+    value: int  # the queue id, or the key's hash
+    by_key: bool = False
+
+    def target(self, queues: list[Target | None]) -> Target:
+        """The queue pinned, indexing every queue so that a broker losing write permission
+        makes its keys fail instead of silently moving."""
+        if self.by_key:
+            index = self.value % len(queues)
+        elif 0 <= self.value < len(queues):
+            index = self.value
+        else:
             raise InvalidParameterError(
-                f'queue {message.queue_id} does not exist: topic "{message.topic}" has {len(queues)} queues'
+                f'queue {self.value} does not exist: topic "{self.topic}" has {len(queues)} queues'
             )
-        index = message.queue_id
-    elif message.sharding_key is not None:
-        index = queue_for_key(message.sharding_key, len(queues))
-    else:
-        return None
-    target = queues[index]
-    if target is None:
-        raise NotLeaderForQueueError(
-            f'logical queue {index} of "{message.topic}" has no open segment right now (a remap is under way)'
-        )
-    return target
+        target = queues[index]
+        if target is None:
+            raise NotLeaderForQueueError(
+                f'logical queue {index} of "{self.topic}" has no open segment right now (a remap is under way)'
+            )
+        return target
+
+
+def pin_of(message: Message) -> Pin | None:
+    """The message's pin: its ``queue_id`` first, then its sharding key (the hash
+    ``queue_for_key`` places); None when neither is set: round robin."""
+    if message.queue_id is not None:
+        return Pin(message.topic, message.queue_id)
+    if message.sharding_key is not None:
+        return Pin(message.topic, key_hash(message.sharding_key), by_key=True)
+    return None
 
 
 class RoundRobin:

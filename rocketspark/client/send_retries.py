@@ -100,6 +100,19 @@ class SendRetries:
     def attempts_left(self) -> int:
         return self.attempts - self.failures
 
+    def attempt_timeout_ms(self, now: float, configured_ms: int | None) -> int:
+        """How long the next attempt may wait for its answer. A pinned send is retried on the
+        same queue and the last attempt has nothing after it: they get all that is left. Any
+        other gets ``configured_ms`` (``send_attempt_timeout_ms``), by default an equal share of
+        what is left among the attempts left (1 s each of the default 3 s and 2 retries), and
+        never less than ``MIN_ATTEMPT_S`` of what is left: busy answers use up no attempt, so a
+        share of what they left over could be too short for any broker to answer."""
+        left_ms = max(1, int((self.deadline - now) * 1000))
+        if self.pinned or self.attempts_left <= 1:
+            return left_ms
+        share = configured_ms or max(left_ms // self.attempts_left, int(MIN_ATTEMPT_S * 1000))
+        return max(1, min(left_ms, share))
+
     def after(self, exc: RocketSparkError, info: PublishInfo, ref: Target | None) -> float:
         """The pause before the next attempt; raises ``exc`` when the send must give up."""
         if isinstance(exc, InvalidParameterError):

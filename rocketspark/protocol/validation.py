@@ -12,6 +12,9 @@ TOPIC_NAME_MAX: Final = 127
 TOPIC_NAME_PATTERN: Final = r"^[%|a-zA-Z0-9_-]+$"
 _TOPIC_NAME = re.compile(TOPIC_NAME_PATTERN)
 AUTO_CREATE_TOPIC: Final = "TBW102"  # RocketMQ's auto-create template topic
+# Queues a topic created through the template gets (at most the template's), unless the
+# producer asks otherwise: RocketMQ's defaultTopicQueueNums, on both sides of the send.
+DEFAULT_TOPIC_QUEUE_NUMS: Final = 4
 HELD_TOPIC_PREFIXES: Final = ("rmq_sys_", "RMQ_SYS_")  # where the v2 endpoint holds delay and half messages
 SYSTEM_TOPIC_PREFIXES: Final = (RETRY_PREFIX, DLQ_PREFIX, *HELD_TOPIC_PREFIXES)  # topics the cluster keeps itself
 

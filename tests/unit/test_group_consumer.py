@@ -10,7 +10,7 @@ import pytest
 
 from rocketspark import GroupConsumer
 from rocketspark.client.allocate import average, consistent_hash
-from rocketspark.client.group_consumer import Worker, queue_name, share_of
+from rocketspark.client.rebalance import Worker, queue_name, share_of
 
 MEMBERS = ["m-0", "m-1", "m-2"]
 
