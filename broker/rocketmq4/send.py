@@ -22,7 +22,7 @@ from rocketspark.errors import InvalidParameterError, MessageTooLargeError
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.group_topics import DLQ_PREFIX, RETRY_PREFIX
 from rocketspark.protocol.types import Message
-from rocketspark.protocol.validation import validate_topic_name
+from rocketspark.protocol.validation import DEFAULT_TOPIC_QUEUE_NUMS, validate_topic_name
 from rocketspark.rocketmq4 import records
 from rocketspark.rocketmq4.headers import Fields, send_fields
 
@@ -59,7 +59,8 @@ async def handle_send(dialect: Dialect, request: RemotingCommand, *, short: bool
     ext: dict[str, object] = {}
     default_topic = fields.text("defaultTopic", "")
     if default_topic and not dialect.topic_exists(topic):  # 4.x clients always name TBW102; only a new topic needs it
-        ext.update(defaultTopic=default_topic, defaultTopicQueueNums=fields.integer("defaultTopicQueueNums", 4))
+        queue_nums = fields.integer("defaultTopicQueueNums", DEFAULT_TOPIC_QUEUE_NUMS)
+        ext.update(defaultTopic=default_topic, defaultTopicQueueNums=queue_nums)
     record = encode_messages(topic, messages, born_ms=born_ms)
     stored = await dialect.queues.send(topic, queue_id, record, request.user, **ext)
     return request.response(

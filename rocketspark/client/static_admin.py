@@ -35,7 +35,7 @@ from rocketspark.errors import (
 from rocketspark.protocol.bodies import pack, unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.protocol.group_topics import LOGICAL_PREFIX
+from rocketspark.protocol.group_topics import LOGICAL_PREFIX, split_progress_key
 from rocketspark.protocol.static_mapping import TopicQueueMappingDetail, merge_details, new_epoch
 from rocketspark.protocol.validation import validate_topic_name
 
@@ -230,7 +230,7 @@ def _carry_progress(
     so that a queue's leader holds its groups' progress (the lag metrics read it there; readers
     would find it on the old leader too). Never over progress a group already committed at the
     new leader. Best effort: the remap is done either way."""
-    prefix = f"{LOGICAL_PREFIX}{state.topic}@"
+    logical_topic = LOGICAL_PREFIX + state.topic
 
     def table(broker: str) -> dict[str, Any]:
         request = RemotingCommand.request(RequestCode.GET_ALL_CONSUMER_OFFSET)
@@ -246,8 +246,9 @@ def _carry_progress(
                     tables[broker] = table(broker)
             for key, queues in tables[old].items():
                 there = tables[new].get(key, {})
-                if str(key).startswith(prefix) and str(q) in queues and str(q) not in there:
-                    core.commit_offset(str(key)[len(prefix) :], state.topic, q, int(queues[str(q)]))
+                topic, group = split_progress_key(str(key))
+                if topic == logical_topic and str(q) in queues and str(q) not in there:
+                    core.commit_offset(group, state.topic, q, int(queues[str(q)]))
     except (RocketSparkError, KeyError) as exc:
         log.warning("remap of %s: some groups' progress stays on the old leaders (%s)", state.topic, exc)
 

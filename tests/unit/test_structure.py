@@ -102,7 +102,8 @@ def test_the_check_sees_every_package() -> None:
 
 
 def test_no_import_circle_between_the_projects_files() -> None:
-    assert import_circles() == [], "modules that import each other (a callee given its caller?)"
+    circles = import_circles()
+    assert not circles, "modules that import each other (a callee given its caller?):\n" + "\n".join(map(str, circles))
 
 
 def test_no_source_file_over_400_lines() -> None:
@@ -111,8 +112,9 @@ def test_no_source_file_over_400_lines() -> None:
         for path in source_files()
         if (count := len(path.read_text().splitlines())) > MAX_FILE_LINES
     ]
-    assert long_files == [], "files to split along their seams"
+    assert not long_files, "files to split along their seams:\n" + "\n".join(long_files)
 
 
 def test_no_function_over_60_lines() -> None:
-    assert list(long_functions()) == [], "functions to split"
+    functions = list(long_functions())
+    assert not functions, "functions to split:\n" + "\n".join(functions)

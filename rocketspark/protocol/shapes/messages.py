@@ -23,13 +23,14 @@ from rocketspark.protocol.shapes.fields import (
     Tag,
     Topic,
 )
+from rocketspark.protocol.validation import DEFAULT_TOPIC_QUEUE_NUMS
 
 
 class SendHeader(Shape):
     topic: Topic
     queue_id: QueueIdOrNone = -1
     default_topic: Topic | None = None
-    default_topic_queue_nums: QueueCount = 4
+    default_topic_queue_nums: QueueCount = DEFAULT_TOPIC_QUEUE_NUMS
     logic_queue_id: QueueIdOrNone = -1
     epoch: OffsetOrNone = -1
     producer_id: Annotated[str, Meta(max_length=NAME_MAX)] = ""
