@@ -24,8 +24,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from rocketspark.client.logical import SegmentRange, advance, count, plan_ranges
 from rocketspark.errors import DataLossError, RocketSparkError
-from rocketspark.spark.driver import Catalog, Offsets, ordered, parse
-from rocketspark.spark.guard import Guarded
+from rocketspark.spark.catalog import Catalog, Offsets, ordered, parse
+from rocketspark.spark.executor_imports import Guarded
 from rocketspark.spark.options import ReaderOptions
 from rocketspark.spark.planning import distribute, split
 from rocketspark.spark.reading import ReadSpec, read_range
