@@ -34,7 +34,7 @@ from rocketspark.remoting.client import RemotingClient, check
 from rocketspark.remoting.transport import Transport
 from rocketspark.security.client_side import ClientSecurity
 from rocketspark.spark.arrow import arrow_schema
-from rocketspark.spark.options import Connection
+from rocketspark.spark.connection import Connection
 
 log = logging.getLogger(__name__)
 
