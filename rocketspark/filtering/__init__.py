@@ -23,11 +23,11 @@ import functools
 from typing import Final
 
 from rocketspark.errors import IllegalFilterExpressionError
+from rocketspark.filtering.limits import MAX_EXPRESSION_CHARS
 from rocketspark.filtering.selector import Selector
 
 __all__ = ["MAX_EXPRESSION_CHARS", "IllegalFilterExpressionError", "Selector", "compile", "compile_cached"]
 
-MAX_EXPRESSION_CHARS: Final = 16_384  # longer is refused (a request field's bound, too)
 CACHED: Final = 256  # expressions compile_cached remembers
 
 

@@ -31,7 +31,7 @@ from sqlglot.errors import ErrorLevel, ParseError, TokenError
 from sqlglot.tokenizer_core import Token, TokenType
 
 from rocketspark.errors import IllegalFilterExpressionError
-from rocketspark.filtering import MAX_EXPRESSION_CHARS
+from rocketspark.filtering.limits import MAX_EXPRESSION_CHARS
 
 T = TokenType
 # RocketMQ's 5.x string operators have no token type of their own in sqlglot: they borrow three

@@ -11,16 +11,21 @@ answers them from its properties of those names, as ``Selector.matches`` does.
 from __future__ import annotations
 
 from collections.abc import Set
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import msgpack
 import numpy as np
+import numpy.typing as npt
 
 from rocketspark.codec.columns import Columns, decode
 from rocketspark.protocol.properties import KEYS, TAGS
 
-if TYPE_CHECKING:
-    from rocketspark.filtering.selector import Selector
+
+class Mask(Protocol):
+    """What ``matching_records`` needs of a compiled filter (a ``Selector``): which messages
+    of decoded batches pass. A view, because the selector reads its properties from here."""
+
+    def mask(self, columns: Columns, /) -> npt.NDArray[np.bool_]: ...
 
 
 def property_columns(columns: Columns, names: Set[str]) -> dict[str, list[str | None]]:
@@ -51,7 +56,7 @@ def property_columns(columns: Columns, names: Set[str]) -> dict[str, list[str | 
     return out
 
 
-def matching_records(body: bytes, selector: Selector, first: int, end: int | None) -> tuple[bytes, int]:
+def matching_records(body: bytes, selector: Mask, first: int, end: int | None) -> tuple[bytes, int]:
     """The records of ``body`` (a read's whole records, as stored) that hold a message at a
     queue offset in ``[first, end)`` the selector passes, joined; and how many such messages.
     A record is kept whole: the reader filters it message by message."""

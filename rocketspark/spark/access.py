@@ -2,7 +2,7 @@
 
 A query against a cluster with security on must fail when it starts, on the driver, with a
 sentence that says which options to set, never deep inside an executor's task. The source
-checks when it first looks up its topics (``driver.Catalog``); the sink looks up its topic
+checks when it first looks up its topics (``catalog.Catalog``); the sink looks up its topic
 here before any task runs.
 """
 

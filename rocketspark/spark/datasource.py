@@ -21,7 +21,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from rocketspark.errors import ConfigError
-from rocketspark.spark import guard
+from rocketspark.spark.executor_imports import Guarded
 from rocketspark.spark.options import parse_reader, parse_writer
 from rocketspark.spark.schema import source_schema
 
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-class RocketMQDataSource(guard.Guarded, DataSource):
+class RocketMQDataSource(Guarded, DataSource):
     """Read and write rocketspark topics from Spark, streaming or batch.
 
     Examples

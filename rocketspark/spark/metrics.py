@@ -15,7 +15,7 @@ from typing import Any, Unpack
 from rocketspark.client.consumer import Consumer
 from rocketspark.client.logical import count
 from rocketspark.security.client_side import SecurityKwargs
-from rocketspark.spark.driver import Offsets, parse
+from rocketspark.spark.catalog import Offsets, parse
 
 Lag = dict[str, dict[int, int]]
 

@@ -1,4 +1,9 @@
-"""Options of ``format("rocketmq")``, parsed once into frozen objects.
+"""Options of ``format("rocketmq")``: one table, parsed once into frozen objects.
+
+Each option is declared once, as an :class:`Option`: its name as users write it, how its text
+becomes a value, its default, the bounds a number keeps and the line the docs give it. The
+parsers, their error messages and the README's option reference (:func:`reference`) are all
+made from the tables ``READER`` and ``WRITER`` (:mod:`rocketspark.spark.option_table`).
 
 Spark hands options over as a case-insensitive map of strings. Every value is checked here,
 when the query starts, and a bad one fails with one sentence naming the option and the fix,
@@ -9,253 +14,278 @@ look for them (``startingOffsets``, ``maxOffsetsPerTrigger``, ``failOnDataLoss``
 
 from __future__ import annotations
 
-import difflib
-import json
-import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Final
 
-from rocketspark.client.nameservers import resolve_nameservers
-from rocketspark.client.pulling import parse_tags
-from rocketspark.errors import ConfigError, InvalidAddressError, NoNameServerError, OptionError
-from rocketspark.filtering import IllegalFilterExpressionError, compile_cached
+from rocketspark.errors import OptionError
 from rocketspark.remoting.admission import MAX_REQUEST_BYTES
-from rocketspark.security.client_side import FIELDS, ClientSecurity, SecurityKwargs
+from rocketspark.security.client_side import FIELDS
+from rocketspark.spark import option_values as read
+from rocketspark.spark.connection import Connection
+from rocketspark.spark.option_table import Option, Within, given, known
+from rocketspark.spark.option_values import OffsetSpec
 
-EARLIEST = -2  # in JSON offsets, as in Kafka
-LATEST = -1
-
-
-# The option names, as users write them (Spark hands them over lower-cased).
-SECURITY_OPTIONS = tuple(f.option for f in FIELDS)
-READER_OPTIONS = (
-    "nameserver",
-    "topic",
-    "topicPattern",
-    "assign",
-    "startingOffsets",
-    "startingTimestamp",
-    "startingOffsetsByTimestamp",
-    "startingOffsetsByTimestampStrategy",
-    "endingOffsets",
-    "endingTimestamp",
-    "failOnDataLoss",
-    "maxOffsetsPerTrigger",
-    "minOffsetsPerTrigger",
-    "maxTriggerDelay",
-    "minPartitions",
-    "tags",
-    "sql",
-    "includeProperties",
-    "consumerGroup",
-    "pullTimeoutMs",
-    "pullBatchSize",
-    "verifyCrc",
-    "latestOffsetCacheMs",
-    *SECURITY_OPTIONS,
-    "path",  # set by load(path); ignored
+# A send request must fit in one frame a broker takes, with room to spare.
+MAX_BATCH_BYTES: Final = MAX_REQUEST_BYTES // 2
+_SECURITY_DOCS: Final = {
+    "access_key": "the user the query signs as, on a cluster with security on",
+    "secret_key": "that user's secret (never logged, never in the checkpoint)",
+    "tls": "TLS to the cluster, on or off",
+    "tls_ca_file": "the CA the servers' certificates are signed by",
+    "tls_cert_file": "a client certificate, for mutual TLS",
+    "tls_key_file": "its private key",
+}
+SECURITY: Final[tuple[Option[Any], ...]] = tuple(
+    Option(
+        f.option,
+        read.boolean if f.keyword == "tls" else read.text,
+        None,
+        doc=_SECURITY_DOCS[f.keyword],
+        shown="the environment",
+    )
+    for f in FIELDS
 )
-WRITER_OPTIONS = (
+NAMESERVER: Final[Option[tuple[str, ...]]] = Option(
     "nameserver",
-    "topic",
-    "tag",
-    "sendTimeoutMs",
-    "retryTimes",
-    "batchMaxBytes",
-    "idempotent",
-    *SECURITY_OPTIONS,
-    "path",  # set by save(path); ignored
-    "checkpointLocation",  # set by Spark
+    read.nameservers,
+    (),
+    field="nameservers",
+    doc="`host:port[,host:port]`",
+    required='.option("nameserver", "127.0.0.1:9876")',
+)
+_WHICH_TOPICS = "one of `topic`, `topicPattern`, `assign`"
+_AT_LEAST_1, _AT_LEAST_0 = Within(1), Within(0)
+
+READER: Final[tuple[Option[Any], ...]] = (
+    NAMESERVER,
+    Option("topic", read.topic_list, (), field="topics", shown=_WHICH_TOPICS, doc="the topics read, a comma list"),
+    Option(
+        "topicPattern",
+        read.pattern,
+        None,
+        field="topic_pattern",
+        shown=_WHICH_TOPICS,
+        doc="every topic whose whole name matches this regular expression (the list is read again every second)",
+    ),
+    Option(
+        "assign",
+        read.assignment,
+        None,
+        field="assign",
+        shown=_WHICH_TOPICS,
+        doc='the logical queues read, `{"orders": [0, 1]}`',
+    ),
+    Option(
+        "startingOffsets",
+        read.offsets,
+        None,
+        field="starting",
+        shown="`latest` (stream), `earliest` (batch)",
+        doc='`earliest`, `latest`, or `{"orders": {"0": 42, "1": -2}}` (-2 earliest, -1 latest); '
+        "not `latest` in a batch read",
+    ),
+    Option(
+        "startingTimestamp",
+        read.whole,
+        None,
+        _AT_LEAST_0,
+        field="starting_timestamp",
+        doc="start every queue at the first message stored at or after this time (ms); wins over the two below",
+    ),
+    Option(
+        "startingOffsetsByTimestamp",
+        read.timestamps,
+        None,
+        field="starting_by_timestamp",
+        doc='the same per queue, `{"orders": {"0": 1700000000000}}`; wins over `startingOffsets`',
+    ),
+    Option(
+        "startingOffsetsByTimestampStrategy",
+        read.timestamp_strategy,
+        "error",
+        field="timestamp_strategy",
+        doc="when a queue has no message stored at or after the time: fail (`error`) or start at `latest`",
+    ),
+    Option(
+        "endingOffsets",
+        read.offsets,
+        "latest",
+        field="ending",
+        doc="where a batch read ends, as `startingOffsets`; batch reads only",
+    ),
+    Option(
+        "endingTimestamp",
+        read.whole,
+        None,
+        _AT_LEAST_0,
+        field="ending_timestamp",
+        doc="end a batch read at the first message stored at or after this time (ms); batch reads only",
+    ),
+    Option(
+        "failOnDataLoss",
+        read.boolean,
+        True,
+        field="fail_on_data_loss",
+        doc="offsets deleted before they were read fail the query, naming the queue and range; `false` skips "
+        "exactly those",
+    ),
+    Option(
+        "maxOffsetsPerTrigger",
+        read.whole,
+        None,
+        _AT_LEAST_1,
+        field="max_offsets_per_trigger",
+        doc="cap of one micro-batch, shared among queues by backlog; honoured by `Trigger.AvailableNow`",
+    ),
+    Option(
+        "minOffsetsPerTrigger",
+        read.whole,
+        None,
+        _AT_LEAST_1,
+        field="min_offsets_per_trigger",
+        doc="wait for this many new offsets before a micro-batch",
+    ),
+    Option(
+        "maxTriggerDelay",
+        read.duration_ms,
+        15 * 60 * 1000,
+        field="max_trigger_delay_ms",
+        shown="`15m`",
+        doc="but not longer than this (`500ms`, `30s`, `15m`, `1h`; with `minOffsetsPerTrigger` only)",
+    ),
+    Option(
+        "minPartitions",
+        read.whole,
+        None,
+        _AT_LEAST_1,
+        field="min_partitions",
+        doc="split queues (at segment boundaries first) into at least this many partitions",
+    ),
+    Option("tags", read.tags, None, field="tags", shown="all", doc="server-side tag filter, `TagA || TagB`"),
+    Option(
+        "sql",
+        read.sql,
+        None,
+        field="sql",
+        doc="server-side SQL92 filter over the messages' properties, `amount > 100 AND TAGS IN ('a')` (see "
+        "Filters; not with `tags`); a bad expression fails the query at its start",
+    ),
+    Option("includeProperties", read.boolean, False, field="include_properties", doc="add the `properties` column"),
+    Option(
+        "consumerGroup",
+        read.text,
+        None,
+        field="consumer_group",
+        doc="also commit progress to this group, for lag dashboards (`rocketspark admin progress`); never used "
+        "to decide where to read",
+    ),
+    Option(
+        "pullTimeoutMs",
+        read.whole,
+        30_000,
+        _AT_LEAST_1,
+        field="pull_timeout_ms",
+        doc="tuning: how long a pull (or a request of the driver) may take",
+    ),
+    Option(
+        "pullBatchSize",
+        read.whole,
+        32_768,
+        _AT_LEAST_1,
+        field="pull_batch_size",
+        doc="tuning: messages asked for by one pull",
+    ),
+    Option("verifyCrc", read.boolean, True, field="verify_crc", doc="tuning: check each record's CRC as it is read"),
+    Option(
+        "latestOffsetCacheMs",
+        read.whole,
+        100,
+        _AT_LEAST_0,
+        field="latest_offset_cache_ms",
+        doc="tuning: how long the driver reuses the latest offsets it fetched",
+    ),
+    *SECURITY,
+    Option("path", read.text, None),  # set by load(path); ignored
 )
 
-
-def _check_known(options: Mapping[str, str], known: tuple[str, ...], kind: str) -> None:
-    names = {name.lower(): name for name in known}
-    for key in options:
-        if key.lower() not in names:
-            close = difflib.get_close_matches(key.lower(), list(names), n=1)
-            hint = f'; did you mean "{names[close[0]]}"?' if close else f"; known options: {', '.join(known)}"
-            raise OptionError(f'unknown {kind} option "{key}"{hint}')
-
-
-def _get(options: Mapping[str, str], name: str) -> str | None:
-    value = options.get(name.lower())
-    return None if value is None or str(value).strip() == "" else str(value).strip()
-
-
-def _int(options: Mapping[str, str], name: str, default: int | None = None, minimum: int = 0) -> int | None:
-    raw = _get(options, name)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise OptionError(f'option "{name}" must be a whole number, not "{raw}"') from None
-    if value < minimum:
-        raise OptionError(f'option "{name}" must be at least {minimum}, not {value}')
-    return value
-
-
-def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
-    raw = _get(options, name)
-    if raw is None:
-        return default
-    if raw.lower() in ("true", "1", "yes"):
-        return True
-    if raw.lower() in ("false", "0", "no"):
-        return False
-    raise OptionError(f'option "{name}" must be true or false, not "{raw}"')
-
-
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?$")
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, None: 1}
-
-
-def _duration_ms(options: Mapping[str, str], name: str, default: int) -> int:
-    raw = _get(options, name)
-    if raw is None:
-        return default
-    match = _DURATION.match(raw.lower())
-    if not match:
-        raise OptionError(f'option "{name}" must be a duration like 500ms, 30s, 15m or 1h, not "{raw}"')
-    return int(float(match.group(1)) * _UNIT_MS[match.group(2)])
-
-
-def _json(options: Mapping[str, str], name: str, example: str) -> Any:
-    raw = _get(options, name)
-    if raw is None:
-        return None
-    try:
-        return json.loads(raw)
-    except ValueError as exc:
-        raise OptionError(f'option "{name}" is not valid JSON ({exc}); use {example}') from None
-
-
-def _nameservers(options: Mapping[str, str]) -> tuple[str, ...]:
-    raw = _get(options, "nameserver")
-    if raw is None:
-        raise OptionError('option "nameserver" is required: .option("nameserver", "127.0.0.1:9876")')
-    try:
-        return tuple(resolve_nameservers(raw))
-    except (InvalidAddressError, NoNameServerError) as exc:
-        raise OptionError(f'option "nameserver": {exc.message}') from None
-
-
-@dataclass(frozen=True, slots=True)
-class Connection:
-    """Who the query's clients are and how they connect: the user they sign as and their TLS.
-
-    Each one not set falls back to the client's environment variable on the process that
-    connects (ROCKETSPARK_ACCESS_KEY...). The secret never shows in a repr; Spark redacts the
-    option ``secretKey`` (and ``accessKey``) in ``EXPLAIN`` and the UI by its default
-    ``spark.redaction.regex``, and the source keeps none of it in the checkpoint."""
-
-    access_key: str | None = None
-    secret_key: str | None = field(default=None, repr=False)
-    tls: bool | None = None
-    tls_ca_file: str | None = None
-    tls_cert_file: str | None = None
-    tls_key_file: str | None = None
-
-    def client_kwargs(self) -> SecurityKwargs:
-        """The keywords a Producer, Consumer or Admin takes; only those set (None: the environment)."""
-        given = {f.keyword: getattr(self, f.keyword) for f in FIELDS}
-        return cast(SecurityKwargs, {k: v for k, v in given.items() if v is not None})
-
-    def check(self) -> Connection:
-        """Fail at the query's start, on the driver, for a half-given pair or an unreadable file."""
-        if (self.access_key is None) != (self.secret_key is None):
-            raise OptionError('options "accessKey" and "secretKey": set both (a user of the cluster), or neither')
-        try:
-            ClientSecurity.of(self.client_kwargs())
-        except ConfigError as exc:
-            raise OptionError(f"TLS options (tls, tlsCaFile, tlsCertFile, tlsKeyFile): {exc.message}") from None
-        return self
-
-
-def _connection(options: Mapping[str, str]) -> Connection:
-    values: dict[str, Any] = {f.keyword: _get(options, f.option) for f in FIELDS}
-    if values["tls"] is not None:
-        values["tls"] = _bool(options, "tls", False)
-    return Connection(**values).check()
-
-
-OffsetSpec = str | dict[str, dict[int, int]]  # "earliest" / "latest" / {topic: {queue: offset}}
-
-
-def _offsets(options: Mapping[str, str], name: str, default: str, allow_latest: bool = True) -> OffsetSpec:
-    raw = _get(options, name)
-    if raw is None:
-        return default
-    if raw.lower() in ("earliest", "latest"):
-        if raw.lower() == "latest" and not allow_latest:
-            raise OptionError(f'option "{name}" cannot be "latest" here; use "earliest" or JSON offsets')
-        return raw.lower()
-    parsed = _json(options, name, '"earliest", "latest" or {"orders": {"0": 42}}')
-    return _queue_map(name, parsed, offsets=True)
-
-
-def _queue_map(name: str, parsed: Any, *, offsets: bool) -> dict[str, dict[int, int]]:
-    what = "an offset (-2 earliest, -1 latest)" if offsets else "a timestamp in ms"
-    if not isinstance(parsed, dict) or not parsed:
-        raise OptionError(f'option "{name}" must be a JSON object like {{"orders": {{"0": 42}}}}')
-    out: dict[str, dict[int, int]] = {}
-    for topic, queues in parsed.items():
-        if not isinstance(queues, dict):
-            raise OptionError(f'option "{name}": the value for topic "{topic}" must map queue ids to {what}')
-        out[topic] = {}
-        for queue, value in queues.items():
-            if not str(queue).isdigit() or not isinstance(value, int) or isinstance(value, bool):
-                raise OptionError(f'option "{name}": queue "{queue}" of "{topic}" must be a queue id mapped to {what}')
-            if offsets and value < EARLIEST:
-                raise OptionError(
-                    f'option "{name}": offset {value} of {topic}/{queue} is not valid; use >= 0, -2 or -1'
-                )
-            out[topic][int(queue)] = value
-    return out
+WRITER: Final[tuple[Option[Any], ...]] = (
+    NAMESERVER,
+    Option("topic", read.text, None, field="topic", doc="the topic written to (wins over a `topic` column)"),
+    Option("tag", read.text, None, field="tag", doc="the tag of rows without a `tag` column"),
+    Option("sendTimeoutMs", read.whole, 10_000, _AT_LEAST_1, field="send_timeout_ms", doc="how long one send may take"),
+    Option("retryTimes", read.whole, 2, _AT_LEAST_0, field="retry_times", doc="how often a failed send is tried again"),
+    Option(
+        "batchMaxBytes",
+        read.whole,
+        4 * 1024 * 1024,
+        Within(1024, MAX_BATCH_BYTES, " (a send request travels as one gRPC message)"),
+        field="batch_max_bytes",
+        doc="the largest batch record one send carries",
+    ),
+    Option(
+        "idempotent",
+        read.boolean,
+        True,
+        field="idempotent",
+        doc="a re-run micro-batch stores each message once (see below); `false`: a re-run sends them again",
+    ),
+    *SECURITY,
+    Option("path", read.text, None),  # set by save(path); ignored
+    Option("checkpointLocation", read.text, None),  # set by Spark
+)
 
 
 @dataclass(frozen=True, slots=True)
 class ReaderOptions:
+    """The source's options, parsed (``parse_reader``; the defaults are ``READER``'s)."""
+
     nameservers: tuple[str, ...]
-    topics: tuple[str, ...] = ()
-    topic_pattern: str | None = None
-    assign: dict[str, tuple[int, ...]] | None = None
-    starting: OffsetSpec = "latest"
-    starting_timestamp: int | None = None
-    starting_by_timestamp: dict[str, dict[int, int]] | None = None
-    timestamp_strategy: str = "error"
-    ending: OffsetSpec = "latest"
-    ending_timestamp: int | None = None
-    fail_on_data_loss: bool = True
-    max_offsets_per_trigger: int | None = None
-    min_offsets_per_trigger: int | None = None
-    max_trigger_delay_ms: int = 15 * 60 * 1000
-    min_partitions: int | None = None
-    tags: tuple[str, ...] | None = None
-    sql: str | None = None  # an SQL92 filter expression over the messages' properties
-    include_properties: bool = False
-    consumer_group: str | None = None
-    pull_timeout_ms: int = 30_000
-    pull_batch_size: int = 32_768
-    verify_crc: bool = True
-    latest_offset_cache_ms: int = 100
-    connection: Connection = Connection()
+    topics: tuple[str, ...]
+    topic_pattern: str | None
+    assign: dict[str, tuple[int, ...]] | None
+    starting: OffsetSpec
+    starting_timestamp: int | None
+    starting_by_timestamp: dict[str, dict[int, int]] | None
+    timestamp_strategy: str
+    ending: OffsetSpec
+    ending_timestamp: int | None
+    fail_on_data_loss: bool
+    max_offsets_per_trigger: int | None
+    min_offsets_per_trigger: int | None
+    max_trigger_delay_ms: int
+    min_partitions: int | None
+    tags: tuple[str, ...] | None
+    sql: str | None  # an SQL92 filter expression over the messages' properties
+    include_properties: bool
+    consumer_group: str | None
+    pull_timeout_ms: int
+    pull_batch_size: int
+    verify_crc: bool
+    latest_offset_cache_ms: int
+    connection: Connection
 
 
-def _sql(options: Mapping[str, str], tags: list[str] | None) -> str | None:
-    """The ``sql`` option, compiled now: a bad expression fails the query at its start."""
-    sql = _get(options, "sql")
-    if sql is None:
-        return None
-    if tags:
-        raise OptionError('set the option "tags" or the option "sql", not both (TAGS is a name sql can test)')
-    try:
-        compile_cached(sql)
-    except IllegalFilterExpressionError as exc:
-        raise OptionError(f'option "sql": {exc.message}') from None
-    return sql
+def _writer_default(name: str) -> Any:
+    return next(o.default for o in WRITER if o.field == name)
+
+
+@dataclass(frozen=True, slots=True)
+class WriterOptions:
+    """The sink's options, parsed (``parse_writer``; the defaults are ``WRITER``'s)."""
+
+    nameservers: tuple[str, ...]
+    topic: str | None = _writer_default("topic")
+    tag: str | None = _writer_default("tag")
+    send_timeout_ms: int = _writer_default("send_timeout_ms")
+    retry_times: int = _writer_default("retry_times")
+    batch_max_bytes: int = _writer_default("batch_max_bytes")
+    idempotent: bool = _writer_default("idempotent")
+    connection: Connection = field(default_factory=Connection)
+
+
+def _fields(table: Sequence[Option[Any]], values: Mapping[str, Any]) -> dict[str, Any]:
+    return {o.field: values[o.name] for o in table if o.field}
 
 
 def parse_reader(options: Mapping[str, str], *, streaming: bool | None) -> ReaderOptions:
@@ -265,114 +295,46 @@ def parse_reader(options: Mapping[str, str], *, streaming: bool | None) -> Reade
     before it says whether the read is ``spark.read`` or ``readStream``, so only the checks
     that hold in both modes run then; the reader parses again with the real mode.
     """
-    options = {str(k).lower(): v for k, v in options.items()}
-    _check_known(options, READER_OPTIONS, "source")
-    selectors = [name for name in ("topic", "topicPattern", "assign") if _get(options, name) is not None]
+    options = known(options, READER, "source")
+    selectors = [name for name in ("topic", "topicPattern", "assign") if given(options, name) is not None]
     if len(selectors) != 1:
         raise OptionError(
             'set exactly one of the options "topic", "topicPattern" or "assign"'
             + (f" (got {', '.join(selectors)})" if selectors else "")
         )
-    topics: tuple[str, ...] = ()
-    pattern = assign = None
-    if selectors[0] == "topic":
-        topics = tuple(t.strip() for t in (_get(options, "topic") or "").split(",") if t.strip())
-    elif selectors[0] == "topicPattern":
-        pattern = _get(options, "topicPattern")
-        try:
-            re.compile(pattern or "")
-        except re.error as exc:
-            raise OptionError(f'option "topicPattern" is not a valid regular expression: {exc}') from None
-    else:
-        parsed = _json(options, "assign", '{"orders": [0, 1, 2]}')
-        if not isinstance(parsed, dict) or not all(
-            isinstance(v, list) and all(isinstance(q, int) and q >= 0 for q in v) for v in parsed.values()
-        ):
-            raise OptionError('option "assign" must be JSON like {"orders": [0, 1, 2]} (logical queue ids)')
-        assign = {t: tuple(sorted(set(v))) for t, v in parsed.items()}
-    timestamp_strategy = (_get(options, "startingOffsetsByTimestampStrategy") or "error").lower()
-    if timestamp_strategy not in ("error", "latest"):
-        raise OptionError('option "startingOffsetsByTimestampStrategy" must be "error" or "latest"')
-    by_time = _json(options, "startingOffsetsByTimestamp", '{"orders": {"0": 1700000000000}}')
-    tags = parse_tags(_get(options, "tags"))
-    sql = _sql(options, tags)
-    min_trigger = _int(options, "minOffsetsPerTrigger", None, 1)
-    if _get(options, "maxTriggerDelay") is not None and min_trigger is None:
+    values = {o.name: o.value(options) for o in READER}
+    _check_together(options, values)
+    _check_mode(options, streaming)
+    fields = _fields(READER, values)
+    fields["starting"] = fields["starting"] or ("earliest" if streaming is False else "latest")
+    return ReaderOptions(**fields, connection=Connection.of(values))
+
+
+def _check_together(options: Mapping[str, str], values: Mapping[str, Any]) -> None:
+    """The rules between options that hold in both modes."""
+    if values["tags"] and values["sql"] is not None:
+        raise OptionError('set the option "tags" or the option "sql", not both (TAGS is a name sql can test)')
+    least, most = values["minOffsetsPerTrigger"], values["maxOffsetsPerTrigger"]
+    if given(options, "maxTriggerDelay") is not None and least is None:
         raise OptionError('option "maxTriggerDelay" only applies with "minOffsetsPerTrigger"; set both or neither')
-    max_trigger = _int(options, "maxOffsetsPerTrigger", None, 1)
-    if max_trigger is not None and min_trigger is not None and min_trigger > max_trigger:
+    if most is not None and least is not None and least > most:
         raise OptionError('option "minOffsetsPerTrigger" cannot be larger than "maxOffsetsPerTrigger"')
+
+
+def _check_mode(options: Mapping[str, str], streaming: bool | None) -> None:
+    """The options of one mode only, refused in the other (nothing while it is not known)."""
     if streaming is False:
         for name in ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay"):
-            if _get(options, name) is not None:
+            if given(options, name) is not None:
                 raise OptionError(f'option "{name}" only applies to streaming reads (readStream), not batch reads')
-    elif streaming and (_get(options, "endingOffsets") is not None or _get(options, "endingTimestamp") is not None):
+        if (given(options, "startingOffsets") or "").lower() == "latest":
+            raise OptionError('option "startingOffsets" cannot be "latest" here; use "earliest" or JSON offsets')
+    elif streaming and (given(options, "endingOffsets") is not None or given(options, "endingTimestamp") is not None):
         raise OptionError('options "endingOffsets" and "endingTimestamp" only apply to batch reads (spark.read)')
-    return ReaderOptions(
-        nameservers=_nameservers(options),
-        topics=topics,
-        topic_pattern=pattern,
-        assign=assign,
-        starting=_offsets(
-            options,
-            "startingOffsets",
-            "earliest" if streaming is False else "latest",
-            allow_latest=streaming is not False,
-        ),
-        starting_timestamp=_int(options, "startingTimestamp", None, 0),
-        starting_by_timestamp=_queue_map("startingOffsetsByTimestamp", by_time, offsets=False) if by_time else None,
-        timestamp_strategy=timestamp_strategy,
-        ending=_offsets(options, "endingOffsets", "latest"),
-        ending_timestamp=_int(options, "endingTimestamp", None, 0),
-        fail_on_data_loss=_bool(options, "failOnDataLoss", True),
-        max_offsets_per_trigger=max_trigger,
-        min_offsets_per_trigger=min_trigger,
-        max_trigger_delay_ms=_duration_ms(options, "maxTriggerDelay", 15 * 60 * 1000),
-        min_partitions=_int(options, "minPartitions", None, 1),
-        tags=tuple(tags) if tags else None,
-        sql=sql,
-        include_properties=_bool(options, "includeProperties", False),
-        consumer_group=_get(options, "consumerGroup"),
-        pull_timeout_ms=_int(options, "pullTimeoutMs", 30_000, 1) or 30_000,
-        pull_batch_size=_int(options, "pullBatchSize", 32_768, 1) or 32_768,
-        verify_crc=_bool(options, "verifyCrc", True),
-        latest_offset_cache_ms=_int(options, "latestOffsetCacheMs", 100, 0) or 0,
-        connection=_connection(options),
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class WriterOptions:
-    nameservers: tuple[str, ...]
-    topic: str | None = None
-    tag: str | None = None
-    send_timeout_ms: int = 10_000
-    retry_times: int = 2
-    batch_max_bytes: int = 4 * 1024 * 1024
-    idempotent: bool = True
-    connection: Connection = Connection()
-
-
-# A send request must fit in one frame a broker takes, with room to spare.
-MAX_BATCH_BYTES = MAX_REQUEST_BYTES // 2
 
 
 def parse_writer(options: Mapping[str, str]) -> WriterOptions:
-    options = {str(k).lower(): v for k, v in options.items()}
-    _check_known(options, WRITER_OPTIONS, "sink")
-    batch_max_bytes = _int(options, "batchMaxBytes", 4 * 1024 * 1024, 1024) or 4 * 1024 * 1024
-    if batch_max_bytes > MAX_BATCH_BYTES:
-        raise OptionError(
-            f'option "batchMaxBytes" must be at most {MAX_BATCH_BYTES} (a send request travels as one gRPC message), '
-            f"not {batch_max_bytes}"
-        )
-    return WriterOptions(
-        nameservers=_nameservers(options),
-        topic=_get(options, "topic"),
-        tag=_get(options, "tag"),
-        send_timeout_ms=_int(options, "sendTimeoutMs", 10_000, 1) or 10_000,
-        retry_times=_int(options, "retryTimes", 2, 0) or 0,
-        batch_max_bytes=batch_max_bytes,
-        idempotent=_bool(options, "idempotent", True),
-        connection=_connection(options),
-    )
+    """Check and parse sink options; every problem names the option and the fix."""
+    options = known(options, WRITER, "sink")
+    values = {o.name: o.value(options) for o in WRITER}
+    return WriterOptions(**_fields(WRITER, values), connection=Connection.of(values))

@@ -26,7 +26,7 @@ from rocketspark.client.pipeline import Pipeline
 from rocketspark.client.pulling import STATUS_CODES, PullPlan, next_logical, plan_pull, read_columns
 from rocketspark.codec import ids
 from rocketspark.codec.arrow import Source, to_record_batch
-from rocketspark.errors import ConnectError, DataLossError, RocketSparkError
+from rocketspark.errors import ConnectError, RocketSparkError
 from rocketspark.filtering import compile_cached
 from rocketspark.protocol.codes import ResponseCode
 from rocketspark.protocol.types import PullResult
@@ -34,7 +34,8 @@ from rocketspark.remoting.client import RemotingClient, check
 from rocketspark.remoting.transport import Transport
 from rocketspark.security.client_side import ClientSecurity
 from rocketspark.spark.arrow import arrow_schema
-from rocketspark.spark.options import Connection
+from rocketspark.spark.connection import Connection
+from rocketspark.spark.data_loss import lost
 
 log = logging.getLogger(__name__)
 
@@ -72,13 +73,8 @@ class ReadSpec:
 
 def _lost(spec: ReadSpec, r: SegmentRange, lo: int, hi: int, why: str) -> None:
     """Logical ``[lo, hi)`` of the planned range cannot be read: fail, or skip it."""
-    message = (
-        f"data loss in topic {r.queue.topic} logical queue {r.queue.queue_id}: offsets [{lo}, {hi}) ({hi - lo} "
-        f"messages) are no longer on broker {r.segment.broker_name} ({why})"
-    )
-    if spec.fail_on_data_loss:
-        raise DataLossError(message + '. Set the option failOnDataLoss to "false" to skip lost offsets instead.')
-    log.warning("%s; skipped (failOnDataLoss=false)", message)
+    what = f"({hi - lo} messages) are no longer on broker {r.segment.broker_name} ({why})"
+    lost(spec.fail_on_data_loss, r.queue.topic, r.queue.queue_id, lo, hi, what, log)
 
 
 def _broker_address(spec: ReadSpec, broker_name: str) -> str | None:

@@ -51,7 +51,7 @@ from rocketspark.errors import OptionError
 from rocketspark.protocol.properties import SHARDING_KEY
 from rocketspark.protocol.types import SendResult
 from rocketspark.spark.access import check_sink
-from rocketspark.spark.guard import Guarded
+from rocketspark.spark.executor_imports import Guarded
 from rocketspark.spark.options import WriterOptions
 
 log = logging.getLogger(__name__)

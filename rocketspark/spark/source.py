@@ -13,6 +13,7 @@ and ``stop()`` may never run, so the checkpoint is the only source of truth.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Iterator
@@ -23,9 +24,10 @@ from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, Inp
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from rocketspark.client.logical import SegmentRange, advance, count, plan_ranges
-from rocketspark.errors import DataLossError, RocketSparkError
-from rocketspark.spark.driver import Catalog, Offsets, ordered, parse
-from rocketspark.spark.guard import Guarded
+from rocketspark.errors import RocketSparkError
+from rocketspark.spark.catalog import Catalog, Offsets, ordered, parse
+from rocketspark.spark.data_loss import lost
+from rocketspark.spark.executor_imports import Guarded
 from rocketspark.spark.options import ReaderOptions
 from rocketspark.spark.planning import distribute, split
 from rocketspark.spark.reading import ReadSpec, read_range
@@ -43,17 +45,8 @@ class RocketMQPartition(Guarded, InputPartition):
 
 
 def _spec(options: ReaderOptions) -> ReadSpec:
-    return ReadSpec(
-        nameservers=options.nameservers,
-        tags=options.tags,
-        sql=options.sql,
-        include_properties=options.include_properties,
-        fail_on_data_loss=options.fail_on_data_loss,
-        verify_crc=options.verify_crc,
-        pull_timeout_ms=options.pull_timeout_ms,
-        pull_batch_size=options.pull_batch_size,
-        connection=options.connection,
-    )
+    """What executors need of the query's options: ``ReadSpec``'s fields, taken by name."""
+    return ReadSpec(**{f.name: getattr(options, f.name) for f in dataclasses.fields(ReadSpec)})
 
 
 class _Planner:
@@ -100,13 +93,8 @@ class _Planner:
         if low >= earliest:
             return low
         lost_to = min(earliest, high)
-        message = (
-            f"data loss in topic {topic} logical queue {queue_id}: offsets [{low}, {lost_to}) were deleted (by "
-            f"retention) before this query read them; the queue now starts at {earliest}"
-        )
-        if self.options.fail_on_data_loss:
-            raise DataLossError(message + '. Set the option failOnDataLoss to "false" to skip lost offsets instead.')
-        log.warning("%s; skipped (failOnDataLoss=false)", message)
+        why = f"were deleted (by retention) before this query read them; the queue now starts at {earliest}"
+        lost(self.options.fail_on_data_loss, topic, queue_id, low, lost_to, why, log)
         return lost_to
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

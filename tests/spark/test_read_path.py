@@ -22,7 +22,7 @@ from rocketspark.protocol.static_mapping import LogicQueueMappingItem
 from rocketspark.protocol.types import Message
 from rocketspark.remoting.listener import create_server
 from rocketspark.remoting.server import Dispatcher
-from rocketspark.spark.options import Connection
+from rocketspark.spark.connection import Connection
 from rocketspark.spark.planning import split
 from rocketspark.spark.reading import ReadSpec, read_range
 from tests.helpers import batch_record

@@ -15,7 +15,7 @@ import pytest
 from rocketspark.cli import package_job
 from rocketspark.errors import ConfigError
 from rocketspark.spark.datasource import check_packaged
-from rocketspark.spark.guard import Guarded, MissingOnExecutor
+from rocketspark.spark.executor_imports import Guarded, MissingOnExecutor
 
 
 def test_a_shipped_interpreter_needs_an_archive_unpacked_under_its_directory() -> None:
@@ -44,7 +44,7 @@ def test_guarded_objects_travel_and_come_back() -> None:
 def shipped_from(module_name: str) -> bytes:
     """A Guarded object pickled on a driver whose ``module_name`` the executor lacks."""
     ghost = types.ModuleType(module_name)
-    exec("from rocketspark.spark.guard import Guarded\nclass Reader(Guarded):\n    pass\n", ghost.__dict__)
+    exec("from rocketspark.spark.executor_imports import Guarded\nclass Reader(Guarded):\n    pass\n", ghost.__dict__)
     ghost.Reader.__module__ = module_name
     sys.modules[module_name] = ghost
     try:

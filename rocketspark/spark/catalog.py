@@ -24,7 +24,8 @@ from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.types import TopicRouteData
 from rocketspark.protocol.validation import AUTO_CREATE_TOPIC
 from rocketspark.spark.access import refused, unreachable
-from rocketspark.spark.options import EARLIEST, LATEST, ReaderOptions
+from rocketspark.spark.option_values import EARLIEST, LATEST
+from rocketspark.spark.options import ReaderOptions
 from rocketspark.spark.planning import Bounds
 
 Offsets = dict[str, dict[int, int]]  # topic -> logical queue id -> logical offset
