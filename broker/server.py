@@ -53,14 +53,14 @@ from rocketspark.grpcv2.clients import InProcess
 from rocketspark.grpcv2.delay import TICK_S, DelayScheduler
 from rocketspark.grpcv2.endpoint import Endpoint as GrpcEndpoint
 from rocketspark.grpcv2.endpoint import Host as GrpcHost
-from rocketspark.grpcv2.held import run_every as held_rounds
+from rocketspark.grpcv2.held import every_s_in_thread
 from rocketspark.grpcv2.receiving import PopLimits
 from rocketspark.grpcv2.server import create_server as bind_grpc
 from rocketspark.grpcv2.transactions import CheckRules, Transactions
 from rocketspark.protocol.types import MessageExt, Perm
 from rocketspark.remoting.listener import Listener
 from rocketspark.remoting.listener import create_server as bind_server
-from rocketspark.remoting.server import Dispatcher, run_every, serve_until_signalled
+from rocketspark.remoting.server import Dispatcher, every_ms_on_loop, serve_until_signalled
 from rocketspark.remoting.transport import Transport
 from rocketspark.security.service import serve_acl
 
@@ -391,7 +391,7 @@ class Broker:
     # -- background work -------------------------------------------------------------------
 
     async def _every(self, interval_ms: int, what: str, action: Callable[[], object]) -> None:
-        await run_every(interval_ms, f"{what} of broker {self.name}", action, log)
+        await every_ms_on_loop(interval_ms, f"{what} of broker {self.name}", action, log)
 
     def background_tasks(self) -> list[Coroutine[Any, Any, None]]:
         return [
@@ -403,8 +403,8 @@ class Broker:
             self._every(self.config.retention_check_interval_ms, "retention", self.apply_retention),
             self._every(1000, "disk check", self.disk.refresh),
             self._every(self.config.mapping_clean_interval_ms, "static segment cleanup", self.clean_mappings),
-            held_rounds(TICK_S, self.delay.step, "delivering delay messages"),
-            held_rounds(
+            every_s_in_thread(TICK_S, self.delay.step, "delivering delay messages"),
+            every_s_in_thread(
                 min(1.0, self.config.transaction_check_interval_ms / 2000),
                 lambda: self.transactions.step(self.ask_transaction),
                 "checking transactions",

@@ -26,7 +26,7 @@ from rocketspark.protocol.headers import get_int, get_list, get_str
 from rocketspark.protocol.types import BrokerData
 from rocketspark.remoting.listener import Listener
 from rocketspark.remoting.listener import create_server as bind_server
-from rocketspark.remoting.server import Dispatcher, PushHub, client_key, run_every, serve_until_signalled
+from rocketspark.remoting.server import Dispatcher, PushHub, client_key, every_ms_on_loop, serve_until_signalled
 from rocketspark.security.service import VERSION_FIELD, serve_acl
 
 log = logging.getLogger("nameserver")
@@ -239,14 +239,18 @@ class NameServer:
     def background_tasks(self) -> list[asyncio.Task[None]]:
         config = self.config
         tasks = [
-            asyncio.create_task(run_every(config.scan_interval_ms, "broker expiry scan", self.expire_brokers, log)),
             asyncio.create_task(
-                run_every(config.notify_scan_interval_ms, "route-change notification round", self.notifier.scan, log)
+                every_ms_on_loop(config.scan_interval_ms, "broker expiry scan", self.expire_brokers, log)
+            ),
+            asyncio.create_task(
+                every_ms_on_loop(
+                    config.notify_scan_interval_ms, "route-change notification round", self.notifier.scan, log
+                )
             ),
         ]
         if self.controller is not None:
             scan = self.elect_and_watch
-            tasks.append(asyncio.create_task(run_every(SCAN_INTERVAL_MS, "controller election scan", scan, log)))
+            tasks.append(asyncio.create_task(every_ms_on_loop(SCAN_INTERVAL_MS, "controller election scan", scan, log)))
         return tasks
 
 

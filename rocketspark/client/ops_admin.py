@@ -18,7 +18,7 @@ from rocketspark.errors import (
 from rocketspark.protocol.codec import pack, unpack
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.protocol.group_topics import LOGICAL_PREFIX
+from rocketspark.protocol.group_topics import LOGICAL_PREFIX, split_progress_key
 from rocketspark.protocol.types import Message, MessageExt, SendResult
 from rocketspark.protocol.validation import topic_kind, validate_topic_name
 
@@ -73,7 +73,7 @@ def groups(admin: Admin) -> list[GroupInfo]:
         response = admin.call(address, RemotingCommand.request(RequestCode.GET_ALL_CONSUMER_OFFSET))
         body = unpack(response.body)
         for key in body["offsets"]:
-            topic, _, group = str(key).partition("@")
+            topic, group = split_progress_key(str(key))
             topics.setdefault(group, set()).add(topic.removeprefix(LOGICAL_PREFIX))
         for group, client_ids in body["members"].items():
             members.setdefault(group, set()).update(client_ids)

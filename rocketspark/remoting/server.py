@@ -9,7 +9,7 @@ rocketspark error keeps its code and message, a malformed request gets MALFORMED
 anything unexpected is logged with its traceback and answered as SYSTEM_ERROR. The server
 never dies of a bad request.
 
-What both servers run the same way lives here too: periodic background work (``run_every``)
+What both servers run the same way lives here too: periodic background work (``every_ms_on_loop``)
 and running until SIGTERM/SIGINT (``serve_until_signalled``).
 """
 
@@ -348,9 +348,12 @@ class Dispatcher:
             return response_for_exception(request, exc, self.server_name)
 
 
-async def run_every(interval_ms: int, what: str, action: Callable[[], object], logger: logging.Logger = log) -> None:
-    """Run ``action`` (sync or async) every ``interval_ms`` until cancelled. A failing round is
-    logged with its traceback and the next one runs: one bad round must not end the work."""
+async def every_ms_on_loop(
+    interval_ms: int, what: str, action: Callable[[], object], logger: logging.Logger = log
+) -> None:
+    """Run ``action`` (sync or async) on the event loop every ``interval_ms`` until cancelled
+    (a blocking step is :func:`rocketspark.grpcv2.held.every_s_in_thread`'s). A failing round
+    is logged with its traceback and the next one runs: one bad round must not end the work."""
     while True:
         await asyncio.sleep(interval_ms / 1000)
         try:
