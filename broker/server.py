@@ -142,7 +142,8 @@ class Broker:
         )
         # Our own clients of the cluster (signed with the cluster credential), and the held logs
         # behind delay messages and transactions: the v2 endpoint and 4.x clients share them.
-        self.clients = GrpcCluster(config.nameservers, self.security, config.max_message_bytes)
+        local = InProcess(self.dispatcher, lambda: self.loop, lambda: self.address)
+        self.clients = GrpcCluster(config.nameservers, self.security, config.max_message_bytes, local=local)
         self.host = GrpcHost(
             config.broker_name,
             lambda: self.role.is_master,
@@ -501,7 +502,6 @@ async def start(server: Listener, broker: Broker) -> list[asyncio.Task[None]]:
                 "broker %s replica %d: the controller did not answer yet: %s", broker.name, broker.role.replica_id, exc
             )
     broker.loop = asyncio.get_running_loop()
-    broker.clients.local = InProcess(broker.dispatcher, broker.loop, lambda: broker.address)
     if broker.grpc_server is not None and broker.grpc_endpoint is not None:  # the controller has not refused it
         await broker.grpc_server.start()
         broker.grpc_endpoint.start()

@@ -131,10 +131,10 @@ def check(response: RemotingCommand, *ok_codes: int) -> RemotingCommand:
 
 class LocalPeer(Protocol):
     """The server a client runs inside (a broker's v2 endpoint calling its own broker): its
-    requests to ``address()`` skip the network and the signature, and still meet the
-    server's request shapes and handlers (``Dispatcher.serve_local``)."""
+    requests to an address it ``serves`` skip the network and the signature, and still meet
+    the server's request shapes and handlers (``Dispatcher.serve_local``)."""
 
-    def address(self) -> str: ...
+    def serves(self, address: str) -> bool: ...
     def submit(self, request: RemotingCommand, timeout_s: float) -> concurrent.futures.Future[RemotingCommand]: ...
 
 
@@ -151,6 +151,7 @@ class RemotingClient:
         default_timeout_ms: int = DEFAULT_TIMEOUT_MS,
         credentials: Credentials | None = None,
         tls: ClientTls | None = None,
+        local: LocalPeer | None = None,
     ) -> None:
         self.peer_kind = peer_kind
         self.tls = tls
@@ -162,7 +163,7 @@ class RemotingClient:
         self._pushes: dict[Connection, list[queue.SimpleQueue[object]]] = {}
         self._lock = threading.Lock()
         self._closed = False
-        self.local: LocalPeer | None = None  # the server this client runs in, called without the network
+        self.local = local  # the server this client runs in, called without the network
         _CLIENTS.add(self)
 
     @property
@@ -237,6 +238,9 @@ class RemotingClient:
 
     # -- calls -----------------------------------------------------------------------------------
 
+    def _local_for(self, address: str) -> LocalPeer | None:
+        return self.local if self.local is not None and self.local.serves(address) else None
+
     def _sign(self, request: RemotingCommand) -> None:
         if self.signer is not None:
             request.ext.update(self.signer.headers())
@@ -246,8 +250,8 @@ class RemotingClient:
     ) -> concurrent.futures.Future[RemotingCommand]:
         kind = peer or self.peer_kind
         timeout_s = (timeout_ms or self.default_timeout_ms) / 1000
-        local = self.local
-        if local is not None and address == local.address():
+        local = self._local_for(address)
+        if local is not None:
             return local.submit(request, timeout_s)
         self._sign(request)
         code = request.code  # the deadline heap keeps ``expire``: it must not hold the request body
@@ -268,8 +272,7 @@ class RemotingClient:
         self, address: str, request: RemotingCommand, timeout_ms: int | None = None, *, peer: str | None = None
     ) -> RemotingCommand:
         """Sync call: wait for the response or raise at the deadline."""
-        local = self.local
-        if local is not None and address == local.address():
+        if self._local_for(address) is not None:
             return self._submit(address, request, timeout_ms, peer).result()
         kind = peer or self.peer_kind
         timeout_s = (timeout_ms or self.default_timeout_ms) / 1000
@@ -302,8 +305,8 @@ class RemotingClient:
     def invoke_oneway(self, address: str, request: RemotingCommand, timeout_ms: int | None = None) -> None:
         """Fire and forget (RocketMQ's oneway: the server sends no answer); a failure to write
         it is only logged. Once this returns the request is written: ``close`` delivers it."""
-        local = self.local
-        if local is not None and address == local.address():
+        local = self._local_for(address)
+        if local is not None:
             local.submit(request, (timeout_ms or self.default_timeout_ms) / 1000)
             return
         self._sign(request)
