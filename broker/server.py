@@ -19,6 +19,7 @@ from grpc import aio
 from broker import rocketmq4
 from broker.config import BrokerConfig
 from broker.consumers import ConsumerGroups
+from broker.counters import BrokerCounters
 from broker.dedupe import ProducerTable
 from broker.diskuse import DiskUse
 from broker.ha.controller_client import ControllerLink
@@ -27,9 +28,10 @@ from broker.ha.metadata import BrokerMetadata
 from broker.ha.replication import Replication
 from broker.ha.role import Role
 from broker.handlers import admin, consumers, ha, lookup, offsets, pull, send, static
+from broker.lag import Lags
 from broker.longpoll import LongPollHub
 from broker.metadata import BrokerFile, check_identity
-from broker.metrics import broker_metrics
+from broker.metrics import BrokerCollector, BrokerReadings, flush_latency
 from broker.offsets import ConsumerOffsets
 from broker.registry import Registry
 from broker.rocketmq4.context import Dialect
@@ -57,6 +59,7 @@ from rocketspark.grpcv2.held import every_s_in_thread
 from rocketspark.grpcv2.receiving import PopLimits
 from rocketspark.grpcv2.server import create_server as bind_grpc
 from rocketspark.grpcv2.transactions import CheckRules, Transactions
+from rocketspark.metrics.node import Node, NodeMetrics
 from rocketspark.protocol.types import MessageExt, Perm
 from rocketspark.remoting.listener import Listener
 from rocketspark.remoting.listener import create_server as bind_server
@@ -84,13 +87,19 @@ class Broker:
         self.static = StaticTopics(self.data_dir / "config" / "topicQueueMapping.json", self.name)
         self.producers = ProducerTable(self.data_dir / "config" / "producers.json", config.dedupe_retention_hours)
         self.store = MessageStore(config.store_config(), accepts=self.topics.accepts)
+        self.metrics = NodeMetrics(Node(self.cluster, "broker", self.name)) if config.metrics_port >= 0 else None
+        if self.metrics is not None:  # the store's hook, until MessageStore takes it when it is built
+            self.store.stats.on_flush = flush_latency(self.metrics)
         self.disk = DiskUse(self.name, self.store, config.disk_max_used_ratio, config.disk_refuse_writes_ratio)
         self.keys = KeyIndex(self.data_dir / "index" / "keys.db", self.store) if config.key_index_enable else None
         self.longpoll = LongPollHub()
         self.consumers = ConsumerGroups(config.consumer_expired_ms)
         self.acl = config.acl_store(self.data_dir / "config" / "acl.json")
         self.dispatcher = Dispatcher(
-            f"broker {self.name}", max_inflight_bytes=config.max_inflight_request_bytes, guard=config.guard(self.acl)
+            f"broker {self.name}",
+            max_inflight_bytes=config.max_inflight_request_bytes,
+            guard=config.guard(self.acl),
+            observer=self.metrics,
         )
         self.role = Role(self.name, config.replica_id, config.controller_mode, config.master_lease_ms)
         self.security = config.peer_security()
@@ -160,8 +169,25 @@ class Broker:
         )
         self.delay = DelayScheduler(self.clients, self.host)
         self.transactions = Transactions(self.clients, self.host, self.host.checks)
-        self.metrics = broker_metrics(self) if config.metrics_port >= 0 else None
+        self.counters = BrokerCounters(self.dispatcher, self.store, self.longpoll, self.producers)
+        if self.metrics is not None:
+            self.metrics.add(BrokerCollector(self.metrics.families, self._readings()))
         self._register_handlers()
+
+    def _readings(self) -> BrokerReadings:
+        return BrokerReadings(
+            self.store,
+            Lags(self.name, self.offsets, self.static, self.store),
+            self.role,
+            self.replication.replica_offsets,
+            self.offsets.groups,
+            self.consumers.live_counts,
+            lambda: len(self.topics.topics),
+            lambda: self.perm,
+            lambda: self.disk.refusing,
+            self.dispatcher.guard,
+            self.started_at,
+        )
 
     def _register_handlers(self) -> None:
         """Each handler module gets the narrow pieces it uses (kept here for tests to call
@@ -199,10 +225,9 @@ class Broker:
             static_,
             store,
             self.offsets,
-            self.producers,
             longpoll,
             registry,
-            self.dispatcher,
+            self.counters,
             self.runtime_info,
             self.set_permission,
         )

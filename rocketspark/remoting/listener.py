@@ -439,17 +439,15 @@ class Listener:
             await self._server.wait_closed()
 
 
-def create_server(
-    dispatcher: Dispatcher, host: str, port: int, tls: ServerTls | None = None, *, stall_s: float = STALL_S
-) -> tuple[Listener, int]:
-    """Bind (not start) a listener on ``host:port``, over TLS if ``tls`` is given; port 0 picks
-    a free one. Binding here, before the event loop serves it, lets a server know its port."""
+def bind(host: str, port: int, server_name: str) -> socket.socket:
+    """A listening socket on ``host:port`` (port 0 picks a free one), not yet served: a
+    server knows its port, and so its address, before it is built around it."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
         family, kind, proto, _, address = infos[0]
         sock = socket.socket(family, kind, proto)
     except OSError as exc:
-        raise OSError(f"{dispatcher.server_name} cannot listen on {host}:{port}: {exc}") from None
+        raise OSError(f"{server_name} cannot listen on {host}:{port}: {exc}") from None
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(address)
@@ -457,8 +455,14 @@ def create_server(
         sock.setblocking(False)
     except OSError:
         sock.close()
-        raise OSError(
-            f"{dispatcher.server_name} cannot listen on {host}:{port}: address in use or not available"
-        ) from None
-    listener = Listener(dispatcher, sock, tls, stall_s=stall_s)
+        raise OSError(f"{server_name} cannot listen on {host}:{port}: address in use or not available") from None
+    return sock
+
+
+def create_server(
+    dispatcher: Dispatcher, host: str, port: int, tls: ServerTls | None = None, *, stall_s: float = STALL_S
+) -> tuple[Listener, int]:
+    """Bind (not start) a listener on ``host:port``, over TLS if ``tls`` is given; port 0 picks
+    a free one. Binding here, before the event loop serves it, lets a server know its port."""
+    listener = Listener(dispatcher, bind(host, port, dispatcher.server_name), tls, stall_s=stall_s)
     return listener, listener.port

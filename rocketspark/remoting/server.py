@@ -22,7 +22,7 @@ import logging
 import signal
 import time
 from collections import Counter
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from functools import partial
 from typing import Protocol, TypeVar
 
@@ -138,6 +138,10 @@ class RequestGuard(Protocol):
     def authorize(self, request: RemotingCommand, user: str) -> None: ...
     def claimant(self, request: RemotingCommand) -> str: ...
     def verify_body_signature(self, request: RemotingCommand, user: str) -> None: ...
+    @property
+    def refusals(self) -> Mapping[str, int]:
+        """Requests refused so far, by reason ("authentication", "permission"): the metrics'."""
+        ...
 
 
 UNSERVED = "unserved"  # the request-code label of a malformed request or a code not served
@@ -159,14 +163,20 @@ def is_rocketmq(request: RemotingCommand) -> bool:
 
 class Dispatcher:
     """Routes each request to its handler and counts requests by code. With a ``guard``
-    (security on), every request is authenticated and authorized before its handler.
+    (security on), every request is authenticated and authorized before its handler; an
+    ``observer`` (the server's metrics) sees each one served.
 
     Two tables: our own requests (msgpack headers) and RocketMQ clients' (``is_rocketmq``),
     whose handlers translate each request into ours and serve it through ``serve_translated``,
     so that one rule table (``security.rules``) and one handler decide both."""
 
     def __init__(
-        self, server_name: str, *, max_inflight_bytes: int | None = None, guard: RequestGuard | None = None
+        self,
+        server_name: str,
+        *,
+        max_inflight_bytes: int | None = None,
+        guard: RequestGuard | None = None,
+        observer: RequestObserver | None = None,
     ) -> None:
         self.server_name = server_name
         self.guard = guard
@@ -175,7 +185,7 @@ class Dispatcher:
         self.rocketmq_handlers: dict[int, Handler] = {}
         self.counters: Counter[int] = Counter()
         self.budget = InflightBudget(max_inflight_bytes, server_name)
-        self.observer: RequestObserver | None = None  # set once the server's metrics exist
+        self.observer = observer  # the server's metrics, if it has them
 
     def register(self, code: int, handler: Handler) -> None:
         shapes.require(code)
