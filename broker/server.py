@@ -61,9 +61,10 @@ from rocketspark.grpcv2.server import create_server as bind_grpc
 from rocketspark.grpcv2.transactions import CheckRules, Transactions
 from rocketspark.metrics.node import Node, NodeMetrics
 from rocketspark.protocol.types import MessageExt, Perm
+from rocketspark.remoting.lifecycle import every_ms_on_loop, serve_until_signalled
 from rocketspark.remoting.listener import Listener
 from rocketspark.remoting.listener import create_server as bind_server
-from rocketspark.remoting.server import Dispatcher, every_ms_on_loop, serve_until_signalled
+from rocketspark.remoting.server import Dispatcher
 from rocketspark.remoting.transport import Transport
 from rocketspark.security.service import serve_acl
 

@@ -24,8 +24,9 @@ from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.headers import get_int, get_list, get_str
 from rocketspark.protocol.types import BrokerData
+from rocketspark.remoting.lifecycle import every_ms_on_loop, serve_until_signalled
 from rocketspark.remoting.listener import Listener, bind
-from rocketspark.remoting.server import Dispatcher, PushHub, client_key, every_ms_on_loop, serve_until_signalled
+from rocketspark.remoting.server import Dispatcher, PushHub, client_key
 from rocketspark.security.service import VERSION_FIELD, serve_acl
 
 log = logging.getLogger("nameserver")

@@ -8,18 +8,11 @@ single place where a server turns exceptions into responses (``response_for_exce
 rocketspark error keeps its code and message, a malformed request gets MALFORMED_REQUEST, and
 anything unexpected is logged with its traceback and answered as SYSTEM_ERROR. The server
 never dies of a bad request.
-
-What both servers run the same way lives here too: periodic background work (``every_ms_on_loop``)
-and running until SIGTERM/SIGINT (``serve_until_signalled``).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import inspect
 import logging
-import signal
 import time
 from collections import Counter
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
@@ -356,58 +349,3 @@ class Dispatcher:
             return await handler(request)
         except Exception as exc:  # CancelledError (a BaseException) goes through
             return response_for_exception(request, exc, self.server_name)
-
-
-async def every_ms_on_loop(
-    interval_ms: int, what: str, action: Callable[[], object], logger: logging.Logger = log
-) -> None:
-    """Run ``action`` (sync or async) on the event loop every ``interval_ms`` until cancelled
-    (a blocking step is :func:`rocketspark.grpcv2.held.every_s_in_thread`'s). A failing round
-    is logged with its traceback and the next one runs: one bad round must not end the work."""
-    while True:
-        await asyncio.sleep(interval_ms / 1000)
-        try:
-            result = action()
-            if inspect.isawaitable(result):
-                await result
-        except Exception:
-            logger.exception("periodic %s failed", what)
-
-
-def signal_event() -> asyncio.Event:
-    """An event set by SIGTERM or SIGINT (in the main thread; elsewhere it is never set)."""
-    event = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(sig, event.set)
-    return event
-
-
-class _Addressed(Protocol):
-    address: str
-
-
-S = TypeVar("S", bound=_Addressed)
-L = TypeVar("L")  # the listener (rocketspark.remoting.listener.Listener)
-Tasks = list[asyncio.Task[None]]
-
-
-async def serve_until_signalled(
-    server: L,
-    owner: S,
-    start: Callable[[L, S], Awaitable[Tasks]],
-    stop: Callable[[L, S, Tasks], Awaitable[None]],
-    *,
-    ready: Callable[[str], None] | None = None,
-) -> None:
-    """Start, announce ``owner.address`` to ``ready``, run until SIGTERM/SIGINT, then stop.
-
-    The signal handlers go in before the readiness line: a signal sent right after it counts.
-    """
-    stop_requested = signal_event()
-    tasks = await start(server, owner)
-    if ready is not None:
-        ready(owner.address)
-    await stop_requested.wait()
-    await stop(server, owner, tasks)

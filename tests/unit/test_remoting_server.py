@@ -11,7 +11,8 @@ import pytest
 from rocketspark.protocol.codes import Flag, RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.admission import SMALL_REQUEST_BYTES, Ticket
-from rocketspark.remoting.server import Dispatcher, PushHub, every_ms_on_loop
+from rocketspark.remoting.lifecycle import every_ms_on_loop
+from rocketspark.remoting.server import Dispatcher, PushHub
 
 PULL = {"topic": "t", "queueId": 0, "queueOffset": 0}  # a pull request's required fields
 
