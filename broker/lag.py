@@ -38,8 +38,7 @@ class Lags:
         self.store = store
 
     def __iter__(self) -> Iterator[QueueLag]:
-        for key, queues in list(self.offsets.table.items()):
-            topic, _, group = key.partition("@")  # topic names cannot hold an "@"
+        for topic, group, queues in self.offsets.progress():
             logical = topic.startswith(LOGICAL_PREFIX)
             topic = topic.removeprefix(LOGICAL_PREFIX)
             for queue_id, committed in list(queues.items()):

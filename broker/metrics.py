@@ -1,29 +1,73 @@
 """A broker's metrics, read from its state when Prometheus scrapes (see
 :mod:`rocketspark.metrics`). Series per topic and per (group, topic, queue) follow the topic
 table and the offsets table, so they go away with a deleted topic; nothing is per message.
+
+The collector is made with the few pieces of the broker it reads (``BrokerReadings``), like
+the handlers' contexts.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
 
 from prometheus_client import Histogram
 from prometheus_client.metrics_core import Metric
 
 from broker.diskuse import used_ratio
-from broker.lag import Lags
-from rocketspark.metrics.node import FLUSH_LATENCY_BUCKETS_MS, Families, Node, NodeMetrics
+from broker.ha.role import GroupView
+from broker.lag import QueueLag
+from broker.store.stats import StoreStats
+from rocketspark.metrics.node import FLUSH_LATENCY_BUCKETS_MS, Families, NodeMetrics
+from rocketspark.remoting.server import RequestGuard
 
-if TYPE_CHECKING:
-    from broker.server import Broker
+
+class Storage(Protocol):
+    """What a scrape reads of the store."""
+
+    @property
+    def path(self) -> Path: ...
+    @property
+    def stats(self) -> StoreStats: ...
+    @property
+    def log_max_offset(self) -> int: ...
+    @property
+    def flushed_offset(self) -> int: ...
+    def disk_usage(self) -> int: ...
 
 
-def broker_metrics(broker: Broker) -> NodeMetrics:
-    """The broker's registry: request latencies (its dispatcher), the log's flush latency,
-    and everything ``BrokerCollector`` reads."""
-    metrics = NodeMetrics(Node(broker.cluster, "broker", broker.name))
+class Office(Protocol):
+    """This replica's place in its group (``broker.ha.role.Role``)."""
+
+    @property
+    def is_master(self) -> bool: ...
+    @property
+    def view(self) -> GroupView | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerReadings:
+    """What the broker's collector reads: the store, the groups' lags, the role, and a few
+    figures asked at each scrape."""
+
+    store: Storage
+    lags: Iterable[QueueLag]
+    role: Office
+    replica_offsets: Callable[[], dict[int, int]]  # the master's view of its slaves' logs
+    groups: Callable[[], set[str]]  # groups with committed offsets here
+    live_consumers: Callable[[], dict[str, int]]  # group consumers heard from lately, by group
+    topic_count: Callable[[], int]
+    perm: Callable[[], int]
+    refusing_writes: Callable[[], bool]  # the disk is too full
+    guard: RequestGuard | None
+    started_at: float
+
+
+def flush_latency(metrics: NodeMetrics) -> Callable[[float], None]:
+    """The log flush's latency histogram, as the store's ``on_flush`` (seconds in)."""
     flush = Histogram(
         "rocketspark_storage_flush_latency",
         "Time an fsync of the commit log took, in milliseconds",
@@ -31,17 +75,13 @@ def broker_metrics(broker: Broker) -> NodeMetrics:
         buckets=FLUSH_LATENCY_BUCKETS_MS,
         registry=metrics.registry,
     ).labels(*metrics.node.values)
-    broker.store.stats.on_flush = lambda seconds: flush.observe(seconds * 1000)
-    broker.dispatcher.observer = metrics
-    metrics.add(BrokerCollector(broker, metrics.families))
-    return metrics
+    return lambda seconds: flush.observe(seconds * 1000)
 
 
 class BrokerCollector:
-    def __init__(self, broker: Broker, families: Families) -> None:
+    def __init__(self, families: Families, broker: BrokerReadings) -> None:
         self.broker = broker
         self.f = families
-        self.lags = Lags(broker.name, broker.offsets, broker.static, broker.store)
         self._size = 0
 
     def collect(self) -> Iterator[Metric]:
@@ -50,9 +90,9 @@ class BrokerCollector:
         yield from self._storage()
         yield from self._replication()
         yield from self._membership()
-        guard = self.broker.dispatcher.guard
+        guard = self.broker.guard
         if guard is not None:
-            yield self.f.refusals(getattr(guard, "refusals", {}))
+            yield self.f.refusals(guard.refusals)
 
     def _traffic(self) -> Iterator[Metric]:
         topics = list(self.broker.store.stats.topics.items())
@@ -71,7 +111,7 @@ class BrokerCollector:
         )
 
     def _lag(self) -> Iterator[Metric]:
-        rows = [([q.group, q.topic, str(q.queue_id)], q.lag) for q in self.lags]
+        rows = [([q.group, q.topic, str(q.queue_id)], q.lag) for q in self.broker.lags]
         yield self.f.gauge(
             "rocketmq_consumer_lag_messages",
             "Messages after a group's committed offset, by queue (counted in segments, as admin progress counts)",
@@ -99,7 +139,7 @@ class BrokerCollector:
         yield f.gauge(
             "rocketspark_disk_refusing_writes",
             "1 while sends are refused because the disk is above disk_refuse_writes_ratio",
-            rows=[((), int(self.broker.disk.refusing))],
+            rows=[((), int(self.broker.refusing_writes()))],
         )
         stats = store.stats
         yield f.counter(
@@ -111,11 +151,11 @@ class BrokerCollector:
                 (["disk"], stats.segments_deleted_for_space),
             ],
         )
-        yield f.gauge("rocketmq_topic_number", "Topics on this broker", rows=[((), len(self.broker.topics.topics))])
+        yield f.gauge("rocketmq_topic_number", "Topics on this broker", rows=[((), self.broker.topic_count())])
         yield f.gauge(
             "rocketmq_broker_permission",
             "The broker's permission (6 read-write, 4 read-only)",
-            rows=[((), self.broker.perm)],
+            rows=[((), self.broker.perm())],
         )
 
     def _replication(self) -> Iterator[Metric]:
@@ -138,19 +178,20 @@ class BrokerCollector:
             "rocketspark_ha_replica_lag_bytes",
             "Bytes of the master's log a replica does not hold yet",
             ["replica_id"],
-            [([str(rid)], max(0, end - p.offset)) for rid, p in sorted(broker.replication.acks.slaves.items())],
+            [([str(rid)], max(0, end - offset)) for rid, offset in broker.replica_offsets().items()],
         )
 
     def _membership(self) -> Iterator[Metric]:
-        groups = {key.partition("@")[2] for key in list(self.broker.offsets.table)}
         yield self.f.gauge(
-            "rocketmq_consumer_group_number", "Consumer groups with committed offsets here", rows=[((), len(groups))]
+            "rocketmq_consumer_group_number",
+            "Consumer groups with committed offsets here",
+            rows=[((), len(self.broker.groups()))],
         )
         yield self.f.gauge(
             "rocketmq_consumer_connections",
             "Group consumers heard from lately, by group",
             ["consumer_group"],
-            [([g], n) for g, n in sorted(self.broker.consumers.live_counts().items())],
+            [([g], n) for g, n in sorted(self.broker.live_consumers().items())],
         )
         uptime = time.time() - self.broker.started_at
         yield self.f.gauge("rocketspark_uptime_seconds", "Seconds since the broker started", rows=[((), uptime)])

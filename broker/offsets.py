@@ -8,11 +8,13 @@ offset}`` and written to ``<data_dir>/config/consumerOffset.json`` every
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from broker.metadata import OffsetsFile
 from broker.store.metafile import SnapshotFile, read_json
+from rocketspark.protocol.group_topics import progress_key, split_progress_key
 
 
 class ConsumerOffsets:
@@ -45,16 +47,26 @@ class ConsumerOffsets:
             self.file.changed()
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
-        queues = self.table.setdefault(f"{topic}@{group}", {})
+        queues = self.table.setdefault(progress_key(topic, group), {})
         if queues.get(queue_id) != offset:
             queues[queue_id] = offset
             self.file.changed()
 
     def query(self, group: str, topic: str, queue_id: int) -> int | None:
-        return self.table.get(f"{topic}@{group}", {}).get(queue_id)
+        return self.table.get(progress_key(topic, group), {}).get(queue_id)
+
+    def progress(self) -> Iterator[tuple[str, str, dict[int, int]]]:
+        """Each (topic, group, {queue: offset}) kept here: a copy of the keys, so a commit
+        made meanwhile (on the event loop, while a scrape reads this in its thread) is safe."""
+        for key, queues in list(self.table.items()):
+            topic, group = split_progress_key(key)
+            yield topic, group, queues
+
+    def groups(self) -> set[str]:
+        """The groups with a committed offset here."""
+        return {split_progress_key(key)[1] for key in list(self.table)}
 
     def drop_topic(self, topic: str) -> None:
-        # Split at the first "@": topic names cannot contain one, group names may.
-        for key in [k for k in self.table if k.partition("@")[0] == topic]:
+        for key in [k for k in self.table if split_progress_key(k)[0] == topic]:
             del self.table[key]
             self.file.changed()

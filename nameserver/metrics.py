@@ -5,60 +5,61 @@ its master (from their heartbeats)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
 
 from prometheus_client.metrics_core import Metric
 
-from rocketspark.metrics.node import Families, Node, NodeMetrics
-
-if TYPE_CHECKING:
-    from nameserver.server import NameServer
+from rocketspark.metrics.node import Families
+from rocketspark.remoting.server import RequestGuard
 
 
-def nameserver_metrics(nameserver: NameServer, node_id: str) -> NodeMetrics:
-    metrics = NodeMetrics(Node("", "nameserver", node_id))
-    nameserver.dispatcher.observer = metrics
-    metrics.add(NameServerCollector(nameserver, metrics.families))
-    return metrics
+class Counted(Protocol):
+    """The nameserver's counters (:class:`nameserver.counters.NameServerCounters`)."""
+
+    def to_wire(self) -> dict[str, Any]: ...
 
 
 class NameServerCollector:
-    def __init__(self, nameserver: NameServer, families: Families) -> None:
-        self.nameserver = nameserver
+    """Made with what it reads: the counters (GET_COUNTERS' figures), the guard's refusals
+    (security on), and the replica groups as the controller shows them (controller on)."""
+
+    def __init__(
+        self,
+        families: Families,
+        counters: Counted,
+        guard: RequestGuard | None,
+        replica_groups: Callable[[], list[dict[str, Any]]] | None,
+    ) -> None:
         self.f = families
+        self.counters = counters
+        self.guard = guard
+        self.replica_groups = replica_groups
 
     def collect(self) -> Iterator[Metric]:
-        ns, f = self.nameserver, self.f
-        counters = ns.notifier.counters
+        f, counters = self.f, self.counters.to_wire()
         yield f.counter(
             "rocketspark_route_pushes",
             "Route changes pushed to subscribed clients (sent), held back by the hotspot rule (suppressed), or "
             "lost because the client's stream was gone or full (dropped)",
             ["result"],
             [
-                (["sent"], counters.notifications_sent),
-                (["suppressed"], counters.suppressed),
-                (["dropped"], counters.dropped),
+                (["sent"], counters["notificationsSent"]),
+                (["suppressed"], counters["notificationsSuppressed"]),
+                (["dropped"], counters["notificationsDropped"]),
             ],
         )
         yield f.gauge(
-            "rocketspark_route_subscriptions",
-            "Topic route subscriptions held",
-            rows=[((), ns.notifier.subscription_count)],
+            "rocketspark_route_subscriptions", "Topic route subscriptions held", rows=[((), counters["subscriptions"])]
         )
-        yield f.gauge("rocketspark_brokers", "Brokers registered and alive", rows=[((), len(ns.routes.brokers))])
-        yield f.gauge("rocketmq_topic_number", "Topics in the route table", rows=[((), len(ns.routes.topic_queues))])
-        guard = ns.dispatcher.guard
-        if guard is not None:
-            yield f.refusals(getattr(guard, "refusals", {}))
-        if ns.controller is not None:
-            yield from self._replica_groups()
+        yield f.gauge("rocketspark_brokers", "Brokers registered and alive", rows=[((), counters["brokers"])])
+        yield f.gauge("rocketmq_topic_number", "Topics in the route table", rows=[((), counters["topics"])])
+        if self.guard is not None:
+            yield f.refusals(self.guard.refusals)
+        if self.replica_groups is not None:
+            yield from self._replica_groups(self.replica_groups())
 
-    def _replica_groups(self) -> Iterator[Metric]:
-        controller = self.nameserver.controller
-        assert controller is not None
-        views = [controller.view(group) for group in controller.raft.snapshot().values()]
+    def _replica_groups(self, views: list[dict[str, Any]]) -> Iterator[Metric]:
         yield self.f.gauge(
             "rocketspark_ha_sync_state_set_size",
             "Replicas in a replica group's SyncStateSet, master included",

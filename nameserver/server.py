@@ -8,37 +8,40 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from nameserver import rocketmq4
 from nameserver.config import NameServerConfig
 from nameserver.controller.service import SCAN_INTERVAL_MS, Controller, register_disabled
-from nameserver.metrics import nameserver_metrics
+from nameserver.counters import NameServerCounters
+from nameserver.metrics import NameServerCollector
 from nameserver.notify import RouteNotifier
 from nameserver.readiness import Readiness
 from nameserver.routes import RouteTable
 from rocketspark.errors import BrokerNotExistError, NameserverNotReadyError, TopicNotExistError
-from rocketspark.metrics.node import NodeMetrics
+from rocketspark.metrics.node import Node, NodeMetrics
 from rocketspark.protocol.bodies import pack, unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.headers import get_int, get_list, get_str
 from rocketspark.protocol.types import BrokerData
-from rocketspark.remoting.listener import Listener
-from rocketspark.remoting.listener import create_server as bind_server
-from rocketspark.remoting.server import Dispatcher, PushHub, client_key, run_every, serve_until_signalled
+from rocketspark.remoting.lifecycle import every_ms_on_loop, serve_until_signalled
+from rocketspark.remoting.listener import Listener, bind
+from rocketspark.remoting.server import Dispatcher, PushHub, client_key
 from rocketspark.security.service import VERSION_FIELD, serve_acl
 
 log = logging.getLogger("nameserver")
 
 
 class NameServer:
-    def __init__(self, config: NameServerConfig) -> None:
+    """The nameserver's state and handlers. ``address`` is where it listens (known once its
+    port is bound); with ``metrics`` its requests are observed and its state collected."""
+
+    def __init__(self, config: NameServerConfig, *, address: str = "", metrics: NodeMetrics | None = None) -> None:
         self.config = config
         self.routes = RouteTable(config.broker_expired_ms)
         self.readiness = Readiness(Path(config.data_dir) if config.data_dir else None, config.startup_wait_ms)
         self.acl = config.acl_store(Path(config.controller_data_dir).parent / "acl.json")
-        self.dispatcher = Dispatcher("nameserver", guard=config.guard(self.acl))
+        self.dispatcher = Dispatcher("nameserver", guard=config.guard(self.acl), observer=metrics)
         self.push = PushHub()
         self.notifier = RouteNotifier(
             self.push,
@@ -48,9 +51,15 @@ class NameServer:
         )
         self.controller = Controller(config) if config.controller_enable else None
         self._masters: dict[str, tuple[str | None, int]] = {}  # group -> (master, epoch), last seen
-        self.address = ""
+        self.address = address
         self.dropped_brokers = 0
-        self.metrics: NodeMetrics | None = None  # once bound, unless metrics_port = -1
+        self.counters = NameServerCounters(
+            self.dispatcher.counters, self.routes, self.notifier, self.push, lambda: self.dropped_brokers
+        )
+        self.metrics = metrics
+        if metrics is not None:
+            views = self.controller.views if self.controller is not None else None
+            metrics.add(NameServerCollector(metrics.families, self.counters, self.dispatcher.guard, views))
         self._register_handlers()
 
     def _register_handlers(self) -> None:
@@ -63,7 +72,7 @@ class NameServer:
         d.register(RequestCode.DELETE_TOPIC_IN_NAMESRV, self.delete_topic)
         d.register(RequestCode.WIPE_WRITE_PERM_OF_BROKER, self.wipe_write_perm)
         d.register(RequestCode.ADD_WRITE_PERM_OF_BROKER, self.add_write_perm)
-        d.register(RequestCode.GET_COUNTERS, self.counters)
+        d.register(RequestCode.GET_COUNTERS, self.get_counters)
         d.register(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, self.topic_list)
         d.register(RequestCode.SUBSCRIBE_TOPIC_ROUTE, self.subscribe)
         d.register(RequestCode.UNSUBSCRIBE_TOPIC_ROUTE, self.unsubscribe)
@@ -207,25 +216,8 @@ class NameServer:
         self.notifier.mark(topics)
         return cmd.response(ext={"topics": len(topics)})
 
-    async def counters(self, cmd: RemotingCommand) -> RemotingCommand:
-        return cmd.response(body=pack(self.counter_values()))
-
-    def counter_values(self) -> dict[str, Any]:
-        return {
-            "requests": {str(code): n for code, n in sorted(self.dispatcher.counters.items())},
-            "brokers": len(self.routes.brokers),
-            "topics": len(self.routes.topic_queues),
-            "droppedBrokers": self.dropped_brokers,
-            "subscriptions": self.notifier.subscription_count,
-            "subscriptionsRefused": self.notifier.counters.refused,
-            "subscriptionsWithoutStream": self.notifier.counters.without_stream,
-            "pushStreams": self.push.open_count,
-            "notificationsSent": self.notifier.counters.notifications_sent,
-            "topicsNotified": self.notifier.counters.topics_notified,
-            "notificationsSuppressed": self.notifier.counters.suppressed,
-            "notifyDegradedRounds": self.notifier.counters.degraded_rounds,
-            "notificationsDropped": self.notifier.counters.dropped,
-        }
+    async def get_counters(self, cmd: RemotingCommand) -> RemotingCommand:
+        return cmd.response(body=pack(self.counters.to_wire()))
 
     def expire_brokers(self) -> None:
         """Drop brokers silent for too long; their routes change without notifying (hotspot rule)."""
@@ -239,30 +231,41 @@ class NameServer:
     def background_tasks(self) -> list[asyncio.Task[None]]:
         config = self.config
         tasks = [
-            asyncio.create_task(run_every(config.scan_interval_ms, "broker expiry scan", self.expire_brokers, log)),
             asyncio.create_task(
-                run_every(config.notify_scan_interval_ms, "route-change notification round", self.notifier.scan, log)
+                every_ms_on_loop(config.scan_interval_ms, "broker expiry scan", self.expire_brokers, log)
+            ),
+            asyncio.create_task(
+                every_ms_on_loop(
+                    config.notify_scan_interval_ms, "route-change notification round", self.notifier.scan, log
+                )
             ),
         ]
         if self.controller is not None:
             scan = self.elect_and_watch
-            tasks.append(asyncio.create_task(run_every(SCAN_INTERVAL_MS, "controller election scan", scan, log)))
+            tasks.append(asyncio.create_task(every_ms_on_loop(SCAN_INTERVAL_MS, "controller election scan", scan, log)))
         return tasks
 
 
 def create_server(config: NameServerConfig) -> tuple[Listener, int, NameServer]:
     """Bind (not start) a nameserver; call inside the event loop. Port 0 picks a free port."""
-    nameserver = NameServer(config)
-    server, port = bind_server(nameserver.dispatcher, config.listen_host, config.listen_port, config.server_tls())
-    nameserver.address = f"{config.listen_host}:{port}"
-    if config.metrics_port >= 0:
-        nameserver.metrics = nameserver_metrics(nameserver, nameserver.address)
+    tls = config.server_tls()
+    sock = bind(config.listen_host, config.listen_port, "nameserver")
+    port = sock.getsockname()[1]
+    address = f"{config.listen_host}:{port}"
+    try:
+        metrics = NodeMetrics(Node("", "nameserver", address)) if config.metrics_port >= 0 else None
+        nameserver = NameServer(config, address=address, metrics=metrics)
+    except BaseException:  # nothing is left bound
+        sock.close()
+        raise
+    server = Listener(nameserver.dispatcher, sock, tls)
+    if metrics is not None:
         try:
-            url = nameserver.metrics.serve(
+            url = metrics.serve(
                 config.listen_host,
                 config.metrics_port,
                 config.listen_host,
-                config.server_tls(),
+                tls,
                 config.scrape_access(nameserver.acl),
             )
         except BaseException:  # nothing is left bound

@@ -105,6 +105,11 @@ class Replication:
 
     # -- the master --------------------------------------------------------------------------
 
+    def replica_offsets(self) -> dict[int, int]:
+        """How far each slave has copied the log, by replica id, as their acks said (the
+        metrics' replica lag)."""
+        return {rid: progress.offset for rid, progress in sorted(self.acks.slaves.items())}
+
     def appended(self) -> None:
         """The log grew: push it to the slaves."""
         self.server.appended()

@@ -6,13 +6,11 @@ so routes reflect it without waiting for the 30 s heartbeat.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
-from broker.dedupe import ProducerTable
 from broker.ha.role import Role
 from broker.longpoll import LongPollHub
 from broker.offsets import ConsumerOffsets
@@ -31,6 +29,12 @@ from rocketspark.protocol.validation import validate_topic_name
 from rocketspark.remoting.server import Dispatcher
 
 
+class Counted(Protocol):
+    """The broker's counters (:class:`broker.counters.BrokerCounters`): GET_COUNTERS' answer."""
+
+    def to_wire(self) -> dict[str, Any]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class AdminContext:
     """What the admin requests touch; ``runtime_info`` and ``set_permission`` are the broker's."""
@@ -41,10 +45,9 @@ class AdminContext:
     static: StaticTopics
     store: MessageStore
     offsets: ConsumerOffsets
-    producers: ProducerTable
     longpoll: LongPollHub
     registry: Registry
-    dispatcher: Dispatcher
+    counters: Counted
     runtime_info: Callable[[], dict[str, Any]]
     set_permission: Callable[[int], None]
 
@@ -128,31 +131,7 @@ async def runtime_info(ctx: AdminContext, cmd: RemotingCommand) -> RemotingComma
 
 
 async def counters(ctx: AdminContext, cmd: RemotingCommand) -> RemotingCommand:
-    stats = ctx.store.stats
-    return cmd.response(
-        body=pack(
-            {
-                "requests": {str(code): n for code, n in sorted(ctx.dispatcher.counters.items())},
-                "messagesStored": stats.messages_put,
-                "bytesStored": stats.bytes_put,
-                "messagesRead": stats.messages_got,
-                "segmentsDeleted": stats.segments_deleted,
-                "indexMismatches": stats.index_mismatches,
-                "queuesRebuilt": stats.queues_rebuilt,
-                "scrubPasses": ctx.store.scrub_stats.passes,
-                "scrubSegments": ctx.store.scrub_stats.segments,
-                "scrubBytes": ctx.store.scrub_stats.bytes,
-                "scrubDamagedSegments": ctx.store.scrub_stats.damaged_segments,
-                "scrubDamage": ctx.store.scrub_stats.damage,
-                "longPollWaiting": ctx.longpoll.waiting,
-                "duplicatesDropped": ctx.producers.duplicates_dropped,
-                "systemBusy": ctx.dispatcher.budget.refused,  # requests refused: too many bytes in flight
-                "inflightRequestBytes": ctx.dispatcher.budget.inflight_bytes,
-                "inflightRequestBytesPeak": ctx.dispatcher.budget.peak_bytes,
-                "time": int(time.time() * 1000),
-            }
-        )
-    )
+    return cmd.response(body=pack(ctx.counters.to_wire()))
 
 
 async def update_broker_config(ctx: AdminContext, cmd: RemotingCommand) -> RemotingCommand:

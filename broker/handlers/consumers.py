@@ -9,6 +9,7 @@ back at once.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 from broker.consumers import ConsumerGroups
 from broker.ha.role import Role
@@ -55,54 +56,63 @@ async def ensure_group_topics(ctx: ConsumersContext, group: str) -> None:
 
 
 def register(dispatcher: Dispatcher, ctx: ConsumersContext) -> None:
-    groups = ctx.groups
+    for code, handler in {
+        RequestCode.GET_ALL_CONSUMER_OFFSET: all_offsets,
+        RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: reset,
+        RequestCode.HEART_BEAT: heartbeat,
+        RequestCode.UNREGISTER_CLIENT: unregister,
+        RequestCode.GET_CONSUMER_LIST_BY_GROUP: member_list,
+        RequestCode.LOCK_BATCH_MQ: lock,
+        RequestCode.UNLOCK_BATCH_MQ: unlock,
+    }.items():
+        dispatcher.register(code, partial(handler, ctx))
 
-    async def heartbeat(cmd: RemotingCommand) -> RemotingCommand:
-        group, client_id = get_str(cmd, "consumerGroup"), get_str(cmd, "clientId")
-        await ensure_group_topics(ctx, group)
-        seen = cmd.ext.get("resetsSeen") or {}  # its shape was checked at the edge: MemberHeader
-        groups.heartbeat(group, client_id, {str(t): int(v) for t, v in seen.items()})
-        return cmd.response(ext={"members": groups.members(group), "resets": groups.resets_for(group)})
 
-    async def unregister(cmd: RemotingCommand) -> RemotingCommand:
-        group, client_id = get_str(cmd, "consumerGroup"), get_str(cmd, "clientId")
-        groups.unregister(group, client_id)
-        return cmd.response()
+async def heartbeat(ctx: ConsumersContext, cmd: RemotingCommand) -> RemotingCommand:
+    group, client_id = get_str(cmd, "consumerGroup"), get_str(cmd, "clientId")
+    await ensure_group_topics(ctx, group)
+    seen = cmd.ext.get("resetsSeen") or {}  # its shape was checked at the edge: MemberHeader
+    ctx.groups.heartbeat(group, client_id, {str(t): int(v) for t, v in seen.items()})
+    return cmd.response(ext={"members": ctx.groups.members(group), "resets": ctx.groups.resets_for(group)})
 
-    async def member_list(cmd: RemotingCommand) -> RemotingCommand:
-        group = get_str(cmd, "consumerGroup")
-        return cmd.response(ext={"members": groups.members(group), "resetIds": groups.reset_ids(group)})
 
-    def lock_key(cmd: RemotingCommand) -> tuple[str, str, int, str]:
-        return get_str(cmd, "consumerGroup"), get_str(cmd, "topic"), get_int(cmd, "queueId"), get_str(cmd, "clientId")
+async def unregister(ctx: ConsumersContext, cmd: RemotingCommand) -> RemotingCommand:
+    group, client_id = get_str(cmd, "consumerGroup"), get_str(cmd, "clientId")
+    ctx.groups.unregister(group, client_id)
+    return cmd.response()
 
-    async def lock(cmd: RemotingCommand) -> RemotingCommand:
-        group, topic, queue_id, client_id = lock_key(cmd)
-        groups.heartbeat(group, client_id)  # asking for a lock is a sign of life too
-        holder = groups.lock(group, topic, queue_id, client_id)
-        return cmd.response(ext={"locked": holder == client_id, "holder": holder})
 
-    async def unlock(cmd: RemotingCommand) -> RemotingCommand:
-        groups.unlock(*lock_key(cmd))
-        return cmd.response()
+async def member_list(ctx: ConsumersContext, cmd: RemotingCommand) -> RemotingCommand:
+    group = get_str(cmd, "consumerGroup")
+    return cmd.response(ext={"members": ctx.groups.members(group), "resetIds": ctx.groups.reset_ids(group)})
 
-    async def all_offsets(cmd: RemotingCommand) -> RemotingCommand:
-        """Every group this broker keeps progress of, or has members of (mqadmin's
-        consumerProgress with no group): offsets by "topic@group", and members by group."""
-        offsets = {key: {str(q): o for q, o in queues.items()} for key, queues in ctx.offsets.table.items()}
-        members = {group: groups.members(group) for group in list(groups.groups)}
-        return cmd.response(body=pack({"offsets": offsets, "members": members}))
 
-    async def reset(cmd: RemotingCommand) -> RemotingCommand:
-        body = unpack(cmd.body)  # its shape was checked at the edge: shapes.ResetOffsetBody
-        offsets = {int(q): int(o) for q, o in body["offsets"].items()}
-        groups.reset(get_str(cmd, "consumerGroup"), get_str(cmd, "topic"), int(body["version"]), offsets)
-        return cmd.response()
+def _lock_key(cmd: RemotingCommand) -> tuple[str, str, int, str]:
+    return get_str(cmd, "consumerGroup"), get_str(cmd, "topic"), get_int(cmd, "queueId"), get_str(cmd, "clientId")
 
-    dispatcher.register(RequestCode.GET_ALL_CONSUMER_OFFSET, all_offsets)
-    dispatcher.register(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, reset)
-    dispatcher.register(RequestCode.HEART_BEAT, heartbeat)
-    dispatcher.register(RequestCode.UNREGISTER_CLIENT, unregister)
-    dispatcher.register(RequestCode.GET_CONSUMER_LIST_BY_GROUP, member_list)
-    dispatcher.register(RequestCode.LOCK_BATCH_MQ, lock)
-    dispatcher.register(RequestCode.UNLOCK_BATCH_MQ, unlock)
+
+async def lock(ctx: ConsumersContext, cmd: RemotingCommand) -> RemotingCommand:
+    group, topic, queue_id, client_id = _lock_key(cmd)
+    ctx.groups.heartbeat(group, client_id)  # asking for a lock is a sign of life too
+    holder = ctx.groups.lock(group, topic, queue_id, client_id)
+    return cmd.response(ext={"locked": holder == client_id, "holder": holder})
+
+
+async def unlock(ctx: ConsumersContext, cmd: RemotingCommand) -> RemotingCommand:
+    ctx.groups.unlock(*_lock_key(cmd))
+    return cmd.response()
+
+
+async def all_offsets(ctx: ConsumersContext, cmd: RemotingCommand) -> RemotingCommand:
+    """Every group this broker keeps progress of, or has members of (mqadmin's
+    consumerProgress with no group): offsets by "topic@group", and members by group."""
+    offsets = {key: {str(q): o for q, o in queues.items()} for key, queues in ctx.offsets.table.items()}
+    members = {group: ctx.groups.members(group) for group in list(ctx.groups.groups)}
+    return cmd.response(body=pack({"offsets": offsets, "members": members}))
+
+
+async def reset(ctx: ConsumersContext, cmd: RemotingCommand) -> RemotingCommand:
+    body = unpack(cmd.body)  # its shape was checked at the edge: shapes.ResetOffsetBody
+    offsets = {int(q): int(o) for q, o in body["offsets"].items()}
+    ctx.groups.reset(get_str(cmd, "consumerGroup"), get_str(cmd, "topic"), int(body["version"]), offsets)
+    return cmd.response()

@@ -124,6 +124,10 @@ class Controller:
             "replicas": replicas,
         }
 
+    def views(self) -> list[dict[str, Any]]:
+        """Every replica group as ``view`` shows it (the metrics' SyncStateSets and lags)."""
+        return [self.view(group) for group in self.raft.snapshot().values()]
+
     def addresses(self, name: str) -> tuple[str, tuple[str, ...]] | None:
         """Where a replica group is, for routes: its master ("" while it has none) and its
         live slaves; None for a broker that is no replica group."""

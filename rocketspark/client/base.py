@@ -10,7 +10,7 @@ from rocketspark.client.selection import no_master
 from rocketspark.errors import NoRouteInfoError
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.types import TopicRouteData
-from rocketspark.remoting.client import DEFAULT_TIMEOUT_MS, RemotingClient, check
+from rocketspark.remoting.client import DEFAULT_TIMEOUT_MS, LocalPeer, RemotingClient, check
 from rocketspark.security.client_side import SECURITY_KEYWORDS, ClientSecurity, SecurityKwargs
 
 
@@ -29,6 +29,7 @@ class ClientBase:
         nameserver: str | list[str] | None = None,
         *,
         timeout_ms: int = DEFAULT_TIMEOUT_MS,
+        local: LocalPeer | None = None,
         **options: Unpack[ClientKwargs],
     ) -> None:
         """Security: ``access_key``/``secret_key``, the user every request is signed as, and
@@ -49,7 +50,11 @@ class ClientBase:
         self.timeout_ms = timeout_ms
         self._options = options
         self.remoting = RemotingClient(
-            peer_kind="broker", default_timeout_ms=timeout_ms, credentials=security.credentials, tls=security.tls
+            peer_kind="broker",
+            default_timeout_ms=timeout_ms,
+            credentials=security.credentials,
+            tls=security.tls,
+            local=local,
         )
         self.routes = RouteCache(nameserver, self.remoting, route_options)
         self.closed = False

@@ -24,7 +24,7 @@ from rocketspark.client.pulling import PullPlan, finish_pull, parse_filter, plan
 from rocketspark.client.queue_client import STALE, QueueClient
 from rocketspark.errors import ConnectError, TopicNotExistError
 from rocketspark.protocol.types import PullResult, PullStatus
-from rocketspark.remoting.client import DEFAULT_TIMEOUT_MS
+from rocketspark.remoting.client import DEFAULT_TIMEOUT_MS, LocalPeer
 
 
 class Consumer(QueueClient):
@@ -34,9 +34,10 @@ class Consumer(QueueClient):
         *,
         timeout_ms: int = DEFAULT_TIMEOUT_MS,
         verify_crc: bool = True,
+        local: LocalPeer | None = None,
         **options: Unpack[ClientKwargs],
     ) -> None:
-        super().__init__(nameserver, timeout_ms=timeout_ms, **options)
+        super().__init__(nameserver, timeout_ms=timeout_ms, local=local, **options)
         self.verify_crc = verify_crc
 
     def _send(self, plan: PullPlan) -> PullResult:

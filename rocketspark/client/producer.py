@@ -52,7 +52,7 @@ from rocketspark.errors import (
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.types import Message, SendResult, TopicRouteData
 from rocketspark.protocol.validation import AUTO_CREATE_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS, validate_topic_name
-from rocketspark.remoting.client import check
+from rocketspark.remoting.client import LocalPeer, check
 
 log = logging.getLogger(__name__)
 MASTER_WATCH_S = 0.05  # how often a send waiting on a replica group's master looks for a new one
@@ -104,9 +104,10 @@ class Producer(ClientBase):
         latency_max_ms: Sequence[int] = LATENCY_MAX_MS,
         not_available_duration_ms: Sequence[int] = NOT_AVAILABLE_MS,
         send_async_pool: PoolFactory = send_pool,
+        local: LocalPeer | None = None,
         **options: Unpack[ClientKwargs],
     ) -> None:
-        super().__init__(nameserver, timeout_ms=send_timeout_ms, **options)
+        super().__init__(nameserver, timeout_ms=send_timeout_ms, local=local, **options)
         # RocketMQ's sendLatencyFaultEnable (off by default there too): slow or failed brokers
         # are avoided for a while, by the latency table of rocketspark.client.fault.
         self.fault = (

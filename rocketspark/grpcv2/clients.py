@@ -52,7 +52,9 @@ class EndpointClients:
     """The endpoint's own clients of the cluster, made on first use and signed with the
     cluster credential (the v2 caller was authorized at this edge already)."""
 
-    def __init__(self, nameservers: list[str], security: PeerSecurity, max_body_bytes: int) -> None:
+    def __init__(
+        self, nameservers: list[str], security: PeerSecurity, max_body_bytes: int, *, local: InProcess | None = None
+    ) -> None:
         self.nameservers = nameservers
         self.max_body_bytes = max_body_bytes  # the broker's max_message_bytes
         self.options: dict[str, Any] = {}
@@ -67,7 +69,7 @@ class EndpointClients:
         self._producer: Producer | None = None
         self._admin: Admin | None = None
         self._consumer: Consumer | None = None
-        self.local: InProcess | None = None  # the broker this endpoint runs in: called without gRPC
+        self.local = local  # the broker this endpoint runs in: called without the network
 
     @property
     def producer(self) -> Producer:
@@ -75,25 +77,26 @@ class EndpointClients:
             if self._producer is None:
                 # No auto-create: the caller was authorized for Pub, not Create (rules.send).
                 self._producer = Producer(
-                    self.nameservers, max_message_bytes=self.max_body_bytes, auto_create_topics=False, **self.options
+                    self.nameservers,
+                    max_message_bytes=self.max_body_bytes,
+                    auto_create_topics=False,
+                    local=self.local,
+                    **self.options,
                 )
-                self._producer.remoting.local = self.local
             return self._producer
 
     @property
     def admin(self) -> Admin:
         with self._lock:
             if self._admin is None:
-                self._admin = Admin(self.nameservers, **self.options)
-                self._admin.remoting.local = self.local
+                self._admin = Admin(self.nameservers, local=self.local, **self.options)
             return self._admin
 
     @property
     def consumer(self) -> Consumer:
         with self._lock:
             if self._consumer is None:
-                self._consumer = Consumer(self.nameservers, **self.options)
-                self._consumer.remoting.local = self.local
+                self._consumer = Consumer(self.nameservers, local=self.local, **self.options)
             return self._consumer
 
     def close(self) -> None:
@@ -106,19 +109,34 @@ class EndpointClients:
 
 class InProcess:
     """The broker an endpoint runs in, as its clients' ``LocalPeer``: a request to it runs on
-    the broker's event loop through ``Dispatcher.serve_local``, with the usual deadline."""
+    the broker's event loop through ``Dispatcher.serve_local``, with the usual deadline.
 
-    def __init__(self, dispatcher: Dispatcher, loop: asyncio.AbstractEventLoop, address: Callable[[], str]) -> None:
+    Made with the broker, before it binds its port or runs its loop: ``loop`` and ``address``
+    are asked each time, and until the broker serves, a request goes over the network."""
+
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        loop: Callable[[], asyncio.AbstractEventLoop | None],
+        address: Callable[[], str],
+    ) -> None:
         self.dispatcher = dispatcher
-        self.loop = loop
-        self.address = address
+        self._loop = loop
+        self._address = address
+
+    def serves(self, address: str) -> bool:
+        """Whether a request to ``address`` is this broker's, to run here: the one place that
+        decides "is this address local?" (the remoting client and the v2 send both ask it)."""
+        return self._loop() is not None and address == self._address()
 
     async def call(self, request: RemotingCommand) -> RemotingCommand:
         """From the broker's own event loop: the request's answer, with no thread between."""
         return await self.dispatcher.serve_local(request)
 
     def submit(self, request: RemotingCommand, timeout_s: float) -> concurrent.futures.Future[RemotingCommand]:
-        future = asyncio.run_coroutine_threadsafe(self.dispatcher.serve_local(request), self.loop)
+        loop = self._loop()
+        assert loop is not None, "asked only once serves() said so"
+        future = asyncio.run_coroutine_threadsafe(self.dispatcher.serve_local(request), loop)
         code = request.code
 
         def expire() -> RocketSparkError:

@@ -200,9 +200,10 @@ class Holder:
             return self.log
 
 
-async def run_every(interval_s: float, step: Callable[[], object], what: str) -> None:
-    """Call ``step`` in a worker thread every ``interval_s``. A failure is logged once (and
-    again only when it changes) and the next round tries again."""
+async def every_s_in_thread(interval_s: float, step: Callable[[], object], what: str) -> None:
+    """Call ``step`` (blocking: it calls the cluster) in a worker thread every ``interval_s``
+    (work on the event loop is :func:`rocketspark.remoting.lifecycle.every_ms_on_loop`'s). A failure
+    is logged once (and again only when it changes) and the next round tries again."""
     failing = ""
     while True:
         try:

@@ -46,7 +46,7 @@ class Edge(Protocol):
 class Local(Protocol):
     """The broker the endpoint runs in, called on its own event loop."""
 
-    def address(self) -> str: ...
+    def serves(self, address: str) -> bool: ...
 
     async def call(self, request: RemotingCommand) -> RemotingCommand: ...
 
@@ -111,7 +111,7 @@ class Sending:
         attempt = producer.first_attempt(one.message, born_ms=one.born_ms)
         if attempt is not None:
             try:
-                if local is not None and attempt.address == local.address():
+                if local is not None and local.serves(attempt.address):
                     response = await local.call(attempt.request)
                 else:
                     response = await in_thread(producer.remoting.invoke, attempt.address, attempt.request)

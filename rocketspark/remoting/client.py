@@ -5,8 +5,9 @@ first call and shared by every thread of the client; a broken one is replaced on
 call. Connections belong to the process that opened them: a forked child (a Spark Python
 worker) gets fresh ones instead of inheriting its parent's.
 
-This module is the one place on the client where transport failures become rocketspark
-errors (``transport_error``) and error responses become exceptions (``check``).
+This module and :mod:`rocketspark.remoting.failures` are the one place on the client where
+transport failures become rocketspark errors (``transport_error``) and error responses become
+exceptions (``check``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import concurrent.futures
 import logging
 import os
 import queue
-import socket
 import ssl
 import threading
 import time
@@ -26,99 +26,21 @@ from typing import Protocol
 
 from rocketspark.errors import (
     ConnectError,
-    InvalidAddressError,
     RequestTimeoutError,
     RocketSparkError,
-    TlsError,
     error_for_response,
 )
 from rocketspark.protocol.codes import Flag, RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting import frame
 from rocketspark.remoting.connection import _END, Closed, Connection
+from rocketspark.remoting.failures import CONNECT_TIMEOUT_S, parse_address, transport_error
 from rocketspark.security.signing import Credentials, Signer
 from rocketspark.security.tls import ClientTls
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_MS = 3000  # RocketMQ's mqClientApiTimeout
-CONNECT_TIMEOUT_S = 3.0
-
-
-def parse_address(address: str) -> tuple[str, int]:
-    """Split ``host:port``; anything else is a clear error naming the bad value."""
-    host, sep, port = address.strip().rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise InvalidAddressError(f'"{address}" is not a valid address: expected host:port, e.g. 127.0.0.1:9876')
-    return host.strip("[]"), int(port)
-
-
-def transport_error(
-    cause: BaseException, address: str, peer: str, tls: ClientTls | None, *, answered: bool
-) -> RocketSparkError:
-    """Turn a failure of the connection into the rocketspark error a user can act on.
-    ``answered``: the peer answered on this connection before; only if it never did is a
-    connection closed at once read as TLS refusing it (one that answered and closes now is
-    restarting, not misconfigured)."""
-    if isinstance(cause, RocketSparkError):
-        return cause
-    if isinstance(cause, ssl.SSLError) or (not answered and isinstance(cause, Closed | ConnectionResetError)):
-        problem = _tls_problem(cause, peer, tls, answered)
-        if problem is not None:
-            return TlsError(f"cannot connect to {peer} at {address}: {problem}", address=address)
-    if isinstance(cause, ConnectionRefusedError):
-        return ConnectError(f"cannot reach {peer} at {address} (connection refused). Is it running?", address=address)
-    if isinstance(cause, socket.timeout | TimeoutError):
-        return ConnectError(
-            f"cannot reach {peer} at {address}: it did not accept a connection within {CONNECT_TIMEOUT_S:g} s. Is it "
-            "running, and is the address right?",
-            address=address,
-        )
-    if isinstance(cause, socket.gaierror):
-        return ConnectError(
-            f"cannot reach {peer} at {address}: the host name does not resolve ({cause})", address=address
-        )
-    if isinstance(cause, Closed):
-        return ConnectError(f"{peer} at {address}: {cause}", address=address)
-    return ConnectError(
-        f"cannot reach {peer} at {address} ({type(cause).__name__}: {cause}). Is it running?", address=address
-    )
-
-
-def _tls_problem(cause: BaseException, peer: str, tls: ClientTls | None, answered: bool) -> str | None:
-    """What went wrong in a TLS handshake, in terms of the settings that fix it; None when the
-    failure is not one. A server that refuses the client's certificate (or its lack of one)
-    does so after the handshake in TLS 1.3: the refusal is the connection's first read."""
-    if isinstance(cause, ssl.SSLCertVerificationError):
-        if "hostname" in str(cause).lower() or "ip address mismatch" in str(cause).lower():
-            return f"its certificate is not valid for this host name or address ({cause.verify_message})"
-        trust = f"the CA in {tls.ca_file}" if tls is not None and tls.ca_file else "the system's CAs"
-        return (
-            f"its certificate is not signed by a CA this client trusts ({trust}): set tls_ca_file to the CA "
-            "that signed the cluster's certificates"
-        )
-    if isinstance(cause, ssl.SSLError) and "WRONG_VERSION_NUMBER" in str(cause).upper().replace(" ", "_"):
-        return f"the {peer} does not speak TLS: connect without tls, or turn tls_enable on at the {peer}"
-    if answered:
-        return f"the TLS connection failed ({cause})" if isinstance(cause, ssl.SSLError) else None
-    if tls is None:
-        return (
-            f"the {peer} closed the connection at once, as a TLS server does with a plaintext client: "
-            "connect with TLS and the cluster's CA: tls=True, tls_ca_file=... (Spark: options tls, tlsCaFile; "
-            "rocketspark admin: --tls --tls-ca-file; anywhere: ROCKETSPARK_TLS_CA_FILE)"
-        )
-    if not tls.cert_file:
-        return _NO_CLIENT_CERT.format(peer=peer)
-    return (
-        f"the {peer} closed the TLS connection during the handshake: it does not accept the client "
-        f"certificate {tls.cert_file} (is it signed by the CA the {peer} trusts?)"
-    )
-
-
-_NO_CLIENT_CERT = (
-    "the {peer} closed the TLS connection during the handshake, as a server with mutual TLS does with a client "
-    "that shows no certificate: give tls_cert_file and tls_key_file (a certificate signed by the cluster's CA)"
-)
 
 
 def check(response: RemotingCommand, *ok_codes: int) -> RemotingCommand:
@@ -131,10 +53,10 @@ def check(response: RemotingCommand, *ok_codes: int) -> RemotingCommand:
 
 class LocalPeer(Protocol):
     """The server a client runs inside (a broker's v2 endpoint calling its own broker): its
-    requests to ``address()`` skip the network and the signature, and still meet the
-    server's request shapes and handlers (``Dispatcher.serve_local``)."""
+    requests to an address it ``serves`` skip the network and the signature, and still meet
+    the server's request shapes and handlers (``Dispatcher.serve_local``)."""
 
-    def address(self) -> str: ...
+    def serves(self, address: str) -> bool: ...
     def submit(self, request: RemotingCommand, timeout_s: float) -> concurrent.futures.Future[RemotingCommand]: ...
 
 
@@ -151,6 +73,7 @@ class RemotingClient:
         default_timeout_ms: int = DEFAULT_TIMEOUT_MS,
         credentials: Credentials | None = None,
         tls: ClientTls | None = None,
+        local: LocalPeer | None = None,
     ) -> None:
         self.peer_kind = peer_kind
         self.tls = tls
@@ -162,7 +85,7 @@ class RemotingClient:
         self._pushes: dict[Connection, list[queue.SimpleQueue[object]]] = {}
         self._lock = threading.Lock()
         self._closed = False
-        self.local: LocalPeer | None = None  # the server this client runs in, called without the network
+        self.local = local  # the server this client runs in, called without the network
         _CLIENTS.add(self)
 
     @property
@@ -237,6 +160,9 @@ class RemotingClient:
 
     # -- calls -----------------------------------------------------------------------------------
 
+    def _local_for(self, address: str) -> LocalPeer | None:
+        return self.local if self.local is not None and self.local.serves(address) else None
+
     def _sign(self, request: RemotingCommand) -> None:
         if self.signer is not None:
             request.ext.update(self.signer.headers())
@@ -246,8 +172,8 @@ class RemotingClient:
     ) -> concurrent.futures.Future[RemotingCommand]:
         kind = peer or self.peer_kind
         timeout_s = (timeout_ms or self.default_timeout_ms) / 1000
-        local = self.local
-        if local is not None and address == local.address():
+        local = self._local_for(address)
+        if local is not None:
             return local.submit(request, timeout_s)
         self._sign(request)
         code = request.code  # the deadline heap keeps ``expire``: it must not hold the request body
@@ -268,8 +194,7 @@ class RemotingClient:
         self, address: str, request: RemotingCommand, timeout_ms: int | None = None, *, peer: str | None = None
     ) -> RemotingCommand:
         """Sync call: wait for the response or raise at the deadline."""
-        local = self.local
-        if local is not None and address == local.address():
+        if self._local_for(address) is not None:
             return self._submit(address, request, timeout_ms, peer).result()
         kind = peer or self.peer_kind
         timeout_s = (timeout_ms or self.default_timeout_ms) / 1000
@@ -302,8 +227,8 @@ class RemotingClient:
     def invoke_oneway(self, address: str, request: RemotingCommand, timeout_ms: int | None = None) -> None:
         """Fire and forget (RocketMQ's oneway: the server sends no answer); a failure to write
         it is only logged. Once this returns the request is written: ``close`` delivers it."""
-        local = self.local
-        if local is not None and address == local.address():
+        local = self._local_for(address)
+        if local is not None:
             local.submit(request, (timeout_ms or self.default_timeout_ms) / 1000)
             return
         self._sign(request)

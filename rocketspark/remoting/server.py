@@ -8,21 +8,14 @@ single place where a server turns exceptions into responses (``response_for_exce
 rocketspark error keeps its code and message, a malformed request gets MALFORMED_REQUEST, and
 anything unexpected is logged with its traceback and answered as SYSTEM_ERROR. The server
 never dies of a bad request.
-
-What both servers run the same way lives here too: periodic background work (``run_every``)
-and running until SIGTERM/SIGINT (``serve_until_signalled``).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import inspect
 import logging
-import signal
 import time
 from collections import Counter
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from functools import partial
 from typing import Protocol, TypeVar
 
@@ -138,6 +131,10 @@ class RequestGuard(Protocol):
     def authorize(self, request: RemotingCommand, user: str) -> None: ...
     def claimant(self, request: RemotingCommand) -> str: ...
     def verify_body_signature(self, request: RemotingCommand, user: str) -> None: ...
+    @property
+    def refusals(self) -> Mapping[str, int]:
+        """Requests refused so far, by reason ("authentication", "permission"): the metrics'."""
+        ...
 
 
 UNSERVED = "unserved"  # the request-code label of a malformed request or a code not served
@@ -159,14 +156,20 @@ def is_rocketmq(request: RemotingCommand) -> bool:
 
 class Dispatcher:
     """Routes each request to its handler and counts requests by code. With a ``guard``
-    (security on), every request is authenticated and authorized before its handler.
+    (security on), every request is authenticated and authorized before its handler; an
+    ``observer`` (the server's metrics) sees each one served.
 
     Two tables: our own requests (msgpack headers) and RocketMQ clients' (``is_rocketmq``),
     whose handlers translate each request into ours and serve it through ``serve_translated``,
     so that one rule table (``security.rules``) and one handler decide both."""
 
     def __init__(
-        self, server_name: str, *, max_inflight_bytes: int | None = None, guard: RequestGuard | None = None
+        self,
+        server_name: str,
+        *,
+        max_inflight_bytes: int | None = None,
+        guard: RequestGuard | None = None,
+        observer: RequestObserver | None = None,
     ) -> None:
         self.server_name = server_name
         self.guard = guard
@@ -175,7 +178,7 @@ class Dispatcher:
         self.rocketmq_handlers: dict[int, Handler] = {}
         self.counters: Counter[int] = Counter()
         self.budget = InflightBudget(max_inflight_bytes, server_name)
-        self.observer: RequestObserver | None = None  # set once the server's metrics exist
+        self.observer = observer  # the server's metrics, if it has them
 
     def register(self, code: int, handler: Handler) -> None:
         shapes.require(code)
@@ -346,55 +349,3 @@ class Dispatcher:
             return await handler(request)
         except Exception as exc:  # CancelledError (a BaseException) goes through
             return response_for_exception(request, exc, self.server_name)
-
-
-async def run_every(interval_ms: int, what: str, action: Callable[[], object], logger: logging.Logger = log) -> None:
-    """Run ``action`` (sync or async) every ``interval_ms`` until cancelled. A failing round is
-    logged with its traceback and the next one runs: one bad round must not end the work."""
-    while True:
-        await asyncio.sleep(interval_ms / 1000)
-        try:
-            result = action()
-            if inspect.isawaitable(result):
-                await result
-        except Exception:
-            logger.exception("periodic %s failed", what)
-
-
-def signal_event() -> asyncio.Event:
-    """An event set by SIGTERM or SIGINT (in the main thread; elsewhere it is never set)."""
-    event = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(sig, event.set)
-    return event
-
-
-class _Addressed(Protocol):
-    address: str
-
-
-S = TypeVar("S", bound=_Addressed)
-L = TypeVar("L")  # the listener (rocketspark.remoting.listener.Listener)
-Tasks = list[asyncio.Task[None]]
-
-
-async def serve_until_signalled(
-    server: L,
-    owner: S,
-    start: Callable[[L, S], Awaitable[Tasks]],
-    stop: Callable[[L, S, Tasks], Awaitable[None]],
-    *,
-    ready: Callable[[str], None] | None = None,
-) -> None:
-    """Start, announce ``owner.address`` to ``ready``, run until SIGTERM/SIGINT, then stop.
-
-    The signal handlers go in before the readiness line: a signal sent right after it counts.
-    """
-    stop_requested = signal_event()
-    tasks = await start(server, owner)
-    if ready is not None:
-        ready(owner.address)
-    await stop_requested.wait()
-    await stop(server, owner, tasks)

@@ -109,8 +109,8 @@ def test_an_unknown_process_cannot_register_a_broker_and_no_route_names_it(secur
 def served_codes(cluster: LocalCluster) -> dict[str, tuple[set[int], set[int]]]:
     """The request codes a broker and a nameserver register, unary and streaming, by address:
     their dispatchers refuse to register a code without a permission rule."""
+    from broker.broker import Broker
     from broker.config import BrokerConfig
-    from broker.server import Broker
     from nameserver.config import NameServerConfig
     from nameserver.server import NameServer
 

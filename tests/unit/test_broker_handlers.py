@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from broker.broker import Broker
 from broker.config import BrokerConfig
 from broker.handlers.pull import handle_pull
 from broker.handlers.send import handle_send
 from broker.handlers.static import seal_queues
-from broker.server import Broker
 from broker.store.metafile import write_json_atomic
 from rocketspark.codec.build import Idempotence
 from rocketspark.errors import IllegalTopicNameError, InvalidParameterError, NotLeaderForQueueError

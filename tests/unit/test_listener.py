@@ -244,7 +244,7 @@ def test_a_dead_or_silent_peer_gives_clear_errors_and_no_hang() -> None:
 
 @pytest.mark.parametrize("loop_factory", [loops.new_event_loop, asyncio.new_event_loop], ids=["uvloop", "asyncio"])
 def test_a_request_served_eagerly_runs_at_once_and_one_that_waits_finishes_in_a_task(loop_factory: Any) -> None:
-    from rocketspark.remoting.listener import eagerly
+    from rocketspark.remoting.eager import eagerly
 
     seen: list[str] = []
 
@@ -308,7 +308,7 @@ def test_no_request_handler_needs_a_task_of_its_own() -> None:
 
 
 def test_a_request_waiting_when_its_loop_closes_is_closed_with_it() -> None:
-    from rocketspark.remoting.listener import eagerly
+    from rocketspark.remoting.eager import eagerly
 
     closed: list[bool] = []
 

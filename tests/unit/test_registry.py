@@ -7,8 +7,8 @@ import threading
 from concurrent.futures import Future
 from pathlib import Path
 
+from broker.broker import Broker
 from broker.config import BrokerConfig
-from broker.server import Broker
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.transport import Transport
 from tests.helpers import Registrations

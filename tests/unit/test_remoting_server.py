@@ -11,7 +11,8 @@ import pytest
 from rocketspark.protocol.codes import Flag, RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.admission import SMALL_REQUEST_BYTES, Ticket
-from rocketspark.remoting.server import Dispatcher, PushHub, run_every
+from rocketspark.remoting.lifecycle import every_ms_on_loop
+from rocketspark.remoting.server import Dispatcher, PushHub
 
 PULL = {"topic": "t", "queueId": 0, "queueOffset": 0}  # a pull request's required fields
 
@@ -205,7 +206,7 @@ def test_a_failing_round_does_not_end_the_periodic_loop(caplog: pytest.LogCaptur
             raise RuntimeError("first round fails")
 
     async def run_a_while() -> None:
-        task = asyncio.create_task(run_every(1, "test work", action))
+        task = asyncio.create_task(every_ms_on_loop(1, "test work", action))
         while len(rounds) < 3:
             await asyncio.sleep(0.005)
         task.cancel()

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from broker.broker import Broker
 from broker.config import BrokerConfig
 from broker.handlers.send import handle_send
-from broker.server import Broker
 from rocketspark.codec.build import encode_messages
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand

@@ -10,8 +10,8 @@ import msgpack
 import pytest
 
 from broker import topics as broker_topics
+from broker.broker import Broker
 from broker.config import BrokerConfig
-from broker.server import Broker
 from nameserver.config import NameServerConfig
 from nameserver.server import NameServer
 from rocketspark.errors import InvalidParameterError, MalformedRequestError

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from broker.broker import Broker
 from broker.config import BrokerConfig
-from broker.server import Broker
 from broker.static_cleanup import SegmentOffsets, clean_expired_segments
 from rocketspark.errors import ConnectError
 from rocketspark.protocol.bodies import pack

@@ -1,0 +1,377 @@
+"""A broker's state: the store, the topic and offset tables, replication, the nameservers'
+registration, the v2 endpoint's clients, and the background work that keeps them. Its
+handlers are wired in :mod:`broker.assembly`; the process around it (bind, start, stop) is
+:mod:`broker.server`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+from grpc import aio
+
+from broker.assembly import register_handlers
+from broker.config import BrokerConfig
+from broker.consumers import ConsumerGroups
+from broker.counters import BrokerCounters
+from broker.dedupe import ProducerTable
+from broker.diskuse import DiskUse
+from broker.ha.controller_client import ControllerLink
+from broker.ha.epochs import EpochFile
+from broker.ha.metadata import BrokerMetadata
+from broker.ha.replication import Replication
+from broker.ha.role import Role
+from broker.lag import Lags
+from broker.longpoll import LongPollHub
+from broker.metadata import BrokerFile, check_identity
+from broker.metrics import BrokerCollector, BrokerReadings, flush_latency
+from broker.offsets import ConsumerOffsets
+from broker.registry import Registry
+from broker.rocketmq4.transactions import check_back
+from broker.static_cleanup import SegmentOffsets, clean_expired_segments
+from broker.static_topics import StaticTopics
+from broker.store.keyindex import KeyIndex
+from broker.store.metafile import MetadataCorrupted, read_json, write_json_atomic
+from broker.store.recovery import RecoveryReport
+from broker.store.store import MessageStore
+from broker.topics import TopicTable
+from rocketspark.dirlock import DirLock
+from rocketspark.grpcv2.clients import EndpointClients, InProcess
+from rocketspark.grpcv2.delay import TICK_S, DelayScheduler
+from rocketspark.grpcv2.endpoint import Endpoint as GrpcEndpoint
+from rocketspark.grpcv2.endpoint import Host as GrpcHost
+from rocketspark.grpcv2.held import every_s_in_thread
+from rocketspark.grpcv2.transactions import Transactions
+from rocketspark.metrics.node import Node, NodeMetrics
+from rocketspark.protocol.types import MessageExt, Perm
+from rocketspark.remoting.lifecycle import every_ms_on_loop
+from rocketspark.remoting.server import Dispatcher
+from rocketspark.remoting.transport import Transport
+
+log = logging.getLogger("broker")
+
+
+class Broker:
+    """Everything one broker holds; each handler module gets the pieces it uses.
+
+    ``nameserver_transport`` carries the registrations with the nameservers (default: a client
+    of the registry's own); a test hands in a scripted nameserver to see what is registered."""
+
+    def __init__(self, config: BrokerConfig, *, nameserver_transport: Transport | None = None) -> None:
+        self.config = config
+        self.name = config.broker_name
+        self.cluster = config.cluster_name
+        self.data_dir = Path(config.data_dir)
+        self.lock = DirLock(self.data_dir, "data_dir")
+        self.address = ""
+        self.loop: asyncio.AbstractEventLoop | None = None  # the loop it serves on, once started
+        self.grpc_address = ""  # the v2 endpoint's host:port once bound ("" when off)
+        self.grpc_server: aio.Server | None = None
+        self.grpc_endpoint: GrpcEndpoint | None = None
+        self.started_at = time.time()
+        self._build_state(config)
+        self._build_replication(config, nameserver_transport)
+        self._build_v2(config)
+        self.counters = BrokerCounters(self.dispatcher, self.store, self.longpoll, self.producers)
+        if self.metrics is not None:
+            self.metrics.add(BrokerCollector(self.metrics.families, self._readings()))
+        handlers = register_handlers(self)  # kept for tests to call a handler directly
+        self.send_context, self.pull_context = handlers.send, handlers.pull
+        self.static_context, self.dialect = handlers.static, handlers.dialect
+
+    def _build_state(self, config: BrokerConfig) -> None:
+        """The tables and the store, the metrics (the dispatcher observes requests for them)
+        and the dispatcher."""
+        self.topics = TopicTable(self.data_dir / "config" / "topics.json", self.name, config.broker_permission)
+        self.offsets = ConsumerOffsets(self.data_dir / "config" / "consumerOffset.json")
+        self.static = StaticTopics(self.data_dir / "config" / "topicQueueMapping.json", self.name)
+        self.producers = ProducerTable(self.data_dir / "config" / "producers.json", config.dedupe_retention_hours)
+        self.store = MessageStore(config.store_config(), accepts=self.topics.accepts)
+        self.metrics = NodeMetrics(Node(self.cluster, "broker", self.name)) if config.metrics_port >= 0 else None
+        if self.metrics is not None:  # the store's hook, until MessageStore takes it when it is built
+            self.store.stats.on_flush = flush_latency(self.metrics)
+        self.disk = DiskUse(self.name, self.store, config.disk_max_used_ratio, config.disk_refuse_writes_ratio)
+        self.keys = KeyIndex(self.data_dir / "index" / "keys.db", self.store) if config.key_index_enable else None
+        self.longpoll = LongPollHub()
+        self.consumers = ConsumerGroups(config.consumer_expired_ms)
+        self.acl = config.acl_store(self.data_dir / "config" / "acl.json")
+        self.dispatcher = Dispatcher(
+            f"broker {self.name}",
+            max_inflight_bytes=config.max_inflight_request_bytes,
+            guard=config.guard(self.acl),
+            observer=self.metrics,
+        )
+
+    def _build_replication(self, config: BrokerConfig, nameserver_transport: Transport | None) -> None:
+        """The role, the registration with the nameservers, the copy to or from the other
+        replicas and, in controller mode, the link to the controller."""
+        self.role = Role(self.name, config.replica_id, config.controller_mode, config.master_lease_ms)
+        self.security = config.peer_security()
+        self.registry = Registry(
+            config,
+            self.role,
+            self.registration,
+            lambda: self.address,
+            self.security,
+            self.acl,
+            version=lambda: self.topics.version,
+            transport=nameserver_transport,
+        )
+        self.epochs = EpochFile(self.data_dir / "config" / "epochs.json")
+        metadata = BrokerMetadata(
+            self.topics, self.static, self.offsets, self.producers, lambda: self.store.flushed_offset, self.acl
+        )
+        self.replication = Replication(
+            self.store,
+            self.role,
+            self.epochs,
+            metadata,
+            in_sync_replicas=config.in_sync_replicas,
+            ack_timeout_ms=config.ha_ack_timeout_ms,
+            max_lag_ms=config.ha_max_time_slave_not_catchup_ms,
+            chunk_bytes=config.ha_chunk_bytes,
+            metadata_interval_ms=config.ha_metadata_interval_ms,
+            security=self.security,
+        )
+        self.controller = (
+            ControllerLink(
+                self.role,
+                self.replication,
+                cluster=self.cluster,
+                address=lambda: self.address,
+                nameservers=config.nameservers,
+                interval_ms=config.controller_heartbeat_interval_ms,
+                on_role_change=self._role_changed,
+                security=self.security,
+            )
+            if config.controller_mode
+            else None
+        )
+
+    def _build_v2(self, config: BrokerConfig) -> None:
+        """Our own clients of the cluster (signed with the cluster credential; this broker is
+        their local peer), and the held logs behind delay messages and transactions: the v2
+        endpoint and 4.x clients share them."""
+        local = InProcess(self.dispatcher, lambda: self.loop, lambda: self.address)
+        self.clients = EndpointClients(config.nameservers, self.security, config.max_message_bytes, local=local)
+        self.host = GrpcHost(
+            config.broker_name,
+            lambda: self.role.is_master,
+            lambda topic: self.topics.get(topic) is not None,
+            config.pop_limits(),
+            config.check_rules(),
+        )
+        self.delay = DelayScheduler(self.clients, self.host)
+        self.transactions = Transactions(self.clients, self.host, self.host.checks)
+
+    def _readings(self) -> BrokerReadings:
+        return BrokerReadings(
+            self.store,
+            Lags(self.name, self.offsets, self.static, self.store),
+            self.role,
+            self.replication.replica_offsets,
+            self.offsets.groups,
+            self.consumers.live_counts,
+            lambda: len(self.topics.topics),
+            lambda: self.perm,
+            lambda: self.disk.refusing,
+            self.dispatcher.guard,
+            self.started_at,
+        )
+
+    def ask_transaction(self, topic: str, message: MessageExt, transaction_id: str) -> bool:
+        """Ask a producer how a half message's transaction ended (a worker thread): a v2 client
+        on its Telemetry stream, else a 4.x producer of its group."""
+        if self.grpc_endpoint is not None and self.grpc_endpoint.ask(topic, message, transaction_id):
+            return True
+        return self.loop is not None and check_back(self.dialect, self.loop, topic, message, transaction_id)
+
+    @property
+    def perm(self) -> int:
+        """The broker's permission (the topic table applies it to every topic)."""
+        return self.topics.broker_perm
+
+    # -- state ---------------------------------------------------------------------------
+
+    def open(self) -> RecoveryReport:
+        self.lock.acquire()  # before anything in data_dir is read: a second process touches nothing
+        try:
+            return self._open()
+        except BaseException:
+            self.lock.release()
+            raise
+
+    def _open(self) -> RecoveryReport:
+        self.topics.load()
+        if not self.topics.path.exists():
+            self._rebuild_lost_topics()
+        self.offsets.load()
+        self.static.load()
+        self.epochs.load()
+        # An epoch in the log is one this replica lived through before its restart: leading it
+        # again would build on a history that may have moved on. It leads only newer ones.
+        self.role.min_epoch = self.epochs.last_epoch + 1
+        check_identity(self.data_dir, self.name, self.config.replica_id)
+        self.producers.load()
+        saved = read_json(self.data_dir / "config" / "broker.json", default={}, shape=BrokerFile)
+        self.topics.broker_perm = int(saved.get("brokerPermission", self.perm))
+        report = self.store.open()
+        try:
+            self._open_after_store()
+        except BaseException:  # nothing of a failed start is left running
+            if self.keys is not None:
+                self.keys.close()
+            self.store.close()
+            raise
+        return report
+
+    def _open_after_store(self) -> None:
+        """What starts once the store is open: the disk check, the key index, the producers'
+        sequences replayed from the log, auto-create."""
+        self.disk.refresh()
+        if self.keys is not None:
+            self.keys.open()
+        replayed = self.producers.replay_log(self.store.records_after(self.producers.saved_upto))
+        if replayed:
+            log.info("broker %s: %d idempotent batches after the saved producer table replayed", self.name, replayed)
+        for pid, topic, queue_id in self.producers.forget_beyond(self.store.log_max_offset):
+            log.warning(
+                "broker %s: producer %s's sequence on %s/%d covered records lost in recovery; its resend will be "
+                "stored again",
+                self.name,
+                pid,
+                topic,
+                queue_id,
+            )
+        self.topics.set_auto_create(
+            self.config.auto_create_topic_enable, self.config.default_topic_queue_nums, self.store.log_max_offset
+        )
+
+    def _rebuild_lost_topics(self) -> None:
+        """A store with messages but no topics.json would start with every message invisible
+        and hand out offsets again: rebuild the table from the consume queues, or refuse."""
+        queues = self.store.queue_keys_on_disk()
+        if queues:
+            topics = self.topics.rebuild(queues)
+            log.warning(
+                "broker %s: %s was missing; rebuilt %d topics from the consume queues on disk (%s); check their "
+                "queue counts and permissions with `rocketspark admin route <topic>`",
+                self.name,
+                self.topics.path,
+                len(topics),
+                ", ".join(topics[:20]) + (" ..." if len(topics) > 20 else ""),
+            )
+        elif any(p.name.isdigit() for p in (self.data_dir / "commitlog").glob("*")):
+            raise MetadataCorrupted(
+                f"{self.topics.path} is missing but {self.data_dir / 'commitlog'} holds messages, and no consume "
+                "queue is left to rebuild the topics from; restore topics.json from a backup (starting without it "
+                "would hide every message and reuse offsets)"
+            )
+
+    def _role_changed(self) -> None:
+        """A replica that took office tells the nameservers its topics at once (routes). A
+        topic whose config had not reached it yet, while its messages had, is recreated from
+        the copied queues, so that none of its messages is left out of the routes."""
+        if self.role.is_master:
+            found = self.topics.rebuild(self.store.known_queues(), missing_only=True)
+            if found:
+                log.warning("broker %s took office with messages of topics it had no config for: %s", self.name, found)
+            self.registry.register_soon()
+
+    def close(self) -> None:
+        self.replication.close()
+        if self.controller is not None:
+            self.controller.close()
+        self.topics.close()
+        self.offsets.persist()
+        if self.keys is not None:
+            self.keys.close()
+        self.store.close()
+        self.producers.persist(self.store.flushed_offset)  # after the store flushed everything
+        self.registry.close()
+        self.lock.release()
+
+    def set_permission(self, perm: int) -> None:
+        self.topics.broker_perm = perm
+        write_json_atomic(self.data_dir / "config" / "broker.json", {"brokerPermission": perm})
+
+    def registration(self, only: list[str] | None = None) -> dict[str, Any]:
+        """What the nameservers learn about this broker: everything, or (``only``) just those
+        topics, as an increment that leaves the nameserver's view of the others alone
+        (RocketMQ's ``registerIncrementBrokerData``: a new topic costs the same however many
+        the broker has)."""
+        configs = self.topics.configs() if only is None else [c for t in only if (c := self.topics.get(t))]
+        details = self.static.details.values() if only is None else [d for t in only if (d := self.static.get(t))]
+        registration = {
+            "cluster": self.cluster,
+            "broker": self.name,
+            "addr": self.address,
+            "perm": self.perm,
+            "version": self.topics.version,
+            "topics": [{**c.to_wire(), "perm": c.perm & (self.perm | Perm.INHERIT)} for c in configs],
+            "static": [d.to_wire() for d in details],
+        }
+        if only is not None:
+            registration["incremental"] = True
+        return registration
+
+    def runtime_info(self) -> dict[str, Any]:
+        stats = self.store.stats
+        return {
+            "brokerName": self.name,
+            "cluster": self.cluster,
+            "address": self.address,
+            "perm": Perm.describe(self.perm),
+            "uptimeS": int(time.time() - self.started_at),
+            "topics": len(self.topics.topics),
+            "logMinOffset": self.store.log_min_offset,
+            "logMaxOffset": self.store.log_max_offset,
+            "logFlushedOffset": self.store.flushed_offset,
+            "segments": self.store.log_segments,
+            "diskBytes": self.store.disk_usage(),
+            "messagesStored": stats.messages_put,
+            "bytesStored": stats.bytes_put,
+            "flushMode": self.config.flush_mode,
+            "nameservers": self.config.nameservers,
+        }
+
+    # -- background work -------------------------------------------------------------------
+
+    async def _every(self, interval_ms: int, what: str, action: Callable[[], object]) -> None:
+        await every_ms_on_loop(interval_ms, f"{what} of broker {self.name}", action, log)
+
+    def background_tasks(self) -> list[Coroutine[Any, Any, None]]:
+        return [
+            *([self.controller.run()] if self.controller is not None else []),
+            self.registry.run(),
+            self.registry.watch(),
+            self._every(self.config.offset_flush_interval_ms, "offset persist", self.offsets.save),
+            self._every(self.config.checkpoint_interval_ms, "producer table persist", self.save_producers),
+            self._every(self.config.retention_check_interval_ms, "retention", self.apply_retention),
+            self._every(1000, "disk check", self.disk.refresh),
+            self._every(self.config.mapping_clean_interval_ms, "static segment cleanup", self.clean_mappings),
+            every_s_in_thread(TICK_S, self.delay.step, "delivering delay messages"),
+            every_s_in_thread(
+                min(1.0, self.config.transaction_check_interval_ms / 2000),
+                lambda: self.transactions.step(self.ask_transaction),
+                "checking transactions",
+            ),
+        ]
+
+    def apply_retention(self) -> None:
+        self.store.delete_expired(blocking=False)  # skipped while the flusher holds the store
+        self.disk.make_room()
+
+    async def save_producers(self) -> None:
+        await self.producers.save(self.store.flushed_offset)
+
+    async def clean_mappings(self) -> None:
+        sources = SegmentOffsets(self.name, self.store, self.registry.client, self.config.nameservers)
+        dropped = await clean_expired_segments(self.static, sources)
+        if dropped:
+            await self.registry.register_now(dropped)  # named: their subscribers hear of it
