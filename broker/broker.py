@@ -91,10 +91,9 @@ class Broker:
         self.offsets = ConsumerOffsets(self.data_dir / "config" / "consumerOffset.json")
         self.static = StaticTopics(self.data_dir / "config" / "topicQueueMapping.json", self.name)
         self.producers = ProducerTable(self.data_dir / "config" / "producers.json", config.dedupe_retention_hours)
-        self.store = MessageStore(config.store_config(), accepts=self.topics.accepts)
         self.metrics = NodeMetrics(Node(self.cluster, "broker", self.name)) if config.metrics_port >= 0 else None
-        if self.metrics is not None:  # the store's hook, until MessageStore takes it when it is built
-            self.store.stats.on_flush = flush_latency(self.metrics)
+        on_flush = flush_latency(self.metrics) if self.metrics is not None else None
+        self.store = MessageStore(config.store_config(), accepts=self.topics.accepts, on_flush=on_flush)
         self.disk = DiskUse(self.name, self.store, config.disk_max_used_ratio, config.disk_refuse_writes_ratio)
         self.keys = KeyIndex(self.data_dir / "index" / "keys.db", self.store) if config.key_index_enable else None
         self.longpoll = LongPollHub()

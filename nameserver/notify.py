@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -64,8 +64,6 @@ class NotifyCounters:
 
 class PushStreams(Protocol):
     """The open push streams (``rocketspark.remoting.server.PushHub``)."""
-
-    on_close: Callable[[str], None] | None
 
     def is_open(self, client_id: str) -> bool: ...
 
@@ -147,7 +145,6 @@ class RouteNotifier:
         self.changed: set[str] = set()
         self.counters = NotifyCounters()
         self._degraded = False
-        push.on_close = self._stream_closed
 
     # -- subscriptions -----------------------------------------------------------------------
 
@@ -199,7 +196,8 @@ class RouteNotifier:
         if not mine:
             del self.by_client[client_id]
 
-    def _stream_closed(self, client_id: str) -> None:
+    def stream_closed(self, client_id: str) -> None:
+        """A client's push stream ended (its owner, the PushHub, says so)."""
         self.unsubscribe(client_id)  # it subscribes again when it reconnects
         self._capped.discard(client_id)
 

@@ -42,7 +42,7 @@ class NameServer:
         self.readiness = Readiness(Path(config.data_dir) if config.data_dir else None, config.startup_wait_ms)
         self.acl = config.acl_store(Path(config.controller_data_dir).parent / "acl.json")
         self.dispatcher = Dispatcher("nameserver", guard=config.guard(self.acl), observer=metrics)
-        self.push = PushHub()
+        self.push = PushHub(on_close=self._push_closed)
         self.notifier = RouteNotifier(
             self.push,
             max_load_per_cpu=config.notify_max_load_per_cpu,
@@ -61,6 +61,9 @@ class NameServer:
             views = self.controller.views if self.controller is not None else None
             metrics.add(NameServerCollector(metrics.families, self.counters, self.dispatcher.guard, views))
         self._register_handlers()
+
+    def _push_closed(self, client_id: str) -> None:
+        self.notifier.stream_closed(client_id)  # it subscribes again when it reconnects
 
     def _register_handlers(self) -> None:
         d = self.dispatcher

@@ -77,15 +77,21 @@ class MessageStore:
     fail or stall it)."""
 
     def __init__(
-        self, config: StoreConfig, accepts: Callable[[str, int], bool] | None = None, *, sync: Sync = os.fsync
+        self,
+        config: StoreConfig,
+        accepts: Callable[[str, int], bool] | None = None,
+        *,
+        sync: Sync = os.fsync,
+        on_flush: Callable[[float], None] | None = None,
     ) -> None:
+        """``on_flush`` is told each log flush's seconds (the metrics' latency histogram)."""
         self.config = config
         self.path = config.path
         self.commitlog = CommitLog(self.path / "commitlog", config.segment_bytes, sync=sync)
         self.queues = QueueSet(
             self.path / "consumequeue", config.queue_entries_per_file, self.commitlog, rebuild=self._rebuild, sync=sync
         )
-        self.stats = StoreStats()
+        self.stats = StoreStats() if on_flush is None else StoreStats(on_flush=on_flush)
         self._append_lock = threading.Lock()  # makes (log end, queue sizes) snapshots consistent
         self._maint_lock = threading.Lock()  # flusher vs. retention and deletes
         self._registry = Registry(self.queues, accepts or (lambda topic, phys: True), self._maint_lock)

@@ -80,9 +80,9 @@ class PushHub:
     connection, and the old one's close is no longer its end.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, on_close: Callable[[str], None] | None = None) -> None:
         self._channels: dict[str, Channel] = {}
-        self.on_close: Callable[[str], None] | None = None
+        self.on_close = on_close
 
     @property
     def open_count(self) -> int:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from nameserver.notify import RouteNotifier
 from rocketspark.protocol.codes import ResponseCode
 from rocketspark.protocol.command import RemotingCommand
@@ -16,7 +14,6 @@ class FakeStreams:
         self.open = set(open_ids)
         self.stalled: set[str] = set()
         self.sent: list[tuple[str, list[str]]] = []
-        self.on_close: Callable[[str], None] | None = None
 
     def is_open(self, client_id: str) -> bool:
         return client_id in self.open
@@ -27,10 +24,10 @@ class FakeStreams:
         self.sent.append((client_id, command.ext["topics"]))
         return True
 
-    def close(self, client_id: str) -> None:
+    def close(self, client_id: str, notifier: RouteNotifier) -> None:
+        """The stream ends, and its owner tells the notifier (as the nameserver's PushHub does)."""
         self.open.discard(client_id)
-        assert self.on_close is not None
-        self.on_close(client_id)
+        notifier.stream_closed(client_id)
 
 
 def notifier(streams: FakeStreams, *, load: float = 1000.0, memory: float = 1.0, cap: int = 100) -> RouteNotifier:
@@ -65,7 +62,7 @@ def test_a_closed_stream_forgets_its_subscriptions() -> None:
     n.subscribe("c1", ["a", "b"])
     n.subscribe("c2", ["a"])
     assert n.subscription_count == 3
-    streams.close("c1")
+    streams.close("c1", n)
     assert n.subscription_count == 1 and n.subscribers == {"a": {"c2"}} and n.by_client == {"c2": {"a"}}
     n.unsubscribe("c2", ["a"])
     assert n.subscribers == {} and n.by_client == {}
@@ -81,7 +78,7 @@ def test_a_subscription_without_an_open_stream_is_refused_and_kept_nowhere() -> 
     assert refusal.details == {"streamOpen": False, "refused": ["a", "b"]}
     assert 'client "nobody" has no open push stream' in refusal.message
     assert "none of its 2 topic(s) was kept" in refusal.message and "Open the push stream first" in refusal.message
-    streams.close("c1")
+    streams.close("c1", n)
     late = n.subscribe("c1", ["a"])  # arrives after its stream closed
     assert not late.stream_open and n.subscription_count == 0 and n.subscribers == {}
     assert late.error() is not None
