@@ -128,7 +128,7 @@ def _dialect(b: Parts, address: Callable[[], str]) -> Dialect:
         b.config,
         b.dispatcher,
         queues,
-        Members(),
+        Members(b.consumers),
         b.consumers,
         b.store,
         BrokerHeld(queues, b.delay, b.transactions),

@@ -36,7 +36,7 @@ from broker.rocketmq4.transactions import check_back
 from broker.static_cleanup import SegmentOffsets, clean_expired_segments
 from broker.static_topics import StaticTopics
 from broker.store.keyindex import KeyIndex
-from broker.store.metafile import MetadataCorrupted, read_json, write_json_atomic
+from broker.store.metafile import read_json, write_json_atomic
 from broker.store.recovery import RecoveryReport
 from broker.store.store import MessageStore
 from broker.topics import TopicTable
@@ -46,6 +46,7 @@ from rocketspark.grpcv2.delay import TICK_S, DelayScheduler
 from rocketspark.grpcv2.endpoint import Endpoint as GrpcEndpoint
 from rocketspark.grpcv2.endpoint import Host as GrpcHost
 from rocketspark.grpcv2.held import every_s_in_thread
+from rocketspark.grpcv2.server import create_server as bind_grpc
 from rocketspark.grpcv2.transactions import Transactions
 from rocketspark.metrics.node import Node, NodeMetrics
 from rocketspark.protocol.types import MessageExt, Perm
@@ -59,25 +60,41 @@ log = logging.getLogger("broker")
 class Broker:
     """Everything one broker holds; each handler module gets the pieces it uses.
 
-    ``nameserver_transport`` carries the registrations with the nameservers (default: a client
-    of the registry's own); a test hands in a scripted nameserver to see what is registered."""
+    ``address`` is where it serves (its socket is bound before it is built) and ``loop`` the
+    event loop it serves on: a broker built without them (a test's) is served by nobody, so
+    its own clients call it over the network. ``nameserver_transport`` carries the
+    registrations with the nameservers (default: a client of the registry's own); a test hands
+    in a scripted nameserver to see what is registered."""
 
-    def __init__(self, config: BrokerConfig, *, nameserver_transport: Transport | None = None) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        address: str = "",
+        loop: asyncio.AbstractEventLoop | None = None,
+        nameserver_transport: Transport | None = None,
+    ) -> None:
         self.config = config
         self.name = config.broker_name
         self.cluster = config.cluster_name
         self.data_dir = Path(config.data_dir)
         self.lock = DirLock(self.data_dir, "data_dir")
-        self.address = ""
-        self.loop: asyncio.AbstractEventLoop | None = None  # the loop it serves on, once started
-        self.grpc_address = ""  # the v2 endpoint's host:port once bound ("" when off)
+        self.address = address
+        self.loop = loop
+        self.grpc_address = ""  # the v2 endpoint's host:port once bound (bind_v2; "" when off)
         self.grpc_server: aio.Server | None = None
-        self.grpc_endpoint: GrpcEndpoint | None = None
         self.started_at = time.time()
         self._build_state(config)
         self._build_replication(config, nameserver_transport)
         self._build_v2(config)
-        self.counters = BrokerCounters(self.dispatcher, self.store, self.longpoll, self.producers)
+        self.counters = BrokerCounters(
+            self.dispatcher.counters,
+            self.dispatcher.budget,
+            self.store.stats,
+            self.store.scrub_stats,
+            long_polls_waiting=lambda: self.longpoll.waiting,
+            duplicates_dropped=lambda: self.producers.duplicates_dropped,
+        )
         if self.metrics is not None:
             self.metrics.add(BrokerCollector(self.metrics.families, self._readings()))
         handlers = register_handlers(self)  # kept for tests to call a handler directly
@@ -156,7 +173,7 @@ class Broker:
         """Our own clients of the cluster (signed with the cluster credential; this broker is
         their local peer), and the held logs behind delay messages and transactions: the v2
         endpoint and 4.x clients share them."""
-        local = InProcess(self.dispatcher, lambda: self.loop, lambda: self.address)
+        local = InProcess(self.dispatcher.serve_local, self.loop, self.address)
         self.clients = EndpointClients(config.nameservers, self.security, config.max_message_bytes, local=local)
         self.host = GrpcHost(
             config.broker_name,
@@ -167,6 +184,23 @@ class Broker:
         )
         self.delay = DelayScheduler(self.clients, self.host)
         self.transactions = Transactions(self.clients, self.host, self.host.checks)
+        self.grpc_endpoint = (
+            GrpcEndpoint(
+                self.clients, self.dispatcher.guard, lambda: self.grpc_address, self.host, self.delay, self.transactions
+            )
+            if config.grpc_listen_port >= 0
+            else None
+        )
+
+    def bind_v2(self) -> None:
+        """Bind (not start) the RocketMQ 5 gRPC endpoint, unless grpc_listen_port = -1."""
+        if self.grpc_endpoint is None:
+            return
+        config = self.config
+        self.grpc_server, port = bind_grpc(
+            self.grpc_endpoint, config.listen_host, config.grpc_listen_port, self.security.server_tls, self.metrics
+        )
+        self.grpc_address = f"{config.advertised_address}:{port}"
 
     def _readings(self) -> BrokerReadings:
         return BrokerReadings(
@@ -208,7 +242,7 @@ class Broker:
     def _open(self) -> RecoveryReport:
         self.topics.load()
         if not self.topics.path.exists():
-            self._rebuild_lost_topics()
+            self.topics.rebuild_lost(self.store.queue_keys_on_disk(), self.data_dir / "commitlog")
         self.offsets.load()
         self.static.load()
         self.epochs.load()
@@ -250,27 +284,6 @@ class Broker:
         self.topics.set_auto_create(
             self.config.auto_create_topic_enable, self.config.default_topic_queue_nums, self.store.log_max_offset
         )
-
-    def _rebuild_lost_topics(self) -> None:
-        """A store with messages but no topics.json would start with every message invisible
-        and hand out offsets again: rebuild the table from the consume queues, or refuse."""
-        queues = self.store.queue_keys_on_disk()
-        if queues:
-            topics = self.topics.rebuild(queues)
-            log.warning(
-                "broker %s: %s was missing; rebuilt %d topics from the consume queues on disk (%s); check their "
-                "queue counts and permissions with `rocketspark admin route <topic>`",
-                self.name,
-                self.topics.path,
-                len(topics),
-                ", ".join(topics[:20]) + (" ..." if len(topics) > 20 else ""),
-            )
-        elif any(p.name.isdigit() for p in (self.data_dir / "commitlog").glob("*")):
-            raise MetadataCorrupted(
-                f"{self.topics.path} is missing but {self.data_dir / 'commitlog'} holds messages, and no consume "
-                "queue is left to rebuild the topics from; restore topics.json from a backup (starting without it "
-                "would hide every message and reuse offsets)"
-            )
 
     def _role_changed(self) -> None:
         """A replica that took office tells the nameservers its topics at once (routes). A
@@ -320,7 +333,7 @@ class Broker:
         return registration
 
     def runtime_info(self) -> dict[str, Any]:
-        stats = self.store.stats
+        counted = self.counters.to_wire()
         return {
             "brokerName": self.name,
             "cluster": self.cluster,
@@ -333,8 +346,8 @@ class Broker:
             "logFlushedOffset": self.store.flushed_offset,
             "segments": self.store.log_segments,
             "diskBytes": self.store.disk_usage(),
-            "messagesStored": stats.messages_put,
-            "bytesStored": stats.bytes_put,
+            "messagesStored": counted["messagesStored"],
+            "bytesStored": counted["bytesStored"],
             "flushMode": self.config.flush_mode,
             "nameservers": self.config.nameservers,
         }

@@ -1,33 +1,44 @@
-"""What a broker counts, read out in one place: ``to_wire`` is GET_COUNTERS' answer."""
+"""What a broker counts, read out in one place: ``to_wire`` is GET_COUNTERS' answer (and the
+broker's runtime info reads its store figures from it)."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from broker.dedupe import ProducerTable
-from broker.longpoll import LongPollHub
-from broker.store.store import MessageStore
-from rocketspark.remoting.server import Dispatcher
+from broker.store.scrub import ScrubStats
+from broker.store.stats import StoreStats
+from rocketspark.remoting.admission import InflightBudget
 
 
 class BrokerCounters:
-    """The broker's counters, given the parts that keep them: requests by code and the
-    in-flight budget (its dispatcher's), the store's and the scrubber's, the long polls
-    waiting, and the duplicates its idempotent producers' table dropped."""
+    """The broker's counters, given the objects that keep them: requests by code and the
+    in-flight budget (its dispatcher's), the store's and the scrubber's statistics, and two
+    readings: the long polls waiting, and the duplicates its idempotent producers' table
+    dropped."""
 
     def __init__(
-        self, dispatcher: Dispatcher, store: MessageStore, longpoll: LongPollHub, producers: ProducerTable
+        self,
+        requests: Mapping[int, int],
+        budget: InflightBudget,
+        store: StoreStats,
+        scrub: ScrubStats,
+        *,
+        long_polls_waiting: Callable[[], int],
+        duplicates_dropped: Callable[[], int],
     ) -> None:
-        self.dispatcher = dispatcher
+        self.requests = requests
+        self.budget = budget
         self.store = store
-        self.longpoll = longpoll
-        self.producers = producers
+        self.scrub = scrub
+        self.long_polls_waiting = long_polls_waiting
+        self.duplicates_dropped = duplicates_dropped
 
     def to_wire(self) -> dict[str, Any]:
-        stats, scrub, budget = self.store.stats, self.store.scrub_stats, self.dispatcher.budget
+        stats, scrub, budget = self.store, self.scrub, self.budget
         return {
-            "requests": {str(code): n for code, n in sorted(self.dispatcher.counters.items())},
+            "requests": {str(code): n for code, n in sorted(self.requests.items())},
             "messagesStored": stats.messages_put,
             "bytesStored": stats.bytes_put,
             "messagesRead": stats.messages_got,
@@ -39,8 +50,8 @@ class BrokerCounters:
             "scrubBytes": scrub.bytes,
             "scrubDamagedSegments": scrub.damaged_segments,
             "scrubDamage": scrub.damage,
-            "longPollWaiting": self.longpoll.waiting,
-            "duplicatesDropped": self.producers.duplicates_dropped,
+            "longPollWaiting": self.long_polls_waiting(),
+            "duplicatesDropped": self.duplicates_dropped(),
             "systemBusy": budget.refused,  # requests refused: too many bytes in flight
             "inflightRequestBytes": budget.inflight_bytes,
             "inflightRequestBytesPeak": budget.peak_bytes,

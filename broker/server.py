@@ -12,20 +12,24 @@ from collections.abc import Callable
 from broker.broker import Broker
 from broker.config import BrokerConfig
 from rocketspark.errors import ControllerInvalidRequestError, ControllerReplicaIdInvalidError, RocketSparkError
-from rocketspark.grpcv2.endpoint import Endpoint as GrpcEndpoint
-from rocketspark.grpcv2.server import create_server as bind_grpc
 from rocketspark.remoting.lifecycle import serve_until_signalled
-from rocketspark.remoting.listener import Listener
-from rocketspark.remoting.listener import create_server as bind_server
+from rocketspark.remoting.listener import Listener, bind
 
 log = logging.getLogger("broker")
 
 
 def create_server(config: BrokerConfig) -> tuple[Listener, int, Broker]:
-    """Open the store and bind the gRPC server (not started); port 0 picks a free port. If a
-    port cannot be bound, nothing is left open."""
-    broker = Broker(config)
-    report = broker.open()
+    """Bind the broker's port, open its store and bind the gRPC server (not started); port 0
+    picks a free port; call inside the event loop. If a port cannot be bound, nothing is left
+    open."""
+    sock = bind(config.listen_host, config.listen_port, f"broker {config.broker_name}")
+    port = sock.getsockname()[1]
+    try:
+        broker = Broker(config, address=f"{config.advertised_address}:{port}", loop=asyncio.get_running_loop())
+        report = broker.open()
+    except BaseException:
+        sock.close()
+        raise
     try:
         for line in report.lines():
             (log.warning if report.damage else log.info)("broker %s: %s", broker.name, line)
@@ -38,36 +42,14 @@ def create_server(config: BrokerConfig) -> tuple[Listener, int, Broker]:
                 config.scrape_access(broker.acl),
             )
             log.info("broker %s: metrics on %s", broker.name, url)
-        server, port = bind_server(
-            broker.dispatcher, config.listen_host, config.listen_port, broker.security.server_tls
-        )
-        broker.address = f"{config.advertised_address}:{port}"
-        _bind_endpoint(broker, config)
+        broker.bind_v2()
     except BaseException:  # a port that cannot be bound: nothing is left open
+        sock.close()
         if broker.metrics is not None:
             broker.metrics.close()
         broker.close()
         raise
-    return server, port, broker
-
-
-def _bind_endpoint(broker: Broker, config: BrokerConfig) -> None:
-    """The RocketMQ 5 gRPC endpoint (bound, not started), unless grpc_listen_port = -1."""
-    if config.grpc_listen_port < 0:
-        return
-    endpoint = GrpcEndpoint(
-        broker.clients,
-        broker.dispatcher.guard,
-        lambda: broker.grpc_address,
-        broker.host,
-        broker.delay,
-        broker.transactions,
-    )
-    broker.grpc_server, grpc_port = bind_grpc(
-        endpoint, config.listen_host, config.grpc_listen_port, broker.security.server_tls, broker.metrics
-    )
-    broker.grpc_address = f"{config.advertised_address}:{grpc_port}"
-    broker.grpc_endpoint = endpoint
+    return Listener(broker.dispatcher, sock, broker.security.server_tls), port, broker
 
 
 async def start(server: Listener, broker: Broker) -> list[asyncio.Task[None]]:
@@ -96,7 +78,6 @@ async def start(server: Listener, broker: Broker) -> list[asyncio.Task[None]]:
             log.warning(
                 "broker %s replica %d: the controller did not answer yet: %s", broker.name, broker.role.replica_id, exc
             )
-    broker.loop = asyncio.get_running_loop()
     if broker.grpc_server is not None and broker.grpc_endpoint is not None:  # the controller has not refused it
         await broker.grpc_server.start()
         broker.grpc_endpoint.start()

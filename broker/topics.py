@@ -10,6 +10,7 @@ and lives only on the brokers that happened to receive its first messages.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,10 +19,12 @@ from typing import Any
 import msgspec
 
 from broker.metadata import TopicChange, TopicsFile
-from broker.store.metafile import Journal, read_json, write_json_atomic
+from broker.store.metafile import Journal, MetadataCorrupted, read_json, write_json_atomic
 from rocketspark.errors import InvalidParameterError, NoPermissionError, TopicNotExistError
 from rocketspark.protocol.types import Perm, TopicConfig
 from rocketspark.protocol.validation import AUTO_CREATE_TOPIC
+
+log = logging.getLogger("broker")
 
 MAX_QUEUES = 1024
 
@@ -125,6 +128,27 @@ class TopicTable:
         self.version += 1
         self.compact()
         return sorted(counts)
+
+    def rebuild_lost(self, queues: list[tuple[str, int]], commitlog: Path) -> None:
+        """The table's file is missing: a store with messages would start with every message
+        invisible and hand out offsets again, so rebuild the table from the consume queues on
+        disk, or refuse when the log holds messages and no queue is left to rebuild from."""
+        if queues:
+            topics = self.rebuild(queues)
+            log.warning(
+                "broker %s: %s was missing; rebuilt %d topics from the consume queues on disk (%s); check their "
+                "queue counts and permissions with `rocketspark admin route <topic>`",
+                self.broker_name,
+                self.path,
+                len(topics),
+                ", ".join(topics[:20]) + (" ..." if len(topics) > 20 else ""),
+            )
+        elif any(p.name.isdigit() for p in commitlog.glob("*")):
+            raise MetadataCorrupted(
+                f"{self.path} is missing but {commitlog} holds messages, and no consume queue is left to rebuild "
+                "the topics from; restore topics.json from a backup (starting without it would hide every message "
+                "and reuse offsets)"
+            )
 
     def _changed(self, *, put: BrokerTopic | None = None, delete: str | None = None) -> None:
         self.version += 1

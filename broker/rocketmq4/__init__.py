@@ -39,4 +39,3 @@ def register(dispatcher: Dispatcher, dialect: Dialect) -> None:
     r(Code.END_TRANSACTION, partial(transactions.handle_end, dialect))
     r(Code.QUERY_MESSAGE, partial(lookup.handle_query, dialect))
     r(Code.VIEW_MESSAGE_BY_ID, partial(lookup.handle_view, dialect))
-    dialect.members.left = partial(clients.left, dialect)

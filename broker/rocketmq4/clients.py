@@ -77,12 +77,6 @@ async def handle_unregister(dialect: Dialect, request: RemotingCommand) -> Remot
     return request.response()
 
 
-def left(dialect: Dialect, client_id: str, group: str) -> None:
-    """A 4.x client's connection closed: it leaves the group now, and the others are told."""
-    dialect.groups.unregister(group, client_id)
-    dialect.members.notify_changed(group, dialect.groups.members(group))
-
-
 async def handle_consumer_list(dialect: Dialect, request: RemotingCommand) -> RemotingCommand:
     group = Fields("GET_CONSUMER_LIST_BY_GROUP", request.ext).text("consumerGroup")
     answer = await dialect.queues.ours(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group}, request.user)

@@ -11,8 +11,8 @@ producer of a half message). A client whose connection closes leaves its groups 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from rocketspark.errors import InvalidParameterError
 from rocketspark.protocol.codes import Flag
@@ -61,13 +61,23 @@ class Client:
     producer_groups: set[str] = field(default_factory=set)
 
 
-class Members:
-    """4.x clients by id; ``left`` hears of each (client id, consumer group) gone with its connection."""
+class GroupMembers(Protocol):
+    """The broker's consumer groups (``broker.consumers.ConsumerGroups``), as a 4.x client's
+    departure changes them."""
 
-    def __init__(self) -> None:
+    def unregister(self, group: str, client_id: str) -> None: ...
+
+    def members(self, group: str) -> list[str]: ...
+
+
+class Members:
+    """4.x clients by id. A client gone with its connection leaves its consumer groups at once
+    (``groups``), and their other members are told."""
+
+    def __init__(self, groups: GroupMembers) -> None:
+        self.groups = groups
         self.clients: dict[str, Client] = {}
         self.subscriptions: dict[tuple[str, str], Subscription] = {}  # (group, topic) -> newest heard
-        self.left: Callable[[str, str], None] | None = None
 
     def heartbeat(
         self, client_id: str, channel: Channel | None, consumers: dict[str, list[Subscription]], producers: set[str]
@@ -118,8 +128,8 @@ class Members:
             return  # it came back on a newer connection
         del self.clients[client_id]
         for group in client.consumer_groups:
-            if self.left is not None:
-                try:
-                    self.left(client_id, group)
-                except Exception:
-                    log.exception("a 4.x client's departure from group %s was not handled", group)
+            try:
+                self.groups.unregister(group, client_id)
+                self.notify_changed(group, self.groups.members(group))
+            except Exception:
+                log.exception("a 4.x client's departure from group %s was not handled", group)

@@ -24,7 +24,7 @@ from rocketspark.errors import InvalidParameterError, RocketSparkError
 from rocketspark.protocol.bodies import pack, unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.protocol.group_topics import LOGICAL_PREFIX
+from rocketspark.protocol.group_topics import LOGICAL_PREFIX, split_progress_key
 from rocketspark.protocol.validation import validate_topic_name
 
 
@@ -63,7 +63,7 @@ class Groups:
             response = self.core.call(address, RemotingCommand.request(RequestCode.GET_ALL_CONSUMER_OFFSET))
             body = unpack(response.body)
             for key in body["offsets"]:
-                topic, _, group = str(key).partition("@")
+                topic, group = split_progress_key(str(key))
                 topics.setdefault(group, set()).add(topic.removeprefix(LOGICAL_PREFIX))
             for group, client_ids in body["members"].items():
                 members.setdefault(group, set()).update(client_ids)

@@ -13,7 +13,7 @@ import concurrent.futures
 import functools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, Final, Protocol, TypeVar
 
 from rocketspark.client.admin import Admin
@@ -22,7 +22,6 @@ from rocketspark.client.producer import Producer
 from rocketspark.errors import RequestTimeoutError, RocketSparkError
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.deadlines import DEADLINES
-from rocketspark.remoting.server import Dispatcher
 from rocketspark.security.settings import PeerSecurity
 from rocketspark.security.signing import CLUSTER_ACCESS_KEY
 
@@ -109,34 +108,34 @@ class EndpointClients:
 
 class InProcess:
     """The broker an endpoint runs in, as its clients' ``LocalPeer``: a request to it runs on
-    the broker's event loop through ``Dispatcher.serve_local``, with the usual deadline.
+    the broker's event loop through its dispatcher's ``serve_local``, with the usual deadline.
 
-    Made with the broker, before it binds its port or runs its loop: ``loop`` and ``address``
-    are asked each time, and until the broker serves, a request goes over the network."""
+    A broker built without a loop (a test's, served by nobody) serves nothing here: its
+    clients' requests go over the network."""
 
     def __init__(
         self,
-        dispatcher: Dispatcher,
-        loop: Callable[[], asyncio.AbstractEventLoop | None],
-        address: Callable[[], str],
+        serve_local: Callable[[RemotingCommand], Coroutine[Any, Any, RemotingCommand]],
+        loop: asyncio.AbstractEventLoop | None,
+        address: str,
     ) -> None:
-        self.dispatcher = dispatcher
+        self._serve_local = serve_local
         self._loop = loop
         self._address = address
 
     def serves(self, address: str) -> bool:
         """Whether a request to ``address`` is this broker's, to run here: the one place that
         decides "is this address local?" (the remoting client and the v2 send both ask it)."""
-        return self._loop() is not None and address == self._address()
+        return self._loop is not None and address == self._address
 
     async def call(self, request: RemotingCommand) -> RemotingCommand:
         """From the broker's own event loop: the request's answer, with no thread between."""
-        return await self.dispatcher.serve_local(request)
+        return await self._serve_local(request)
 
     def submit(self, request: RemotingCommand, timeout_s: float) -> concurrent.futures.Future[RemotingCommand]:
-        loop = self._loop()
+        loop = self._loop
         assert loop is not None, "asked only once serves() said so"
-        future = asyncio.run_coroutine_threadsafe(self.dispatcher.serve_local(request), loop)
+        future = asyncio.run_coroutine_threadsafe(self._serve_local(request), loop)
         code = request.code
 
         def expire() -> RocketSparkError:
