@@ -6,7 +6,7 @@ DEPS := $(VENV)/.deps-installed
 INSTALLED := $(VENV)/.project-installed
 SOURCES := $(shell find rocketspark broker nameserver -name '*.py' 2>/dev/null)
 
-.PHONY: test run check bench bench-rocketmq4 bench-wire bench-spark bench-resilience bench-security protos clean
+.PHONY: test run check docs bench bench-rocketmq4 bench-wire bench-spark bench-resilience bench-security protos clean
 
 # Dependencies once; the project itself is installed the way a user installs it (not in
 # editable mode), so that Spark's data-source discovery finds pyspark_rocketmq, and again
@@ -14,7 +14,7 @@ SOURCES := $(shell find rocketspark broker nameserver -name '*.py' 2>/dev/null)
 $(DEPS): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet '.[test]'
+	$(PY) -m pip install --quiet '.[test,docs]'
 	touch $(DEPS)
 
 $(INSTALLED): $(DEPS) $(SOURCES)
@@ -40,10 +40,16 @@ ifeq ($(CHROMIUM),)
 	@echo "installing chromium (the web console's test runs it headless)"
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
 endif
+	$(MAKE) --no-print-directory docs
 	$(PY) -m pytest -q
 
 run: $(INSTALLED)
 	$(PY) examples/main_job.py
+
+# The docs site (mkdocs.yml, docs/) into site/; --strict: a broken link or anchor fails the build.
+# The reference pages under docs/reference/ are generated: python -m rocketspark.reference.
+docs: $(DEPS)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 check: $(INSTALLED)
 	$(VENV)/bin/ruff format --check .
@@ -72,4 +78,4 @@ protos: $(INSTALLED)  # regenerate rocketspark/grpcv2/stubs from protos/ (needs 
 	$(PY) -m pip install -q ".[dev]" && $(PY) tools/gen_protos.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build site *.egg-info .pytest_cache .mypy_cache .ruff_cache

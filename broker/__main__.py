@@ -18,7 +18,8 @@ from rocketspark.client.nameservers import ENV_NAMESRV, resolve_nameservers
 from rocketspark.errors import ConfigError, RocketSparkError
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m broker`` (the CLI reference is made from it)."""
     parser = argparse.ArgumentParser(prog="python -m broker", description="Run a rocketspark broker.")
     parser.add_argument("--conf", help="TOML config file (see conf/broker-a.toml)")
     parser.add_argument("--name", dest="broker_name", help="broker name (overrides the file)")
@@ -27,10 +28,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--port", dest="listen_port", type=int, help="port to listen on; 0 picks a free one")
     parser.add_argument("--data-dir", dest="data_dir", help="store directory")
     parser.add_argument("--nameserver", "-n", help="nameserver addresses, comma separated (host:port)")
-    parser.add_argument("--flush-mode", dest="flush_mode", choices=["async", "sync"])
-    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument(
+        "--flush-mode", dest="flush_mode", choices=["async", "sync"], help="flush_mode (overrides the file)"
+    )
+    parser.add_argument("--log-level", default="INFO", help=f"one of {', '.join(logs.LEVELS)}")
     parser.add_argument("--log-format", choices=logs.FORMATS, help="text (default) or json: one event a line")
-    return parser.parse_args(argv)
+    return parser
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def load_config(args: argparse.Namespace) -> broker_config.BrokerConfig:

@@ -31,67 +31,91 @@ _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BrokerConfig(SecuritySettings):
-    broker_name: str = "broker-a"
-    cluster_name: str = "DefaultCluster"
-    listen_host: str = "127.0.0.1"
-    listen_port: int = 10911  # 0 picks a free port
-    advertised_host: str = ""  # address registered with nameservers; default listen_host
+    broker_name: str = "broker-a"  # the broker's name, registered with nameservers; replicas of one group share it
+    cluster_name: str = "DefaultCluster"  # the cluster it registers under
+    listen_host: str = "127.0.0.1"  # where to listen (0.0.0.0: every interface)
+    listen_port: int = 10911  # the remoting port (0 picks a free port)
+    # the host registered with the nameservers, what clients connect to ("": listen_host). A broker refuses to
+    # register a wildcard or loopback address with nameservers on other hosts, naming this key
+    advertised_host: str = ""
+    # commit log, consume queues, metadata; locked by the broker that runs on it (<data_dir>/LOCK holds its PID: a
+    # second broker on it stops at once)
     data_dir: str = "data/broker-a"
-    nameservers: list[str] = field(default_factory=list)  # also ROCKETSPARK_NAMESRV
-    broker_permission: int = Perm.READ_WRITE  # 4 = read only (write wiped), 6 = read+write
+    nameservers: list[str] = field(default_factory=list)  # nameserver addresses, host:port (else ROCKETSPARK_NAMESRV)
+    # 6 read and write, 4 read only (admin wipe-write-perm sets it)
+    broker_permission: int = Perm.READ_WRITE
 
-    flush_mode: str = "async"  # "async" | "sync"
-    flush_interval_ms: int = 500
-    sync_flush_timeout_ms: int = 5000
+    # "async": fsync every flush_interval_ms; "sync": acknowledge a send after its fsync
+    flush_mode: str = "async"
+    flush_interval_ms: int = 500  # with flush_mode "async": how often the store is fsynced
+    sync_flush_timeout_ms: int = 5000  # with flush_mode "sync": the longest a send waits for its fsync
     segment_bytes: int = 128 * MiB  # commit-log segment size (RocketMQ: 1 GiB)
-    queue_entries_per_file: int = 300_000
-    checkpoint_interval_ms: int = 1000
-    scrub_bytes_per_s: int = 4 * MiB  # background CRC check of sealed segments (0: off)
+    queue_entries_per_file: int = 300_000  # consume-queue entries per file
+    checkpoint_interval_ms: int = 1000  # how often the store's checkpoint and the producer table are saved
+    scrub_bytes_per_s: int = 4 * MiB  # rate of the background CRC check of sealed segments (0: off)
     scrub_pause_ms: int = 60_000  # pause between two scrub passes
-    retention_hours: float = 72.0
-    retention_check_interval_ms: int = 10_000
-    disk_max_used_ratio: float = 0.75  # above it the oldest segments are deleted first (diskMaxUsedSpaceRatio)
+    retention_hours: float = 72.0  # sealed segments older than this are deleted
+    retention_check_interval_ms: int = 10_000  # how often segments are checked for retention
+    # above it the oldest segments are deleted first, whatever their age (diskMaxUsedSpaceRatio)
+    disk_max_used_ratio: float = 0.75
     disk_refuse_writes_ratio: float = 0.90  # above it sends are refused until space is freed
-    max_message_bytes: int = 4 * MiB  # one message's body
-    max_batch_bytes: int = 0  # one sent batch record, its section uncompressed (0: see batch_limit)
-    max_pull_bytes: int = 8 * MiB  # cap on one pull response
-    max_long_poll_ms: int = 30_000  # longest a pull may be held waiting for data
-    max_inflight_request_bytes: int = 256 * MiB  # past it, requests get SYSTEM_BUSY (remoting.admission)
+    max_message_bytes: int = 4 * MiB  # larger messages are refused with a clear error
+    # the largest batch record a send may carry, its section uncompressed (0: twice max_message_bytes); a batch
+    # never spans two segments, so segment_bytes must be at least this plus 4 KiB
+    max_batch_bytes: int = 0
+    max_pull_bytes: int = 8 * MiB  # the most one pull answer carries
+    max_long_poll_ms: int = 30_000  # the longest a pull may be held waiting for messages
+    # request bytes the broker holds at once; past it, requests are answered SYSTEM_BUSY at once (flow control)
+    max_inflight_request_bytes: int = 256 * MiB
 
-    auto_create_topic_enable: bool = True  # RocketMQ's default; turn it off in production
+    # a send to an unknown topic creates it (RocketMQ's default); turn it off in production
+    auto_create_topic_enable: bool = True
     default_topic_queue_nums: int = 8  # queues of TBW102, the auto-create template
 
     register_interval_ms: int = 30_000  # re-register with every nameserver this often
-    register_timeout_ms: int = 3000
-    nameserver_heartbeat_interval_ms: int = (
-        1000  # ask each nameserver if it holds this registration (QUERY_DATA_VERSION)
-    )
+    register_timeout_ms: int = 3000  # a registration's timeout
+    # ask each nameserver this often whether it holds this broker's registration (QUERY_DATA_VERSION); register
+    # again at once if not
+    nameserver_heartbeat_interval_ms: int = 1000
     consumer_expired_ms: int = 120_000  # a consumer silent this long leaves its group
-    offset_flush_interval_ms: int = 5000  # persist consumer offsets this often
-    mapping_clean_interval_ms: int = 300_000  # drop expired static-topic segments this often
-    key_index_enable: bool = True  # index messages' keys on disk for admin query-msg --key (messageIndexEnable)
-    dedupe_retention_hours: float = 24.0  # idempotent producers are remembered this long
+    offset_flush_interval_ms: int = 5000  # how often consumer offsets are saved
+    mapping_clean_interval_ms: int = 300_000  # how often expired static-topic segments are dropped
+    # index messages' keys and client ids on disk (<data_dir>/index/keys.db) for admin query-msg --key and --id
+    # (offset ids are found without it; RocketMQ's messageIndexEnable)
+    key_index_enable: bool = True
+    dedupe_retention_hours: float = 24.0  # how long idempotent producers (the Spark sink) are remembered
 
-    # replica groups (controller mode): brokers sharing broker_name, each its own replica_id
-    controller_mode: bool = False  # learn this replica's role from the nameservers' controller
-    replica_id: int = 0  # unique in the group; 0-1023
-    in_sync_replicas: int = 1  # replicas of the SyncStateSet (master included) that must hold a send
-    ha_ack_timeout_ms: int = 3000  # longer than this without them: FLUSH_SLAVE_TIMEOUT
+    # a replica of the group broker_name (brokers sharing broker_name, each its own replica_id), taking its role
+    # from the nameservers' controller
+    controller_mode: bool = False
+    replica_id: int = 0  # this replica's id, unique in its group; 0-1023
+    # members of the SyncStateSet (master included) that must hold a send before it is acknowledged
+    in_sync_replicas: int = 1
+    ha_ack_timeout_ms: int = 3000  # wait for them this long, then FLUSH_SLAVE_TIMEOUT
     ha_max_time_slave_not_catchup_ms: int = 15_000  # a slave behind this long leaves the SyncStateSet
-    ha_listen_port: int = 0  # the HA port the log travels to slaves on (0: any free one; slaves ask)
-    metrics_port: int = 0  # Prometheus /metrics over HTTP (HTTPS with tls_enable); 0: any free one, -1: off
-    grpc_listen_port: int = 0  # the RocketMQ 5 gRPC (v2) endpoint for the official clients; 0: any free one, -1: off
-    pop_min_invisible_ms: int = 10_000  # the shortest invisible duration a v2 receive may ask (RocketMQ's proxy)
-    pop_max_invisible_ms: int = 12 * 3_600_000  # and the longest
-    pop_max_reconsume_times: int = 16  # a v2 consumer's message is delivered this many times more, then DLQ
-    message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"  # RocketMQ 4.x delay levels
-    transaction_timeout_ms: int = 6000  # a half message this old with no outcome is checked back
-    transaction_check_interval_ms: int = 30_000  # and again this often (RocketMQ's)
-    transaction_check_max: int = 15  # checks before a half message is discarded
+    # the HA port the log travels to slaves on (0: any free port; slaves learn it from the master)
+    ha_listen_port: int = 0
+    # Prometheus /metrics over HTTP (HTTPS with tls_enable); 0: any free port (logged), -1: off
+    metrics_port: int = 0
+    # the RocketMQ 5 gRPC (v2) endpoint for the official clients; 0: any free port, -1: off
+    grpc_listen_port: int = 0
+    # the shortest invisible duration a v2 receive may ask (RocketMQ's proxy)
+    pop_min_invisible_ms: int = 10_000
+    pop_max_invisible_ms: int = 12 * 3_600_000  # the longest invisible duration a v2 receive may ask
+    # a v2 consumer's message is delivered this many times more, then goes to the group's DLQ
+    pop_max_reconsume_times: int = 16
+    # RocketMQ 4.x delay levels: what DELAY level n and the n-th retry of a failed 4.x message wait
+    message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    # a half message (v2 or 4.x transaction) this old with no outcome is checked back with a producer
+    transaction_timeout_ms: int = 6000
+    transaction_check_interval_ms: int = 30_000  # and checked again this often (RocketMQ's)
+    transaction_check_max: int = 15  # checks before a half message is discarded with a warning
     ha_chunk_bytes: int = 1 * MiB  # the most of the log the master pushes to a slave at once
-    ha_metadata_interval_ms: int = 1000  # how often a slave copies topics, mappings and offsets
+    ha_metadata_interval_ms: int = 1000  # how often a slave copies topics, mappings, offsets and producers
     controller_heartbeat_interval_ms: int = 500  # heartbeats to every nameserver's controller
-    master_lease_ms: int = 2000  # a master stops acknowledging this long after its last answered heartbeat was sent
+    # a master acknowledges nothing this long after its last answered heartbeat was sent (keep it under the
+    # controller's controller_broker_heartbeat_timeout_ms)
+    master_lease_ms: int = 2000
 
     def __post_init__(self) -> None:
         """Refuse a configuration no broker could run with, naming the key and what it needs."""

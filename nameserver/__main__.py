@@ -15,15 +15,20 @@ from rocketspark import logs, loops
 from rocketspark.errors import ConfigError
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m nameserver`` (the CLI reference is made from it)."""
     parser = argparse.ArgumentParser(prog="python -m nameserver", description="Run a rocketspark nameserver.")
     parser.add_argument("--conf", help="TOML config file (see conf/nameserver.toml)")
     parser.add_argument("--host", dest="listen_host", help="address to listen on")
     parser.add_argument("--port", dest="listen_port", type=int, help="port to listen on; 0 picks a free one")
     parser.add_argument("--data-dir", dest="data_dir", help="where it keeps the brokers it served (known-brokers.json)")
-    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--log-level", default="INFO", help=f"one of {', '.join(logs.LEVELS)}")
     parser.add_argument("--log-format", choices=logs.FORMATS, help="text (default) or json: one event a line")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
         logs.setup(args.log_level, args.log_format)
     except ValueError as exc:

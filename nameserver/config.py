@@ -20,22 +20,32 @@ _HOST_PORT = re.compile(r"[^\s:]+:[0-9]{1,5}")
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NameServerConfig(SecuritySettings):
-    listen_host: str = "127.0.0.1"
-    listen_port: int = 9876  # 0 picks a free port
-    metrics_port: int = 0  # Prometheus /metrics over HTTP (HTTPS with tls_enable); 0: any free one, -1: off
+    listen_host: str = "127.0.0.1"  # where to listen (0.0.0.0: every interface)
+    listen_port: int = 9876  # the remoting port clients and brokers use (0 picks a free port)
+    # Prometheus /metrics over HTTP (HTTPS with tls_enable); 0: any free port (logged), -1: off
+    metrics_port: int = 0
     scan_interval_ms: int = 5000  # how often silent brokers are looked for (4.x: 10 s)
     broker_expired_ms: int = 120_000  # a broker silent this long is dropped from routes
-    notify_scan_interval_ms: int = 1000  # push changed routes' names this often
-    notify_max_load_per_cpu: float = 2.0  # run queue over twice the cores: pause pushes
-    notify_max_memory_used: float = 0.95  # above this fraction of memory used, pause pushes
-    max_subscriptions_per_client: int = 10_000  # route subscriptions one client may hold; 0: none
-    data_dir: str = "data/nameserver"  # the brokers it served (known-brokers.json), to know when it is ready
-    startup_wait_ms: int = 10_000  # after a restart, "not ready" at most this long for a broker that never returns
+    notify_scan_interval_ms: int = 1000  # how often the names of changed routes are pushed to subscribed clients
+    # pushes pause while the load average is above this per core (the 30 s refresh carries on)
+    notify_max_load_per_cpu: float = 2.0
+    notify_max_memory_used: float = 0.95  # pushes pause while more than this fraction of memory is used
+    # route-change subscriptions one client may hold; past it, its topics are polled (0: every client polls)
+    max_subscriptions_per_client: int = 10_000
+    # the brokers it served (known-brokers.json): after a restart it answers "not ready", never "no such topic",
+    # until they have registered again
+    data_dir: str = "data/nameserver"
+    # ... or until this long after its start (a broker that died will not register again)
+    startup_wait_ms: int = 10_000
     controller_enable: bool = False  # run the replica-group controller in this nameserver
-    controller_raft_address: str = "127.0.0.1:9878"  # this node's Raft address (fixed: peers name it)
-    controller_peers: list[str] = field(default_factory=list)  # the other controller nodes' Raft addresses
-    controller_data_dir: str = "data/controller"  # Raft journal and dump: the state survives restarts
-    controller_broker_heartbeat_timeout_ms: int = 2500  # a master silent this long is replaced (above brokers' lease)
+    # this node's Raft address: fixed, since the other nameservers name it
+    controller_raft_address: str = "127.0.0.1:9878"
+    # the other controller nodes' Raft addresses (none: a one-node controller, no Raft port); needs cluster_secret
+    controller_peers: list[str] = field(default_factory=list)
+    controller_data_dir: str = "data/controller"  # Raft journal and dump: a restarted nameserver rejoins with its state
+    # a master silent this long is replaced from its SyncStateSet (sooner when it is plainly gone); above the
+    # brokers' master_lease_ms
+    controller_broker_heartbeat_timeout_ms: int = 2500
 
     def __post_init__(self) -> None:
         self.check_security(self.listen_host)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pathlib
 import socket
 import threading
 import time
@@ -19,6 +20,13 @@ from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.types import MessageExt
 from rocketspark.remoting import frame
+
+DOCS = pathlib.Path(__file__).resolve().parents[1] / "docs"
+
+
+def docs_text(page: str) -> str:
+    """The text of a page of the docs site, by its path under docs/ (``"security.md"``)."""
+    return (DOCS / page).read_text()
 
 
 def frame_bytes(command: RemotingCommand) -> bytes:

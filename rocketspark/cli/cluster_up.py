@@ -74,13 +74,13 @@ def cluster_up(args: argparse.Namespace) -> int:
 def add_parser(sub: Any) -> None:
     up = sub.add_parser("cluster", help="run a local cluster").add_subparsers(dest="action", required=True)
     run = up.add_parser("up", help="start a nameserver and brokers in the foreground; Ctrl-C stops")
-    run.add_argument("--brokers", type=int, default=2)
+    run.add_argument("--brokers", type=int, default=2, help="broker groups, named broker-a, broker-b, ...")
     run.add_argument(
         "--replicas", type=int, default=1, help="replicas per broker group (>1: the controller elects masters)"
     )
     run.add_argument("--port", type=int, default=9876, help="nameserver port (0: any free port)")
     run.add_argument("--data-dir", help="store directory (default: a temporary one, deleted at stop)")
-    run.add_argument("--flush-mode", choices=["async", "sync"])
+    run.add_argument("--flush-mode", choices=["async", "sync"], help="the brokers' flush_mode (default async)")
     run.add_argument("--no-auto-create", action="store_true", help="turn auto_create_topic_enable off")
     run.add_argument("--processes", action="store_true", help="one process per server instead of one in all")
     run.add_argument("--auth", action="store_true", help="users and permissions on: an admin user is made")

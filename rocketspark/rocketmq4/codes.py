@@ -2,7 +2,7 @@
 
 The numbers that are also ours (``rocketspark.protocol.codes``) mean the same operation; a
 RocketMQ client's request is told apart by its header (JSON or RocketMQ's binary form, never
-our msgpack), so the two never mix. ``SERVED`` is the table README prints: what a 4.x client
+our msgpack), so the two never mix. ``SERVED`` is the table docs/clients/rocketmq4.md prints: what a 4.x client
 gets answered, and by whom. Any other code is answered REQUEST_CODE_NOT_SUPPORTED with a remark
 naming it (``NAMES`` knows RocketMQ's names of the common ones).
 """
@@ -39,7 +39,7 @@ class Code(IntEnum):
     SEND_BATCH_MESSAGE = 320
 
 
-# code -> (served by, what) for README's table
+# code -> (served by, what) for the table of docs/clients/rocketmq4.md
 SERVED: Final[dict[Code, tuple[str, str]]] = {
     Code.GET_ROUTEINFO_BY_TOPIC: ("nameserver", "TopicRouteData; a static topic's logical queues as one broker's"),
     Code.GET_BROKER_CLUSTER_INFO: ("nameserver", "ClusterInfo: brokers by cluster, addresses by broker id"),
@@ -125,5 +125,5 @@ def unserved_remark(code: int, server: str, served: list[int]) -> str:
     names = ", ".join(NAMES.get(c, str(c)) for c in served)
     return (
         f"{name_of(code)} from a RocketMQ client is not supported by {server}; it serves these RocketMQ requests: "
-        f"{names or 'none'} (README: RocketMQ 4.x clients). Administer rocketspark with `rocketspark admin`"
+        f"{names or 'none'} (docs/clients/rocketmq4.md). Administer rocketspark with `rocketspark admin`"
     )

@@ -41,18 +41,22 @@ class PeerSecurity:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SecuritySettings:
     auth_enable: bool = False  # the one switch: authentication and authorization on every request
-    cluster_secret: str = field(default="", repr=False)  # the servers' shared secret (at least 16 characters)
+    # the servers' shared secret, the same on every server (at least 16 characters); they sign what they send each
+    # other with it
+    cluster_secret: str = field(default="", repr=False)
     admin_access_key: str = ""  # a super user from the configuration (the first way in)
-    admin_secret_key: str = field(default="", repr=False)
+    admin_secret_key: str = field(default="", repr=False)  # that super user's secret
     auth_clock_skew_s: int = DEFAULT_SKEW_S  # a signed request's time may be this far from the server's
-    acl_file: str = ""  # users and policies (mode 0600); "" = the server's default place
+    # users and policies (mode 0600); "": <data_dir>/config/acl.json on a broker, next to controller_data_dir on a
+    # nameserver
+    acl_file: str = ""
     tls_enable: bool = False  # TLS on every port of this server (the whole cluster alike)
     tls_cert_file: str = ""  # this server's certificate chain (PEM); also shown to peers under mutual TLS
-    tls_key_file: str = ""  # its private key (PEM)
+    tls_key_file: str = ""  # its private key (PEM; chmod 600)
     tls_ca_file: str = ""  # the CA that signs the cluster's certificates: peers are checked against it
     tls_mutual: bool = False  # mutual TLS: clients must show a certificate signed by tls_ca_file
-    # who may scrape /metrics: "none", "bearer" (metrics_token), "basic" (a cluster user allowed Get or List on
-    # Cluster); "": bearer if metrics_token is set, else basic with auth_enable, else none
+    # who may scrape /metrics: "none", "bearer" (Authorization: Bearer <metrics_token>) or "basic" (a cluster user
+    # allowed Get or List on Cluster); "": bearer if metrics_token is set, else basic with auth_enable, else none
     metrics_auth: str = ""
     metrics_token: str = field(default="", repr=False)  # the bearer token scrapers send (at least 16 characters)
 

@@ -1,8 +1,9 @@
-"""The README's Spark option reference, made from the tables in :mod:`rocketspark.spark.options`.
+"""The Spark option reference of the docs, made from the tables in :mod:`rocketspark.spark.options`.
 
-``python -m rocketspark.spark.option_docs [README.md]`` rewrites the Markdown file's tables
+``python -m rocketspark.spark.option_docs [docs/spark/options.md]`` (or ``python -m
+rocketspark.reference``, which rewrites every generated page) rewrites the Markdown file's tables
 headed ``| source option |`` and ``| sink option |``; ``tests/unit/test_spark_option_docs.py``
-fails while the README's differ from what this writes.
+fails while the page's tables differ from what this writes.
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ from typing import Final
 from rocketspark.spark.option_table import with_reference
 from rocketspark.spark.options import READER, WRITER
 
-# Each table, with the heading of its first column in the README.
+# The page that holds both tables, from the repository root.
+PAGE: Final = "docs/spark/options.md"
+
+# Each table, with the heading of its first column on that page.
 REFERENCES: Final = ((READER, "source option"), (WRITER, "sink option"))
 
 
@@ -26,7 +30,7 @@ def with_references(markdown: str) -> str:
 
 
 def main() -> None:
-    path = Path(sys.argv[1] if len(sys.argv) > 1 else "README.md")
+    path = Path(sys.argv[1] if len(sys.argv) > 1 else PAGE)
     path.write_text(with_references(path.read_text()))
 
 

@@ -4,7 +4,7 @@ An :class:`Option` holds the option's name, how its text becomes a value
 (:mod:`rocketspark.spark.option_values`), its default, the bounds a number keeps and the line
 the docs give it. The tables themselves are in :mod:`rocketspark.spark.options`; what is made
 from a table lives here: reading a value, refusing an unknown name (with a suggestion) and
-the docs' option reference (:func:`reference`, the README's tables).
+the docs' option reference (:func:`reference`, the tables of docs/spark/options.md).
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def reference(table: Sequence[Option[Any]], heading: str) -> str:
 
 def with_reference(markdown: str, table: Sequence[Option[Any]], heading: str) -> str:
     """``markdown`` with its table headed ``| heading | ...`` replaced by ``reference``'s
-    (how the README's option tables are regenerated); unchanged when it has none."""
+    (how the docs' option tables are regenerated); unchanged when it has none."""
     lines = markdown.split("\n")
     start = next((i for i, line in enumerate(lines) if line.startswith(f"| {heading} |")), None)
     if start is None:

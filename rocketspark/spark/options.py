@@ -2,7 +2,7 @@
 
 Each option is declared once, as an :class:`Option`: its name as users write it, how its text
 becomes a value, its default, the bounds a number keeps and the line the docs give it. The
-parsers, their error messages and the README's option reference (:func:`reference`) are all
+parsers, their error messages and the docs' option reference (:func:`reference`) are all
 made from the tables ``READER`` and ``WRITER`` (:mod:`rocketspark.spark.option_table`).
 
 Spark hands options over as a case-insensitive map of strings. Every value is checked here,

@@ -21,6 +21,7 @@ import pytest
 from rocketspark import Admin, Consumer, LocalCluster, Message, Producer
 from rocketspark.cluster import ServerProcess
 from rocketspark.errors import TopicNotExistError
+from tests.helpers import DOCS, docs_text
 
 pytestmark = pytest.mark.integration
 CLI = [sys.executable, "-m", "rocketspark.cli"]
@@ -29,7 +30,7 @@ CONSOLE_SCRIPT = Path(sys.executable).parent / "rocketspark"
 
 
 def rocketspark() -> list[str]:
-    """The README runs the installed console script; without one (a source checkout, or while
+    """The docs run the installed console script; without one (a source checkout, or while
     the project is being reinstalled), the module it runs."""
     return [str(CONSOLE_SCRIPT)] if CONSOLE_SCRIPT.exists() else CLI
 
@@ -87,7 +88,7 @@ def test_admin_errors_are_one_line_and_exit_1(shared_cluster: LocalCluster) -> N
 
 
 def test_cluster_up_serves_until_ctrl_c_and_stops_cleanly(tmp_path: Path) -> None:
-    [line] = readme_lines(".venv/bin/rocketspark cluster up ")
+    [line] = docs_lines(".venv/bin/rocketspark cluster up ")
     assert line == "--brokers 2 --port 9876 --data-dir data"  # run below with a free port and a temporary dir
     data = tmp_path / "data"
     proc = subprocess.Popen(
@@ -141,16 +142,19 @@ def test_cluster_up_with_a_bad_setting_prints_one_line(tmp_path: Path) -> None:
     )
 
 
-SECURITY_SECTION = "## Securing a deployment"
+SECURITY_PAGE = "security.md"  # the security walkthrough: a cluster of its own
 
 
-def readme_lines(prefix: str, *, secured: bool = False) -> list[str]:
-    """The README's shell lines starting with ``prefix``: the rest of each, comment removed;
-    those of its security walkthrough with ``secured``, the others without."""
-    text = (ROOT / "README.md").read_text()
-    start = text.index(SECURITY_SECTION)
-    end = text.index("\n## ", start + 1)
-    lines = (text[start:end] if secured else text[:start] + text[end:]).splitlines()
+def docs_lines(prefix: str, *, secured: bool = False) -> list[str]:
+    """The docs' shell lines starting with ``prefix``: the rest of each, comment removed; those
+    of the security walkthrough (docs/security.md) with ``secured``, those of every other page
+    without (in the pages' path order)."""
+    pages = (
+        [SECURITY_PAGE]
+        if secured
+        else sorted(str(path.relative_to(DOCS)) for path in DOCS.rglob("*.md") if path.name != SECURITY_PAGE)
+    )
+    lines = [line for page in pages for line in docs_text(page).splitlines()]
     return [line.removeprefix(prefix).split("#", 1)[0].strip() for line in lines if line.startswith(prefix)]
 
 
@@ -170,10 +174,10 @@ def table_rows(stdout: str) -> list[list[str]]:
     return [[cell.strip() for cell in line.split("│")[1:-1]] for line in stdout.splitlines() if line.startswith("│")]
 
 
-def test_every_admin_command_of_the_readme_runs_as_written(make_cluster: Callable[..., LocalCluster]) -> None:
+def test_every_admin_command_of_the_docs_runs_as_written(make_cluster: Callable[..., LocalCluster]) -> None:
     cluster = make_cluster(brokers=2)
     ns = cluster.nameserver
-    env = source_env(ROCKETSPARK_NAMESRV=ns, COLUMNS="200")  # as the README: exported, no -n
+    env = source_env(ROCKETSPARK_NAMESRV=ns, COLUMNS="200")  # as the docs: exported, no -n
 
     def run(line: str) -> str:
         done = subprocess.run(
@@ -182,10 +186,10 @@ def test_every_admin_command_of_the_readme_runs_as_written(make_cluster: Callabl
         assert done.returncode == 0, f"rocketspark admin {line}: {done.stderr}"
         return done.stdout
 
-    readme = readme_lines(".venv/bin/rocketspark admin ")
-    assert "counters [--broker broker-a]" in readme  # one line, two forms
-    readme = [
-        form for line in readme for form in (["counters", "counters --broker broker-a"] if "[" in line else [line])
+    documented = docs_lines(".venv/bin/rocketspark admin ")
+    assert "counters [--broker broker-a]" in documented  # one line, two forms
+    documented = [
+        form for line in documented for form in (["counters", "counters --broker broker-a"] if "[" in line else [line])
     ]
 
     def topics(out: str) -> None:
@@ -206,7 +210,7 @@ def test_every_admin_command_of_the_readme_runs_as_written(make_cluster: Callabl
             ("broker-a", 8),
             ("broker-b", 8),
         ]
-        # the other two forms the README's comment names
+        # the other two forms the docs' comment names
         assert "on: broker-a\n" in run("create-topic solo --queues 2 --brokers broker-a")
         assert [q.broker_name for q in api.topic_route("solo").queues] == ["broker-a"]
         assert "on: broker-a, broker-b" in run("create-topic clustered --queues 2 --cluster DefaultCluster")
@@ -279,7 +283,7 @@ def test_every_admin_command_of_the_readme_runs_as_written(make_cluster: Callabl
             out = run("query-msg orders --key k1")
         [row] = table_rows(out)
         assert row[0] == sent_ids[0] and row[6] == "k1" and row[8] == "hello"
-        by_id = table_rows(run(f"query-msg --id {sent_ids[0]}"))  # the README's other form
+        by_id = table_rows(run(f"query-msg --id {sent_ids[0]}"))  # the docs' other form
         assert [r[:2] for r in by_id] == [[sent_ids[0], "orders"]]
 
     def groups(out: str) -> None:
@@ -323,7 +327,7 @@ def test_every_admin_command_of_the_readme_runs_as_written(make_cluster: Callabl
         "reset-offset my-group orders --earliest": reset_offset,
         "delete-topic orders": delete_topic,
     }
-    assert readme == list(checks)  # the README's commands, in its order: a new one needs a check here
+    assert documented == list(checks)  # the docs' commands, in their order: a new one needs a check here
     with Admin(ns) as api:  # what the checks above look at
         for line, check in checks.items():
             if line.startswith("progress"):
@@ -333,9 +337,9 @@ def test_every_admin_command_of_the_readme_runs_as_written(make_cluster: Callabl
 
 def test_the_servers_start_from_the_shipped_config_files(tmp_path: Path) -> None:
     """``python -m nameserver --conf conf/nameserver.toml`` and ``python -m broker --conf
-    conf/broker-X.toml``, as the README runs them, with ``--port 0`` (and the broker's
+    conf/broker-X.toml``, as the docs run them, with ``--port 0`` (and the broker's
     nameserver and data directory) given on the command line."""
-    commands = readme_lines(".venv/bin/python -m ")
+    commands = docs_lines(".venv/bin/python -m ")
     assert commands == [
         "nameserver --conf conf/nameserver.toml",
         "broker --conf conf/broker-a.toml",
@@ -344,7 +348,7 @@ def test_the_servers_start_from_the_shipped_config_files(tmp_path: Path) -> None
     env = source_env()
     started: list[ServerProcess] = []
 
-    def split(line: str) -> tuple[str, list[str]]:  # the README's paths are relative to the project
+    def split(line: str) -> tuple[str, list[str]]:  # the docs' paths are relative to the project
         module, *args = shlex.split(line)
         return module, [str(ROOT / a) if a.endswith(".toml") else a for a in args]
 
@@ -369,8 +373,8 @@ def test_the_servers_start_from_the_shipped_config_files(tmp_path: Path) -> None
             proc.stop()
 
 
-def test_the_readme_security_walkthrough_runs_as_written(tmp_path: Path) -> None:
-    [line] = readme_lines(".venv/bin/rocketspark cluster up ", secured=True)
+def test_the_docs_security_walkthrough_runs_as_written(tmp_path: Path) -> None:
+    [line] = docs_lines(".venv/bin/rocketspark cluster up ", secured=True)
     assert line == "--brokers 2 --port 9876 --data-dir data --auth --tls"  # run with a free port and a temporary dir
     data = tmp_path / "data"
     words = ["0" if w == "9876" else str(data) if w == "data" else w for w in line.split()]
@@ -419,7 +423,7 @@ def test_the_readme_security_walkthrough_runs_as_written(tmp_path: Path) -> None
             return subprocess.run(args, capture_output=True, text=True, timeout=60, env={**env, **extra})
 
         outputs = {}
-        for command in readme_lines(".venv/bin/rocketspark admin ", secured=True):
+        for command in docs_lines(".venv/bin/rocketspark admin ", secured=True):
             done = run(command)
             assert done.returncode == 0, f"rocketspark admin {command}: {done.stderr}"
             outputs[command.split()[0] + " " + command.split()[1]] = done.stdout

@@ -2,7 +2,7 @@
 cluster: the DOM shows the brokers and a static topic's segments after a remap, the page logs
 no console error, and a screenshot is saved. The JSON API is read-only until one signs in.
 
-``ROCKETSPARK_SCREENSHOT=path`` saves the screenshot there (the README's is docs/console.png)."""
+``ROCKETSPARK_SCREENSHOT=path`` saves the screenshot there (the docs' is docs/console.png)."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ MESSAGES = 600
 
 @pytest.fixture(scope="module")
 def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The job's archive, made the way the README makes it."""
+    """The job's archive, made the way the docs (docs/spark/cluster.md) make it."""
     out = tmp_path_factory.mktemp("package") / "job-env.tar.gz"
     done = subprocess.run(
         [sys.executable, "-m", "rocketspark.cli", "package-job", str(JOB), "-o", str(out)],

@@ -21,7 +21,7 @@ import pytest
 from rocketspark import Admin, Consumer, LocalCluster, Message, Producer
 from rocketspark.cluster import write_toml
 from rocketspark.errors import NotMasterError, RocketSparkError, SlaveNotAvailableError
-from tests.helpers import eventually
+from tests.helpers import docs_text, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -233,14 +233,14 @@ def test_bad_replica_configurations_are_refused_clearly(
         assert producer.send(Message("bad", b"ok", queue_id=0)).queue_offset == 0
 
 
-def test_the_replica_admin_commands_of_the_readme_run(replica_cluster: Callable[..., LocalCluster]) -> None:
+def test_the_replica_admin_commands_of_the_docs_run(replica_cluster: Callable[..., LocalCluster]) -> None:
     cluster = replica_cluster(replicas=2, in_sync=1)
     master = group(cluster).master
     slave = next(a for a in cluster.replicas_of("broker-a") if a != master)
     env = {**os.environ, "ROCKETSPARK_NAMESRV": cluster.nameserver, "COLUMNS": "200"}
     cli = [sys.executable, "-m", "rocketspark.cli"]
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    assert "rocketspark admin replicas " in readme and "rocketspark admin switchover broker-a --to " in readme
+    documented = docs_text("cluster/replicas.md")
+    assert "rocketspark admin replicas " in documented and "rocketspark admin switchover broker-a --to " in documented
 
     shown = subprocess.run([*cli, "admin", "replicas"], capture_output=True, text=True, env=env, timeout=60)
     assert shown.returncode == 0 and master in shown.stdout and slave in shown.stdout
@@ -337,7 +337,7 @@ def test_failover_still_works_after_the_nameserver_leading_raft_is_killed() -> N
             survivors = [a for a in cluster.nameserver_addresses if a != raft_leader]
             with Admin(";".join(survivors)) as admin:
                 wait_for(lambda: raft_leader_of(admin, survivors) is not None, "a new Raft leader", 20)
-            shown = subprocess.run(  # the README's command: the dead nameserver, the two left and their leader
+            shown = subprocess.run(  # the docs' command: the dead nameserver, the two left and their leader
                 [sys.executable, "-m", "rocketspark.cli", "admin", "controller"],
                 capture_output=True,
                 text=True,

@@ -73,8 +73,9 @@ def test_auto_create_through_tbw102_uses_the_smaller_queue_count(
 def test_an_auto_created_topic_stays_on_the_broker_that_took_the_first_send(
     make_cluster: Callable[..., LocalCluster], topic_name: str
 ) -> None:
-    """The README's second auto-create pitfall: with two brokers offering TBW102, the topic is
-    created on one of them, and the sends after the first all go there."""
+    """The second auto-create pitfall of the docs (docs/cluster/multi-host.md): with two brokers
+    offering TBW102, the topic is created on one of them, and the sends after the first all go
+    there."""
     cluster = make_cluster(brokers=2, broker_config={"auto_create_topic_enable": True})
     with Producer(cluster.nameserver) as producer:
         first = producer.send(Message(topic_name, b"first")).broker_name

@@ -254,7 +254,9 @@ def test_keys_keep_their_queue_across_a_move_and_follow_hash_mod_n_after_raising
     def send_keyed(producer: Producer, label: str, queues: int) -> None:
         for key in keys:
             body = f"{label}:{key}".encode()
-            logical = zlib.crc32(key.encode()) % queues  # what the README promises: hash(key) % N
+            logical = (
+                zlib.crc32(key.encode()) % queues
+            )  # what the docs promise (docs/client/static-topics.md): hash(key) % N
             assert producer.send(Message(topic, body, sharding_key=key)).queue_id == logical, key
             expected[logical].append(body)
 

@@ -1,5 +1,5 @@
 """The RocketMQ 4.x dialect's wire pieces: records, batch bodies, properties, routes, ACL 1.0
-signatures, and the table of request codes README prints."""
+signatures, and the table of request codes docs/clients/rocketmq4.md prints."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import hmac
 import json
 import re
 import zlib
-from pathlib import Path
 
 import pytest
 
@@ -23,8 +22,7 @@ from rocketspark.rocketmq4.codes import SERVED, Code, unserved_remark
 from rocketspark.rocketmq4.headers import Fields, send_fields
 from rocketspark.rocketmq4.route import route_json
 from rocketspark.security import rocketmq_acl
-
-README = Path(__file__).parents[2] / "README.md"
+from tests.helpers import docs_text
 
 
 def test_a_record_encodes_as_rocketmqs_message_ext_v1() -> None:
@@ -166,8 +164,8 @@ def test_a_java_4_9_signature_with_the_unique_key_query_field_is_accepted_either
     rocketmq_acl.verify(rocketmq_acl.sign(ext, b"", "ak", "sk"), b"", "sk")
 
 
-def test_readme_lists_every_4x_request_code_served() -> None:
-    table = re.findall(r"^\| (\d+) \| `([A-Z_0-9]+)` \|", README.read_text(), re.MULTILINE)
+def test_the_docs_list_every_4x_request_code_served() -> None:
+    table = re.findall(r"^\| (\d+) \| `([A-Z_0-9]+)` \|", docs_text("clients/rocketmq4.md"), re.MULTILINE)
     assert sorted((int(c), n) for c, n in table) == sorted((int(c), c.name) for c in SERVED)
 
 
