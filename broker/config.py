@@ -22,6 +22,7 @@ from rocketspark.errors import ConfigError
 from rocketspark.grpcv2.limits import PopLimits
 from rocketspark.grpcv2.transactions import CheckRules
 from rocketspark.hosts import host_of, is_loopback, is_wildcard
+from rocketspark.protocol.group_topics import MAX_RECONSUME_TIMES
 from rocketspark.protocol.types import Perm
 from rocketspark.security.settings import SecuritySettings
 
@@ -103,7 +104,7 @@ class BrokerConfig(SecuritySettings):
     pop_min_invisible_ms: int = 10_000
     pop_max_invisible_ms: int = 12 * 3_600_000  # the longest invisible duration a v2 receive may ask
     # a v2 consumer's message is delivered this many times more, then goes to the group's DLQ
-    pop_max_reconsume_times: int = 16
+    pop_max_reconsume_times: int = MAX_RECONSUME_TIMES
     # RocketMQ 4.x delay levels: what DELAY level n and the n-th retry of a failed 4.x message wait
     message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
     # a half message (v2 or 4.x transaction) this old with no outcome is checked back with a producer

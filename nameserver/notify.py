@@ -133,7 +133,7 @@ class RouteNotifier:
         *,
         max_load_per_cpu: float,
         max_memory_used: float,
-        max_per_client: int = 10_000,
+        max_per_client: int,
     ) -> None:
         self.push = push
         self.max_load_per_cpu = max_load_per_cpu

@@ -20,13 +20,11 @@ from broker.rocketmq4.messages import TRANSACTION_PREPARED, deliver_at_ms, to_me
 from rocketspark.codec.build import encode_messages
 from rocketspark.errors import InvalidParameterError, MessageTooLargeError
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.protocol.group_topics import DLQ_PREFIX, RETRY_PREFIX
+from rocketspark.protocol.group_topics import DLQ_PREFIX, MAX_RECONSUME_TIMES, RETRY_PREFIX
 from rocketspark.protocol.types import Message
 from rocketspark.protocol.validation import DEFAULT_TOPIC_QUEUE_NUMS, validate_topic_name
 from rocketspark.rocketmq4 import records
 from rocketspark.rocketmq4.headers import Fields, send_fields
-
-DEFAULT_MAX_RECONSUME = 16  # RocketMQ's maxReconsumeTimes when the client does not say
 
 
 async def handle_send(dialect: Dialect, request: RemotingCommand, *, short: bool, batch: bool) -> RemotingCommand:
@@ -90,7 +88,7 @@ def _retry_or_dead(topic: str, fields: Fields) -> str:
     if not topic.startswith(RETRY_PREFIX):
         return topic
     reconsumed = fields.integer("reconsumeTimes", 0)
-    if reconsumed >= fields.integer("maxReconsumeTimes", DEFAULT_MAX_RECONSUME):
+    if reconsumed >= fields.integer("maxReconsumeTimes", MAX_RECONSUME_TIMES):
         return DLQ_PREFIX + topic[len(RETRY_PREFIX) :]
     return topic
 

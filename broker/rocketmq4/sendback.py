@@ -22,11 +22,16 @@ from rocketspark.errors import MessageNotFoundError
 from rocketspark.grpcv2.clients import in_thread
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.protocol.group_topics import ORIGIN_MESSAGE_ID, RECONSUME_TIME, RETRY_TOPIC, dlq_topic, retry_topic
+from rocketspark.protocol.group_topics import (
+    MAX_RECONSUME_TIMES,
+    ORIGIN_MESSAGE_ID,
+    RECONSUME_TIME,
+    RETRY_TOPIC,
+    dlq_topic,
+    retry_topic,
+)
 from rocketspark.protocol.types import Message, MessageExt
 from rocketspark.rocketmq4.headers import Fields
-
-DEFAULT_MAX_RECONSUME = 16
 
 
 async def _find(dialect: Dialect, physical: int, topics: list[str], origin_id: str, user: str | None) -> MessageExt:
@@ -55,7 +60,7 @@ async def handle_send_back(dialect: Dialect, request: RemotingCommand) -> Remoti
     group, physical = fields.text("group"), fields.integer("offset")
     origin_topic = fields.text("originTopic", "")
     origin_id = fields.text("originMsgId", "")
-    max_times = fields.integer("maxReconsumeTimes", DEFAULT_MAX_RECONSUME)
+    max_times = fields.integer("maxReconsumeTimes", MAX_RECONSUME_TIMES)
     level = fields.integer("delayLevel", 0)
     dialect.queues.authorize(RequestCode.HEART_BEAT, {"consumerGroup": group, "clientId": "-"}, request.user)
     topics = [t for t in (origin_topic, retry_topic(group)) if t]

@@ -91,7 +91,7 @@ class Scrubber:
         bytes_per_s: int,
         *,
         max_record_bytes: int,
-        idle_s: float = 60.0,
+        idle_s: float,
     ) -> None:
         self.segments = segments
         self.repair = repair

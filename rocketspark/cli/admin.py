@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rocketspark.cli.common import admin_client, ms, say, table
+from rocketspark.client.topic_admin import DEFAULT_QUEUES
 from rocketspark.errors import RocketSparkError
 from rocketspark.protocol.types import Perm
 
@@ -238,7 +239,7 @@ def add_commands(add: Add) -> None:
     add("topics", admin_topics, "list topics: kind (normal, static, system), logical queues, brokers")
     p = add("create-topic", admin_create_topic, "create or update a topic on every broker (or the ones given)")
     p.add_argument("topic", help="the topic to create or update")
-    p.add_argument("--queues", type=int, default=8, help="queues per broker")
+    p.add_argument("--queues", type=int, default=DEFAULT_QUEUES, help="queues per broker")
     p.add_argument("--brokers", help="comma-separated broker names (default: every broker)")
     p.add_argument("--cluster", help="only the brokers of this cluster")
     add("delete-topic", admin_delete_topic, "delete a topic everywhere").add_argument(
@@ -247,7 +248,7 @@ def add_commands(add: Add) -> None:
     add("route", admin_route, "show a topic's route").add_argument("topic", help="the topic")
     p = add("create-static-topic", admin_create_static, "create a static topic of fixed logical queues")
     p.add_argument("topic", help="the static topic to create")
-    p.add_argument("--queues", type=int, default=8, help="logical queues")
+    p.add_argument("--queues", type=int, default=DEFAULT_QUEUES, help="logical queues")
     p.add_argument("--brokers", help="comma-separated broker names (default: every broker)")
     p = add("remap", admin_remap, "move logical queues to a broker (no data copied) or raise the queue count")
     p.add_argument("topic", help="the static topic")

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 from rocketspark.cli.common import admin_client, ms, say, table
+from rocketspark.client.message_admin import CONSUME_COUNT, CONSUME_WAIT_S, QUERY_MAX_MESSAGES, SEND_COUNT
 from rocketspark.errors import InvalidParameterError
 from rocketspark.protocol.types import MessageExt
 
@@ -111,7 +112,7 @@ def add_commands(add: Add) -> None:
         help="a message id: the one a send returned (MessageExt.msg_id, the Spark source's msgId, a RocketMQ "
         "client's UNIQ_KEY) or an offset id (MessageExt.offset_msg_id)",
     )
-    p.add_argument("--max", type=int, default=32, help="at most this many messages (--key)")
+    p.add_argument("--max", type=int, default=QUERY_MAX_MESSAGES, help="at most this many messages (--key)")
     p = add("reset-offset", admin_reset_offset, "move a group's offsets; its running consumers follow")
     p.add_argument("group", help="the consumer group")
     p.add_argument("topic", help="a topic it consumes")
@@ -124,10 +125,10 @@ def add_commands(add: Add) -> None:
     p.add_argument("body", help="the message body, as text")
     p.add_argument("--tags", help="the message's tag")
     p.add_argument("--keys", help="comma-separated keys")
-    p.add_argument("--count", type=int, default=1, help="send this many (numbered)")
+    p.add_argument("--count", type=int, default=SEND_COUNT, help="send this many (numbered)")
     p = add("consume", admin_consume, "read a topic's messages without committing (smoke test)")
     p.add_argument("topic", help="the topic")
-    p.add_argument("--count", type=int, default=10, help="at most this many messages")
+    p.add_argument("--count", type=int, default=CONSUME_COUNT, help="at most this many messages")
     p.add_argument("--new", action="store_true", help="only messages sent from now on")
-    p.add_argument("--wait", type=float, default=3.0, help="seconds to wait for messages")
+    p.add_argument("--wait", type=float, default=CONSUME_WAIT_S, help="seconds to wait for messages")
     p.add_argument("--tags", help="only messages with this tag")

@@ -140,7 +140,7 @@ class Acl:
     def delete_user(self, name: str) -> AclChange:
         return change(self.core, lambda table: table.without_user(name))
 
-    def set_acl(self, user: str, resource: str, actions: list[str], *, decision: str = "Allow") -> AclChange:
+    def set_acl(self, user: str, resource: str, actions: list[str], *, decision: str = Decision.ALLOW) -> AclChange:
         """Give ``user`` ``actions`` on ``resource`` (Topic:<name or prefix*>, Group:<name or
         prefix*>, Cluster), allowed or denied; replaces the user's policy on that resource."""
         try:

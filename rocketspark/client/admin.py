@@ -28,13 +28,14 @@ from typing import Any
 from rocketspark.client.acl_admin import Acl, AclChange, UserInfo
 from rocketspark.client.admin_core import AdminConnection
 from rocketspark.client.group_admin import ConsumerProgress, GroupInfo, Groups
-from rocketspark.client.message_admin import Messages
+from rocketspark.client.message_admin import CONSUME_COUNT, CONSUME_WAIT_S, QUERY_MAX_MESSAGES, SEND_COUNT, Messages
 from rocketspark.client.replica_admin import Replicas
 from rocketspark.client.server_admin import Servers
 from rocketspark.client.static_admin import RemapResult, StaticTopics
-from rocketspark.client.topic_admin import QueueStatus, SegmentStatus, TopicInfo, Topics
+from rocketspark.client.topic_admin import DEFAULT_QUEUES, QueueStatus, SegmentStatus, TopicInfo, Topics
 from rocketspark.protocol.replica import ReplicaGroup
 from rocketspark.protocol.types import MessageExt, Perm, SendResult
+from rocketspark.security.acl import Decision
 
 __all__ = ["Admin", "ConsumerProgress", "GroupInfo", "QueueStatus", "SegmentStatus", "TopicInfo"]
 
@@ -77,7 +78,7 @@ class Admin(AdminConnection):
     def create_topic(
         self,
         topic: str,
-        queues: int = 8,
+        queues: int = DEFAULT_QUEUES,
         *,
         brokers: list[str] | None = None,
         cluster: str | None = None,
@@ -102,7 +103,9 @@ class Admin(AdminConnection):
 
     # -- static topics ------------------------------------------------------------------------
 
-    def create_static_topic(self, topic: str, queues: int = 8, *, brokers: list[str] | None = None) -> RemapResult:
+    def create_static_topic(
+        self, topic: str, queues: int = DEFAULT_QUEUES, *, brokers: list[str] | None = None
+    ) -> RemapResult:
         """``static_topics.create``: ``queues`` logical queues spread evenly over ``brokers``."""
         return self.static_topics.create(topic, queues, brokers=brokers)
 
@@ -151,7 +154,7 @@ class Admin(AdminConnection):
         topic: str,
         body: bytes,
         *,
-        count: int = 1,
+        count: int = SEND_COUNT,
         tags: str | None = None,
         keys: list[str] | None = None,
     ) -> list[SendResult]:
@@ -159,12 +162,18 @@ class Admin(AdminConnection):
         return self.messages.send(topic, body, count=count, tags=tags, keys=keys)
 
     def consume_messages(
-        self, topic: str, *, count: int = 10, new: bool = False, wait_s: float = 3.0, tags: str | None = None
+        self,
+        topic: str,
+        *,
+        count: int = CONSUME_COUNT,
+        new: bool = False,
+        wait_s: float = CONSUME_WAIT_S,
+        tags: str | None = None,
     ) -> list[MessageExt]:
         """``messages.consume``: smoke test, up to ``count`` messages, nothing committed."""
         return self.messages.consume(topic, count=count, new=new, wait_s=wait_s, tags=tags)
 
-    def query_messages(self, topic: str, key: str, *, max_messages: int = 32) -> list[MessageExt]:
+    def query_messages(self, topic: str, key: str, *, max_messages: int = QUERY_MAX_MESSAGES) -> list[MessageExt]:
         """``messages.query``: the messages of ``topic`` sent with ``key``, newest first."""
         return self.messages.query(topic, key, max_messages=max_messages)
 
@@ -222,7 +231,7 @@ class Admin(AdminConnection):
     def delete_user(self, name: str) -> AclChange:
         return self.acl.delete_user(name)
 
-    def set_acl(self, user: str, resource: str, actions: list[str], *, decision: str = "Allow") -> AclChange:
+    def set_acl(self, user: str, resource: str, actions: list[str], *, decision: str = Decision.ALLOW) -> AclChange:
         """``acl.set_acl``: ``actions`` on ``resource`` for ``user``, allowed or denied."""
         return self.acl.set_acl(user, resource, actions, decision=decision)
 

@@ -36,12 +36,12 @@ from rocketspark.client.consumer import Consumer
 from rocketspark.client.producer import Producer
 from rocketspark.client.pulling import parse_filter
 from rocketspark.client.rebalance import Member, OwnedQueues, QueueKey, Worker
-from rocketspark.client.retry import MAX_RECONSUME_TIMES, RETRY_DELAYS_MS, RetryPolicy, as_first_sent, due_at_ms
+from rocketspark.client.retry import RETRY_DELAYS_MS, RetryPolicy, as_first_sent, due_at_ms
 from rocketspark.client.route_push import new_client_id
 from rocketspark.errors import InvalidParameterError, RocketSparkError
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.protocol.group_topics import ORIGIN_MESSAGE_ID, RECONSUME_TIME, retry_topic
+from rocketspark.protocol.group_topics import MAX_RECONSUME_TIMES, ORIGIN_MESSAGE_ID, RECONSUME_TIME, retry_topic
 from rocketspark.protocol.types import MessageExt, PullStatus
 from rocketspark.security.client_side import SecurityKwargs
 

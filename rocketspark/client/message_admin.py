@@ -15,7 +15,7 @@ On its own::
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Final
 
 from rocketspark.client.admin_core import ClientCore
 from rocketspark.codec import ids
@@ -25,6 +25,12 @@ from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.types import Message, MessageExt, SendResult
 from rocketspark.protocol.validation import validate_topic_name
+
+# The smoke tests' and the key query's defaults (the CLI's too).
+SEND_COUNT: Final = 1
+CONSUME_COUNT: Final = 10
+CONSUME_WAIT_S: Final = 3.0
+QUERY_MAX_MESSAGES: Final = 32
 
 
 def _messages(response: RemotingCommand) -> list[MessageExt]:
@@ -174,7 +180,7 @@ class Messages:
     def __init__(self, core: ClientCore) -> None:
         self.core = core
 
-    def query(self, topic: str, key: str, *, max_messages: int = 32) -> list[MessageExt]:
+    def query(self, topic: str, key: str, *, max_messages: int = QUERY_MAX_MESSAGES) -> list[MessageExt]:
         """The messages of ``topic`` sent with ``key`` (the brokers' key index), newest first."""
         return query_messages(self.core, topic, key, max_messages)
 
@@ -190,7 +196,7 @@ class Messages:
         topic: str,
         body: bytes,
         *,
-        count: int = 1,
+        count: int = SEND_COUNT,
         tags: str | None = None,
         keys: list[str] | None = None,
     ) -> list[SendResult]:
@@ -198,7 +204,13 @@ class Messages:
         return send_messages(self.core, topic, body, count=count, tags=tags, keys=keys)
 
     def consume(
-        self, topic: str, *, count: int = 10, new: bool = False, wait_s: float = 3.0, tags: str | None = None
+        self,
+        topic: str,
+        *,
+        count: int = CONSUME_COUNT,
+        new: bool = False,
+        wait_s: float = CONSUME_WAIT_S,
+        tags: str | None = None,
     ) -> list[MessageExt]:
         """Smoke test: read up to ``count`` messages without committing anything."""
         return consume_messages(self.core, topic, count=count, new=new, wait_s=wait_s, tags=tags)

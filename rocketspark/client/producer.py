@@ -22,7 +22,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Protocol, Unpack
+from typing import Final, Protocol, Unpack
 
 from rocketspark.client.base import ClientBase, ClientKwargs
 from rocketspark.client.fault import LATENCY_MAX_MS, NOT_AVAILABLE_MS, LatencyFaultTolerance
@@ -59,6 +59,8 @@ MASTER_WATCH_S = 0.05  # how often a send waiting on a replica group's master lo
 _ROUTING = (attrgetter("topic"), attrgetter("queue_id"), attrgetter("sharding_key"))  # what decides a send's queue
 
 MiB = 1024 * 1024
+RETRY_TIMES_WHEN_SEND_FAILED: Final = 2  # RocketMQ's retryTimesWhenSendFailed (the Spark sink's retryTimes too)
+BATCH_MAX_BYTES: Final = 4 * MiB  # the largest batch record one send carries (and the sink's batchMaxBytes)
 
 
 class PoolFactory(Protocol):
@@ -93,10 +95,10 @@ class Producer(ClientBase):
         *,
         send_timeout_ms: int = 3000,
         send_attempt_timeout_ms: int | None = None,
-        retry_times_when_send_failed: int = 2,
+        retry_times_when_send_failed: int = RETRY_TIMES_WHEN_SEND_FAILED,
         default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS,
         max_message_bytes: int = 4 * MiB,
-        batch_max_bytes: int = 4 * MiB,
+        batch_max_bytes: int = BATCH_MAX_BYTES,
         compression: str = "none",
         create_topic_key: str = AUTO_CREATE_TOPIC,
         auto_create_topics: bool = True,

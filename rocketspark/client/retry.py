@@ -18,6 +18,7 @@ from typing import Final
 from rocketspark.errors import InvalidParameterError
 from rocketspark.protocol.group_topics import (
     DUE_AT_MS,
+    MAX_RECONSUME_TIMES,
     ORIGIN_MESSAGE_ID,
     RECONSUME_TIME,
     RETRY_TOPIC,
@@ -30,7 +31,6 @@ from rocketspark.protocol.types import Message, MessageExt
 _S, _M, _H = 1000, 60_000, 3_600_000
 # RocketMQ's delay levels from the third on ("10s 30s 1m 2m ... 2h"): attempt n waits the n-th.
 RETRY_DELAYS_MS: Final = (10 * _S, 30 * _S, *(n * _M for n in range(1, 11)), 20 * _M, 30 * _M, _H, 2 * _H)
-MAX_RECONSUME_TIMES: Final = 16
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from typing import Any
 from rocketspark.client import static_plan
 from rocketspark.client.admin_core import QueueCore
 from rocketspark.client.server_admin import Servers
+from rocketspark.client.topic_admin import DEFAULT_QUEUES
 from rocketspark.errors import (
     BrokerNotExistError,
     InvalidParameterError,
@@ -310,7 +311,7 @@ class StaticTopics:
     def __init__(self, core: QueueCore) -> None:
         self.core = core
 
-    def create(self, topic: str, queues: int = 8, *, brokers: list[str] | None = None) -> RemapResult:
+    def create(self, topic: str, queues: int = DEFAULT_QUEUES, *, brokers: list[str] | None = None) -> RemapResult:
         """Create a static topic of ``queues`` logical queues, spread evenly over ``brokers``
         (default: every registered broker)."""
         return create_static_topic(self.core, topic, queues, brokers)

@@ -17,6 +17,7 @@ registers the change with the nameservers before it answers, so a route query ri
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from rocketspark.client.admin_core import QueueCore
 from rocketspark.client.logical import LogicalQueue, logical_view
@@ -28,6 +29,8 @@ from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.static_mapping import SegmentState
 from rocketspark.protocol.types import Perm, TopicRouteData
 from rocketspark.protocol.validation import topic_kind, validate_topic_name
+
+DEFAULT_QUEUES: Final = 8  # a new topic's queues per broker, a static topic's logical queues
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +114,7 @@ class Topics:
     def create(
         self,
         topic: str,
-        queues: int = 8,
+        queues: int = DEFAULT_QUEUES,
         *,
         brokers: list[str] | None = None,
         cluster: str | None = None,

@@ -17,6 +17,8 @@ RECONSUME_TIME: Final = "RECONSUME_TIME"
 RETRY_TOPIC: Final = "RETRY_TOPIC"  # the topic it was first sent to
 ORIGIN_MESSAGE_ID: Final = "ORIGIN_MESSAGE_ID"
 DUE_AT_MS: Final = "RETRY_DUE_AT_MS"  # not handed to the handler before this time
+# RocketMQ's maxReconsumeTimes when a consumer does not say: attempts before the DLQ.
+MAX_RECONSUME_TIMES: Final = 16
 # A broker keeps a group's progress under "<topic>@<group>", a static topic's (per logical
 # queue) under "%LOGICAL%<topic>@<group>".
 LOGICAL_PREFIX: Final = "%LOGICAL%"

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from rocketspark.client.producer import BATCH_MAX_BYTES, RETRY_TIMES_WHEN_SEND_FAILED
 from rocketspark.errors import OptionError
 from rocketspark.remoting.admission import MAX_REQUEST_BYTES
 from rocketspark.security.client_side import FIELDS
@@ -214,12 +215,19 @@ WRITER: Final[tuple[Option[Any], ...]] = (
     Option("topic", read.text, None, field="topic", doc="the topic written to (wins over a `topic` column)"),
     Option("tag", read.text, None, field="tag", doc="the tag of rows without a `tag` column"),
     Option("sendTimeoutMs", read.whole, 10_000, _AT_LEAST_1, field="send_timeout_ms", doc="how long one send may take"),
-    Option("retryTimes", read.whole, 2, _AT_LEAST_0, field="retry_times", doc="how often a failed send is tried again"),
+    Option(
+        "retryTimes",
+        read.whole,
+        RETRY_TIMES_WHEN_SEND_FAILED,
+        _AT_LEAST_0,
+        field="retry_times",
+        doc="how often a failed send is tried again",
+    ),
     Option(
         "batchMaxBytes",
         read.whole,
-        4 * 1024 * 1024,
-        Within(1024, MAX_BATCH_BYTES, " (a send request travels as one gRPC message)"),
+        BATCH_MAX_BYTES,
+        Within(1024, MAX_BATCH_BYTES, " (half the largest request a broker reads)"),
         field="batch_max_bytes",
         doc="the largest batch record one send carries",
     ),
