@@ -41,16 +41,15 @@ from broker.store.recovery import RecoveryReport
 from broker.store.store import MessageStore
 from broker.topics import TopicTable
 from rocketspark.dirlock import DirLock
-from rocketspark.grpcv2.clients import EndpointClients, InProcess
+from rocketspark.grpcv2.clients import EXECUTOR, EndpointClients, InProcess
 from rocketspark.grpcv2.delay import TICK_S, DelayScheduler
 from rocketspark.grpcv2.endpoint import Endpoint as GrpcEndpoint
 from rocketspark.grpcv2.endpoint import Host as GrpcHost
-from rocketspark.grpcv2.held import every_s_in_thread
 from rocketspark.grpcv2.server import create_server as bind_grpc
 from rocketspark.grpcv2.transactions import Transactions
 from rocketspark.metrics.node import Node, NodeMetrics
 from rocketspark.protocol.types import MessageExt, Perm
-from rocketspark.remoting.lifecycle import every_ms_on_loop
+from rocketspark.remoting.lifecycle import every_ms_on_loop, every_s_in_thread
 from rocketspark.remoting.server import Dispatcher
 from rocketspark.remoting.transport import Transport
 
@@ -367,11 +366,15 @@ class Broker:
             self._every(self.config.retention_check_interval_ms, "retention", self.apply_retention),
             self._every(1000, "disk check", self.disk.refresh),
             self._every(self.config.mapping_clean_interval_ms, "static segment cleanup", self.clean_mappings),
-            every_s_in_thread(TICK_S, self.delay.step, "delivering delay messages"),
+            every_s_in_thread(
+                TICK_S, self.delay.step, f"delivering delay messages of broker {self.name}", log, EXECUTOR
+            ),
             every_s_in_thread(
                 min(1.0, self.config.transaction_check_interval_ms / 2000),
                 lambda: self.transactions.step(self.ask_transaction),
-                "checking transactions",
+                f"broker {self.name}: checking transactions",
+                log,
+                EXECUTOR,
             ),
         ]
 

@@ -6,7 +6,7 @@ micro-batch writes the current totals as JSON to the topic ``customer-totals`` k
 customer (``shardingKey``, so one customer's totals stay in order on one queue; the newest
 message per customer is its current total). Spark's Python sinks take append and complete
 output modes; an aggregation without a watermark needs complete. The read is exactly once across restarts and
-broker remaps; the write is idempotent per micro-batch (see the README).
+broker remaps; the write is idempotent per micro-batch (see docs/spark/options.md, the `idempotent` sink option).
 
 Run it against a running cluster::
 

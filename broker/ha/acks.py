@@ -67,7 +67,7 @@ class AckTracker:
         waiter = _Waiter(offset, members, needed, loop.create_future())
         self._waiters.add(waiter)
         # A timer that settles the future, not asyncio.timeout: handlers may run outside any
-        # task (rocketspark.remoting.listener.eagerly), and asyncio.timeout needs one.
+        # task (rocketspark.remoting.eager.eagerly), and asyncio.timeout needs one.
         timer = loop.call_later(timeout_s, _expire, waiter.future)
         try:
             if await waiter.future:

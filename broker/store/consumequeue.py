@@ -160,12 +160,6 @@ class ConsumeQueue:
         tombstone standing for ``count`` lost messages)."""
         self.append(ENTRY.pack(phys, size, tags, base, count, store_ms), base + count)
 
-    def start_at(self, offset: int) -> None:
-        """Make an empty queue begin at ``offset`` (rebuilt after old log segments expired)."""
-        if self.files:
-            raise ValueError("start_at needs an empty queue")
-        self.min_offset = self.max_offset = offset
-
     # -- read --------------------------------------------------------------------------------
 
     def read(self, slot: int, max_count: int) -> bytes:

@@ -55,10 +55,6 @@ class RecoveryReport:
     tombstones: int = 0
     rebuilt_queues: list[str] = field(default_factory=list)
 
-    @property
-    def cut_bytes(self) -> int:
-        return sum(d.end - d.start for d in self.damage)
-
     def lines(self) -> list[str]:
         kind = "after a crash" if self.abnormal else "after a clean stop"
         out = [

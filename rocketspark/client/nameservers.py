@@ -28,9 +28,9 @@ from rocketspark.errors import (
     TlsError,
     TopicNotExistError,
 )
+from rocketspark.hosts import parse_address
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.client import RemotingClient, check
-from rocketspark.remoting.failures import parse_address
 
 ENV_NAMESRV = "ROCKETSPARK_NAMESRV"
 NOT_READY_PAUSE_S = 0.2  # between rounds of asking while every nameserver reached is not ready

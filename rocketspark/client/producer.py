@@ -211,7 +211,7 @@ class Producer(ClientBase):
         """Send one request body: attempts until one is acknowledged, each failure judged by
         :class:`~rocketspark.client.send_retries.SendRetries` (give up, or where and when to
         try again). An attempt that could move to another broker waits at most its share of
-        what is left (``_attempt_timeout_ms``), so a hung broker (alive but silent) costs one
+        what is left (``SendRetries.attempt_timeout_ms``), so a hung broker (alive but silent) costs one
         share, not the whole timeout; the broker it timed out on is avoided by the next attempt
         and, with the latency table on, marked as the worst latency for later sends.
 
@@ -373,8 +373,7 @@ class Producer(ClientBase):
         """Send without waiting for any answer: fastest, and a failure goes unnoticed."""
         self._check(message)
         info = self.publish_info(message.topic)
-        pin = pin_of(message)
-        ref = pin.target(info.stable) if pin is not None else self._next(info.queues, None)
+        ref = self._target(info, pin_of(message), None)
         body = encode_messages(message.topic, [message], compression_kind=self.compression)
         request = send_request(info, message.topic, ref, body, batch=False, queue_nums=self.default_topic_queue_nums)
         self.remoting.invoke_oneway(self.broker_address(info.route, ref.broker_name), request)

@@ -38,7 +38,13 @@ def key_hash(key: str) -> int:
 
 def queue_for_key(key: str, queues: int) -> int:
     """The queue a sharding key always lands on, of ``queues``."""
-    return key_hash(key) % queues
+    return slot(key_hash(key), queues)
+
+
+def slot(hashed: int, queues: int) -> int:
+    """Where a key's hash lands among ``queues``: the one placement rule (``queues_for_keys``
+    applies it to many rows at once)."""
+    return hashed % queues
 
 
 def queues_for_keys(
@@ -134,7 +140,7 @@ class Pin:
         """The queue pinned, indexing every queue so that a broker losing write permission
         makes its keys fail instead of silently moving."""
         if self.by_key:
-            index = self.value % len(queues)
+            index = slot(self.value, len(queues))
         elif 0 <= self.value < len(queues):
             index = self.value
         else:

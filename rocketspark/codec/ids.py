@@ -199,11 +199,6 @@ def parse_client_id(text: str) -> bytes | None:
     return bytes.fromhex(text)
 
 
-def is_client_id(raw: bytes) -> bool:
-    """Whether a record's first-id field holds an id (all zero: its producer gave none)."""
-    return raw != NO_ID
-
-
 class BatchIds(NamedTuple):
     """What the messages of one stored batch need for their ids: the batch's first client id
     (None for a record of the previous format: its messages have none) and the ``store_host``

@@ -87,30 +87,30 @@ class Endpoint:
 
     def __init__(
         self,
-        cluster: EndpointClients,
+        clients: EndpointClients,
         guard: RequestGuard | None,
         address: Callable[[], str],
         host: Host,
         delay: DelayScheduler,
         transactions: Transactions,
     ) -> None:
-        self.cluster = cluster
+        self.clients = clients
         self.guard = guard
         self.address = address  # host:port this endpoint is reached at (known once it is bound)
         self.host = host
         self.limits = Limits(host.pop)
         self.presence = Presence()
-        self.consuming = Consuming(self, Pop(cluster, host.pop, lambda: f"grpc-v2-endpoint@{address()}", self.presence))
+        self.consuming = Consuming(self, Pop(clients, host.pop, lambda: f"grpc-v2-endpoint@{address()}", self.presence))
         self.transactions = transactions  # the broker's, which runs their rounds (shared with 4.x clients)
         self.delay = delay
-        self.sending = Sending(self, cluster, self.delay, self.transactions)
+        self.sending = Sending(self, clients, self.delay, self.transactions)
         self.sessions: set[Session] = set()
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
         """The endpoint's background work, on the running loop: storing pop watermarks and
         releasing what gone consumers held. (Delay messages and transaction checks are the
-        broker's rounds: ``broker.server``.)"""
+        broker's rounds: ``broker.broker``.)"""
         for work in (
             self.consuming.pop.commit_forever(),
             self.consuming.pop.keep_forever(),
@@ -136,7 +136,7 @@ class Endpoint:
             task.cancel()
         self._tasks.clear()
         await self.consuming.pop.release_all()
-        self.cluster.close()
+        self.clients.close()
 
     # -- the edge ---------------------------------------------------------------------------
 
@@ -181,7 +181,7 @@ class Endpoint:
 
     async def route_queues(self, topic: pb.Resource) -> list[pb.MessageQueue]:
         """The topic's logical queues, each reached through this endpoint."""
-        queues = await in_thread(self.cluster.admin.queues, topic.name)
+        queues = await in_thread(self.clients.admin.queues, topic.name)
         endpoints = _endpoints(self.address())
         return [
             pb.MessageQueue(
@@ -263,7 +263,7 @@ class Endpoint:
                     self.sessions.discard(session)
                     session.topics = frozenset(t.name for t in command.settings.publishing.topics)
                     self.sessions.add(session)
-                answer = settings.merged(command.settings, self.cluster.max_body_bytes, self.host.pop.max_attempts)
+                answer = settings.merged(command.settings, self.clients.max_body_bytes, self.host.pop.max_attempts)
                 session.outbox.put_nowait(sv.TelemetryCommand(status=translate.status(translate.OK), settings=answer))
         finally:
             session.outbox.put_nowait(None)

@@ -20,17 +20,15 @@ the state (a request and the background round may change it at once).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from rocketspark.client.consumer import Consumer
 from rocketspark.errors import NoRouteInfoError, TopicNotExistError
-from rocketspark.grpcv2.clients import Clients, in_thread
+from rocketspark.grpcv2.clients import Clients
 from rocketspark.protocol.types import Message, MessageExt, PullStatus, SendResult
 
 log = logging.getLogger(__name__)
@@ -198,22 +196,3 @@ class Holder:
                 held.open()
                 self.log = held
             return self.log
-
-
-async def every_s_in_thread(interval_s: float, step: Callable[[], object], what: str) -> None:
-    """Call ``step`` (blocking: it calls the cluster) in a worker thread every ``interval_s``
-    (work on the event loop is :func:`rocketspark.remoting.lifecycle.every_ms_on_loop`'s). A failure
-    is logged once (and again only when it changes) and the next round tries again."""
-    failing = ""
-    while True:
-        try:
-            await in_thread(step)
-            if failing:
-                log.info("grpc v2 endpoint: %s works again", what)
-            failing = ""
-        except Exception as exc:  # a background loop outlives a bad round
-            text = f"{type(exc).__name__}: {exc}"
-            if text != failing:
-                log.warning("grpc v2 endpoint: %s failed (%s); trying again", what, text)
-            failing = text
-        await asyncio.sleep(interval_s)

@@ -51,8 +51,8 @@ class Local(Protocol):
     async def call(self, request: RemotingCommand) -> RemotingCommand: ...
 
 
-class Target(Protocol):
-    """The endpoint's clients of the cluster (``clients.EndpointClients``)."""
+class SendingClients(Protocol):
+    """What sending uses of the endpoint's clients of the cluster (``clients.EndpointClients``)."""
 
     max_body_bytes: int
 
@@ -64,9 +64,9 @@ class Target(Protocol):
 
 
 class Sending:
-    def __init__(self, edge: Edge, cluster: Target, delay: DelayScheduler, transactions: Transactions) -> None:
+    def __init__(self, edge: Edge, clients: SendingClients, delay: DelayScheduler, transactions: Transactions) -> None:
         self.edge = edge
-        self.cluster = cluster
+        self.clients = clients
         self.delay = delay
         self.transactions = transactions
 
@@ -76,7 +76,7 @@ class Sending:
                 raise InvalidParameterError("the request carries no message")
             for topic in {m.topic.name for m in request.messages}:  # before any body is looked at
                 self.edge.authorize(context, RequestCode.SEND_MESSAGE, {"topic": topic})
-            incoming = [translate.to_message(m, self.cluster.max_body_bytes) for m in request.messages]
+            incoming = [translate.to_message(m, self.clients.max_body_bytes) for m in request.messages]
             entries = []
             for one in incoming:  # in order; at the first failure the rest are not sent
                 try:
@@ -99,14 +99,14 @@ class Sending:
         entry = sv.SendResultEntry(status=translate.OK_STATUS, message_id=one.message_id)
         held = one.transactional or (one.deliver_at_ms is not None and one.deliver_at_ms > time.time() * 1000)
         if held:  # its topic must exist now: a message held for a topic nobody has would be lost later
-            await in_thread(self.cluster.producer.publish_info, one.message.topic)
+            await in_thread(self.clients.producer.publish_info, one.message.topic)
         if one.transactional:
             entry.transaction_id = await in_thread(self.transactions.half, one.message)
             return entry
         if one.deliver_at_ms is not None and one.deliver_at_ms > time.time() * 1000:
             await in_thread(self.delay.store, one.message, one.deliver_at_ms)
             return entry
-        producer, local = self.cluster.producer, self.cluster.local
+        producer, local = self.clients.producer, self.clients.local
         result = None
         attempt = producer.first_attempt(one.message, born_ms=one.born_ms)
         if attempt is not None:

@@ -136,7 +136,7 @@ def create_server(
     # Larger requests than a message may be are still read, so that one over the limit is
     # answered MESSAGE_BODY_TOO_LARGE by the endpoint, not cut off by gRPC's 4 MiB default.
     limit = (
-        4 * endpoint.cluster.max_body_bytes
+        4 * endpoint.clients.max_body_bytes
     )  # room for a few messages; what a client may not send is refused by gRPC
     server = aio.server(options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)])
     handlers = method_handlers(endpoint, endpoint.consuming, endpoint.sending, observer=observer)

@@ -30,11 +30,12 @@ from rocketspark.errors import (
     RocketSparkError,
     error_for_response,
 )
+from rocketspark.hosts import parse_address
 from rocketspark.protocol.codes import Flag, RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting import frame
 from rocketspark.remoting.connection import _END, Closed, Connection
-from rocketspark.remoting.failures import CONNECT_TIMEOUT_S, parse_address, transport_error
+from rocketspark.remoting.failures import CONNECT_TIMEOUT_S, transport_error
 from rocketspark.security.signing import Credentials, Signer
 from rocketspark.security.tls import ClientTls
 

@@ -7,19 +7,11 @@ from __future__ import annotations
 import socket
 import ssl
 
-from rocketspark.errors import ConnectError, InvalidAddressError, RocketSparkError, TlsError
+from rocketspark.errors import ConnectError, RocketSparkError, TlsError
 from rocketspark.remoting.connection import Closed
 from rocketspark.security.tls import ClientTls
 
 CONNECT_TIMEOUT_S = 3.0
-
-
-def parse_address(address: str) -> tuple[str, int]:
-    """Split ``host:port``; anything else is a clear error naming the bad value."""
-    host, sep, port = address.strip().rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise InvalidAddressError(f'"{address}" is not a valid address: expected host:port, e.g. 127.0.0.1:9876')
-    return host.strip("[]"), int(port)
 
 
 def transport_error(

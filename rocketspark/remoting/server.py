@@ -33,8 +33,6 @@ log = logging.getLogger(__name__)
 Handler = Callable[[RemotingCommand], Awaitable[RemotingCommand]]
 StreamHandler = Callable[[RemotingCommand], AsyncIterator[RemotingCommand]]
 H = TypeVar("H", Handler, StreamHandler)
-PUSH_QUEUE_LIMIT = 1024
-_UNDECODED = RemotingCommand(-1)  # stands for a request that did not decode: no opaque to answer to
 
 
 def response_for_exception(request: RemotingCommand, exc: BaseException, server_name: str) -> RemotingCommand:
@@ -230,11 +228,6 @@ class Dispatcher:
             return unserved_remark(request.code, self.server_name, sorted(self.rocketmq_handlers))
         how = " as a stream" if self.is_stream(request) else ""
         return f"request code {request.code} is not supported{how} by {self.server_name}"
-
-    def refuse_malformed(self, exc: Exception) -> RemotingCommand:
-        """What a frame whose header does not decode is answered (no opaque to answer to)."""
-        self.counters[-1] += 1
-        return self._refuse(UNSERVED, response_for_exception(_UNDECODED, exc, self.server_name), time.perf_counter())
 
     async def serve(self, request: RemotingCommand, ticket: Ticket) -> RemotingCommand:
         """An accepted request, its body in: shape, authorization, handler. Its bytes leave the

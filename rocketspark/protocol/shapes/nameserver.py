@@ -64,7 +64,7 @@ class TopicConfigWire(Struct):
 
 
 class Registration(Shape):
-    """REGISTER_BROKER's body: ``broker.server.Broker.registration``."""
+    """REGISTER_BROKER's body: ``broker.broker.Broker.registration``."""
 
     broker: Name
     cluster: Name
