@@ -15,6 +15,7 @@ SOURCES := $(shell find rocketspark broker nameserver -name '*.py' 2>/dev/null)
 $(DEPS): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	rm -rf build
 	$(PY) -m pip install --quiet '.[test]'
 	touch $(DEPS)
 
