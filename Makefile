@@ -10,14 +10,17 @@ SOURCES := $(shell find rocketspark broker nameserver -name '*.py' 2>/dev/null)
 
 # Dependencies once; the project itself is installed the way a user installs it (not in
 # editable mode), so that Spark's data-source discovery finds pyspark_rocketmq, and again
-# whenever a source file changes.
+# whenever a source file changes. build/ goes first: setuptools copies into it and never removes
+# what an earlier install left there (a module since moved into a package would be installed still).
 $(DEPS): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	rm -rf build
 	$(PY) -m pip install --quiet '.[test,docs]'
 	touch $(DEPS)
 
 $(INSTALLED): $(DEPS) $(SOURCES)
+	rm -rf build
 	$(PY) -m pip install --quiet --no-deps --force-reinstall .
 	touch $(INSTALLED)
 

@@ -67,7 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     if "--json" in words and "admin" in words:  # taken after the command too: `admin status orders --json`
         words.remove("--json")
         words.insert(words.index("admin") + 1, "--json")
+    words, job_args = package_job.split_job_arguments(words)
     args = build_parser().parse_args(words)
+    if job_args:
+        args.job_args = [*args.job_args, *job_args]
     OUTPUT.json = bool(getattr(args, "json", False))
     try:
         result = args.func(args)

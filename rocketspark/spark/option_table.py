@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast
 
 from rocketspark.errors import OptionError
+from rocketspark.spark.kafka_names import kafka_hint
 
 T = TypeVar("T")
 
@@ -83,11 +84,17 @@ def given(options: Mapping[str, str], name: str) -> str | None:
 
 
 def known(options: Mapping[str, str], table: Sequence[Option[Any]], kind: str) -> dict[str, str]:
-    """``options`` with lower-cased names (as Spark hands them over), each one in ``table``."""
+    """``options`` with lower-cased names (as Spark hands them over), each one in ``table``; an
+    unknown one is refused with the option it is most likely meant as, or, for a Kafka
+    connector option, with ours (:mod:`rocketspark.spark.kafka_names`). The name is echoed as
+    Spark gave it, lower-cased: the user's own spelling does not reach the data source."""
     lowered = {str(k).lower(): v for k, v in options.items()}
     names = {o.name.lower(): o.name for o in table}
     for key in lowered:
         if key not in names:
+            kafka = kafka_hint(key)
+            if kafka is not None:
+                raise OptionError(f'unknown {kind} option "{key}"{kafka}')
             close = difflib.get_close_matches(key, list(names), n=1)
             listed = ", ".join(o.name for o in table)
             hint = f'; did you mean "{names[close[0]]}"?' if close else f"; known options: {listed}"

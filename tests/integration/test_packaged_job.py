@@ -29,17 +29,20 @@ MESSAGES = 600
 
 @pytest.fixture(scope="module")
 def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The job's archive, made the way the docs (docs/spark/cluster.md) make it."""
+    """The job's archive, made the way the docs (docs/spark/cluster.md) make it, by rocketspark
+    as installed (not editable, no PYTHONPATH) and outside the checkout: it finds the tree pip
+    installed it from."""
     out = tmp_path_factory.mktemp("package") / "job-env.tar.gz"
     done = subprocess.run(
         [sys.executable, "-m", "rocketspark.cli", "package-job", str(JOB), "-o", str(out)],
         capture_output=True,
         text=True,
         timeout=900,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=out.parent,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
     )
     assert done.returncode == 0, done.stderr + done.stdout
-    assert "spark-submit --archives" in done.stdout
+    assert f"--archives '{out}#environment'" in done.stdout
     return out
 
 

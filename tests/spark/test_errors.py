@@ -86,3 +86,41 @@ def test_the_sink_needs_a_body_column_and_a_topic(spark: Any, cluster: LocalClus
         lambda: no_topic.write.format("rocketmq").mode("append").option("nameserver", cluster.nameserver).save()
     )
     assert 'set the option "topic" or give the rows a "topic" column' in text
+
+
+def test_a_kafka_option_is_answered_with_ours(spark: Any) -> None:
+    text = failure_of(lambda: load(spark, **{"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "a"}))
+    assert 'unknown source option "kafka.bootstrap.servers", a Kafka connector option: use "nameserver"' in text
+    text = failure_of(lambda: load(spark, nameserver="127.0.0.1:9876", subscribePattern="orders-.*"))
+    assert 'unknown source option "subscribepattern" (Kafka\'s "subscribePattern"): use "topicPattern"' in text
+    text = failure_of(lambda: load(spark, nameserver="127.0.0.1:9876", subscribe="orders"))
+    assert 'unknown source option "subscribe", a Kafka connector option: use "topic"' in text
+
+
+def test_a_refused_option_reaches_the_user_in_a_few_lines(spark: Any) -> None:
+    """Spark's first line is its own (PYTHON_DATA_SOURCE_ERROR, then "Traceback"), whatever the
+    data source raises; what follows is one short traceback of ours, the sentence on its last
+    line, not the parser's whole stack (about 1.5 KB before)."""
+    text = failure_of(lambda: load(spark, nameserver="127.0.0.1:9876", topic="a", startingOffset="earliest"))
+    lines = text.strip().splitlines()
+    assert lines[0].startswith("[PYTHON_DATA_SOURCE_ERROR]")
+    assert len(text) < 500 and len(lines) <= 5, text  # Spark's line, one frame of ours, the sentence
+    assert "option_table.py" not in text and "During handling" not in text
+    sentence = next(line for line in lines if "unknown source option" in line)
+    assert sentence.startswith("rocketspark.errors.OptionError: unknown source option")
+
+
+def test_a_refused_sink_option_is_as_short(spark: Any, tmp_path: Path) -> None:
+    rows = spark.createDataFrame([("x",)], "body string")
+    text = failure_of(
+        lambda: (
+            rows.write.format("rocketmq")
+            .mode("append")
+            .option("nameserver", "127.0.0.1:9876")
+            .option("topic", "t")
+            .option("kafka.bootstrap.servers", "h:9092")
+            .save()
+        )
+    )
+    assert 'unknown sink option "kafka.bootstrap.servers", a Kafka connector option: use "nameserver"' in text
+    assert len(text) < 500, text

@@ -74,3 +74,15 @@ def test_the_sql_option_is_compiled_at_query_start_and_excludes_tags() -> None:
         parse_reader({"nameserver": NS, "topic": "t", "sql": "amount >"}, streaming=True)
     with pytest.raises(OptionError, match='set the option "tags" or the option "sql", not both'):
         parse_reader({"nameserver": NS, "topic": "t", "sql": "a = 1", "tags": "x"}, streaming=True)
+
+
+def test_kafka_connector_options_are_answered_with_ours() -> None:
+    base = {"nameserver": "127.0.0.1:9876", "topic": "t"}
+    with pytest.raises(OptionError, match=r'"subscribepattern" \(Kafka\'s "subscribePattern"\): use "topicPattern"'):
+        parse_reader({**base, "subscribepattern": "a.*"}, streaming=True)
+    with pytest.raises(OptionError, match=r'"kafka.group.id", a Kafka connector option: not needed'):
+        parse_reader({**base, "kafka.group.id": "g"}, streaming=True)
+    with pytest.raises(OptionError, match=r'"kafka.ssl.truststore.location", a Kafka client setting: use "tls"'):
+        parse_reader({**base, "kafka.ssl.truststore.location": "/x"}, streaming=True)
+    with pytest.raises(OptionError, match=r'unknown sink option "kafka.linger.ms", a Kafka client setting: not needed'):
+        parse_writer({**base, "kafka.linger.ms": "5"})

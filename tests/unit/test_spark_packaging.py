@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from rocketspark.cli import package_job
+from rocketspark.cli.pack_source import Source, installed_from, project_source
 from rocketspark.errors import ConfigError
 from rocketspark.spark.datasource import check_packaged
 from rocketspark.spark.executor_imports import Guarded, MissingOnExecutor
@@ -81,7 +82,7 @@ def test_package_job_names_each_bad_argument_before_building(tmp_path: Path) -> 
     with pytest.raises(ConfigError, match=r"no requirements file .*reqs.txt \(-r\)"):
         package_job.check_arguments(package_args(tmp_path, requirement=[str(tmp_path / "reqs.txt")]))
     with pytest.raises(ConfigError, match=r"--source .* does not exist"):
-        package_job.project_source(str(tmp_path / "rocketspark.whl"))
+        project_source(str(tmp_path / "rocketspark.whl"))
 
 
 def test_package_job_packs_rocketspark_s_requirements_but_not_pyspark_or_extras() -> None:
@@ -90,3 +91,70 @@ def test_package_job_packs_rocketspark_s_requirements_but_not_pyspark_or_extras(
     assert {"pyarrow", "grpcio", "numpy", "msgpack", "protobuf"} <= names
     assert "pyspark" not in names  # the cluster's own
     assert not names & {"pytest", "venv-pack", "grpcio-tools"}  # extras
+
+
+def test_package_job_packs_pandas_for_spark_s_arrow_udfs() -> None:
+    """Spark 4 runs Python UDFs through Arrow by default, which needs pandas on the workers."""
+    names = {re.split(r"[<>=!~; \[]", spec, maxsplit=1)[0].lower() for spec in package_job.requirements()}
+    assert "pandas" in names
+    assert "pandas<3" in package_job.requirements()  # pyspark 4 warns on pandas 3
+
+
+def test_package_job_uses_the_checkout_it_runs_in(tmp_path: Path) -> None:
+    checkout = tmp_path / "rocketspark-checkout"
+    checkout.mkdir()
+    (checkout / "pyproject.toml").write_text('[project]\nname = "rocketspark"\nversion = "0.1.0"\n')
+    assert project_source(None, cwd=checkout) == Source(str(checkout), "the checkout package-job runs in")
+    other = tmp_path / "other-project"
+    other.mkdir()
+    (other / "pyproject.toml").write_text('[project]\nname = "something-else"\n')
+    assert project_source(None, cwd=other).spec != str(other)
+
+
+def test_package_job_outside_a_checkout_uses_the_tree_pip_installed_rocketspark_from(tmp_path: Path) -> None:
+    """The suite runs rocketspark installed (not editable) from this checkout, as `make` does:
+    pip's direct_url.json leads back to it, not to the package index."""
+    root = Path(__file__).resolve().parents[2]
+    installed = installed_from()
+    if installed is None:  # an editable install or PYTHONPATH run: the running code is the checkout
+        assert project_source(None, cwd=tmp_path).spec == str(root)
+        return
+    assert installed == root
+    assert project_source(None, cwd=tmp_path) == Source(str(root), "where pip installed this rocketspark from")
+
+
+def test_the_package_index_source_names_source_dot_as_the_fix() -> None:
+    said = Source("rocketspark==0.1.0", "the package index", from_index=True).installing()
+    assert said.startswith("installing rocketspark==0.1.0 from the package index")
+    assert "--source ." in said
+
+
+def test_the_printed_lines_are_complete(tmp_path: Path) -> None:
+    lines = package_job.submit_lines(Path("job-env.tar.gz"), "job.py", "local[2]", ["--nameserver", "ns:9876"])
+    assert lines[-2] == "mkdir -p environment && tar -xzf job-env.tar.gz -C environment"
+    assert lines[-1] == (
+        "spark-submit --master 'local[2]' --archives 'job-env.tar.gz#environment' "
+        "--conf spark.pyspark.python=./environment/bin/python job.py --nameserver ns:9876"
+    )
+
+
+def test_spark_submit_is_told_to_run_in_the_activated_venv(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pyspark's spark-submit finds SPARK_HOME with the python3 on PATH: a shell whose python3 is
+    not this venv's is told to activate it first."""
+    bin_dir = Path(sys.executable).parent
+    if sys.prefix == sys.base_prefix or not (bin_dir / "spark-submit").exists():
+        pytest.skip("the suite runs in a venv with pyspark (make test's .venv)")
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert package_job.activation() == bin_dir / "activate"
+    assert package_job.submit_lines(Path("a.tgz"), "job.py", "yarn", [])[0] == f"source {bin_dir / 'activate'}"
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    assert package_job.activation() is None
+
+
+def test_the_job_s_arguments_follow_a_double_dash() -> None:
+    words = ["package-job", "job.py", "-o", "x.tgz", "--", "--nameserver", "ns:1", "--", "y"]
+    assert package_job.split_job_arguments(words) == (
+        ["package-job", "job.py", "-o", "x.tgz"],
+        ["--nameserver", "ns:1", "--", "y"],
+    )
+    assert package_job.split_job_arguments(["admin", "send", "--", "t"]) == (["admin", "send", "--", "t"], [])
