@@ -82,7 +82,9 @@ def synopsis(words: list[str], parser: argparse.ArgumentParser) -> str:
     groups = {id(a): g for g in parser._mutually_exclusive_groups for a in g._group_actions}
     parts = list(words)
     done: set[int] = set()
-    for action in _arguments(parser):
+    # What follows "--" (a metavar that starts with it) is typed last.
+    actions = sorted(_arguments(parser), key=lambda a: str(a.metavar or "").startswith("--"))
+    for action in actions:
         group = groups.get(id(action))
         if group is None:
             form = _form(action)
