@@ -7,6 +7,7 @@ import os
 import shlex
 import signal
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,8 @@ def cluster_up(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     cluster.start()
     try:
+        if args.replicas > 1:
+            _wait_for_replica_groups(cluster, stop)
         table(
             "rocketspark cluster",
             ["role", "name", "address"],
@@ -90,6 +93,28 @@ def add_parser(sub: Any) -> None:
     run.add_argument("--log-level", default="WARNING", help="the servers' log level (default WARNING)")
     run.add_argument("--log-format", choices=logs.FORMATS, help="text (default) or json: one event a line")
     run.set_defaults(func=cluster_up)
+
+
+def _wait_for_replica_groups(cluster: Any, stop: threading.Event, timeout_s: float = 60.0) -> None:
+    """With replicas, "cluster ready" means every replica of every group is in its SyncStateSet:
+    a switchover the user types next needs an in-sync replica, and a slave joins only once it
+    has connected to its master and caught up (a second or so). Past ``timeout_s`` it is said."""
+    from rocketspark.client.admin import Admin
+
+    deadline = time.monotonic() + timeout_s
+    with Admin(cluster.nameserver, **cluster.client_options) as admin:
+        while not stop.is_set():
+            groups = admin.replica_groups()
+            if len(groups) == len(cluster.brokers) and all(
+                len(group.sync_state_set) == cluster.replica_count for group in groups.values()
+            ):
+                return
+            if time.monotonic() > deadline:
+                console.print(
+                    f"not every replica is in its group's SyncStateSet after {timeout_s:.0f} s: see admin replicas"
+                )
+                return
+            stop.wait(0.2)
 
 
 def _announce_security(cluster: Any) -> None:

@@ -21,7 +21,7 @@ import pytest
 from rocketspark import Admin, Consumer, LocalCluster, Message, Producer
 from rocketspark.cluster import ServerProcess
 from rocketspark.errors import TopicNotExistError
-from tests.helpers import DOCS, docs_text
+from tests.docblocks import blocks_run_by
 
 pytestmark = pytest.mark.integration
 CLI = [sys.executable, "-m", "rocketspark.cli"]
@@ -88,7 +88,7 @@ def test_admin_errors_are_one_line_and_exit_1(shared_cluster: LocalCluster) -> N
 
 
 def test_cluster_up_serves_until_ctrl_c_and_stops_cleanly(tmp_path: Path) -> None:
-    [line] = docs_lines(".venv/bin/rocketspark cluster up ")
+    [line] = docs_lines(".venv/bin/rocketspark cluster up ", "test_cluster_up_serves_until_ctrl_c_and_stops_cleanly")
     assert line == "--brokers 2 --port 9876 --data-dir data"  # run below with a free port and a temporary dir
     data = tmp_path / "data"
     proc = subprocess.Popen(
@@ -142,19 +142,12 @@ def test_cluster_up_with_a_bad_setting_prints_one_line(tmp_path: Path) -> None:
     )
 
 
-SECURITY_PAGE = "security.md"  # the security walkthrough: a cluster of its own
-
-
-def docs_lines(prefix: str, *, secured: bool = False) -> list[str]:
-    """The docs' shell lines starting with ``prefix``: the rest of each, comment removed; those
-    of the security walkthrough (docs/security.md) with ``secured``, those of every other page
-    without (in the pages' path order)."""
-    pages = (
-        [SECURITY_PAGE]
-        if secured
-        else sorted(str(path.relative_to(DOCS)) for path in DOCS.rglob("*.md") if path.name != SECURITY_PAGE)
-    )
-    lines = [line for page in pages for line in docs_text(page).splitlines()]
+def docs_lines(prefix: str, test: str) -> list[str]:
+    """The shell lines starting with ``prefix`` (the rest of each, comment removed) of the docs
+    blocks marked ``<!-- run by tests/integration/test_cli.py::<test> -->``: the blocks this
+    file runs itself, which the docs' own runner (tests/docrun.py) therefore skips."""
+    blocks = blocks_run_by(f"tests/integration/test_cli.py::{test}")
+    lines = [line for block in blocks for line in block.text.splitlines()]
     return [line.removeprefix(prefix).split("#", 1)[0].strip() for line in lines if line.startswith(prefix)]
 
 
@@ -186,7 +179,7 @@ def test_every_admin_command_of_the_docs_runs_as_written(make_cluster: Callable[
         assert done.returncode == 0, f"rocketspark admin {line}: {done.stderr}"
         return done.stdout
 
-    documented = docs_lines(".venv/bin/rocketspark admin ")
+    documented = docs_lines(".venv/bin/rocketspark admin ", "test_every_admin_command_of_the_docs_runs_as_written")
     assert "counters [--broker broker-a]" in documented  # one line, two forms
     documented = [
         form for line in documented for form in (["counters", "counters --broker broker-a"] if "[" in line else [line])
@@ -339,7 +332,7 @@ def test_the_servers_start_from_the_shipped_config_files(tmp_path: Path) -> None
     """``python -m nameserver --conf conf/nameserver.toml`` and ``python -m broker --conf
     conf/broker-X.toml``, as the docs run them, with ``--port 0`` (and the broker's
     nameserver and data directory) given on the command line."""
-    commands = docs_lines(".venv/bin/python -m ")
+    commands = docs_lines(".venv/bin/python -m ", "test_the_servers_start_from_the_shipped_config_files")
     assert commands == [
         "nameserver --conf conf/nameserver.toml",
         "broker --conf conf/broker-a.toml",
@@ -373,8 +366,11 @@ def test_the_servers_start_from_the_shipped_config_files(tmp_path: Path) -> None
             proc.stop()
 
 
+SECURITY_WALKTHROUGH = "test_the_docs_security_walkthrough_runs_as_written"
+
+
 def test_the_docs_security_walkthrough_runs_as_written(tmp_path: Path) -> None:
-    [line] = docs_lines(".venv/bin/rocketspark cluster up ", secured=True)
+    [line] = docs_lines(".venv/bin/rocketspark cluster up ", SECURITY_WALKTHROUGH)
     assert line == "--brokers 2 --port 9876 --data-dir data --auth --tls"  # run with a free port and a temporary dir
     data = tmp_path / "data"
     words = ["0" if w == "9876" else str(data) if w == "data" else w for w in line.split()]
@@ -423,7 +419,7 @@ def test_the_docs_security_walkthrough_runs_as_written(tmp_path: Path) -> None:
             return subprocess.run(args, capture_output=True, text=True, timeout=60, env={**env, **extra})
 
         outputs = {}
-        for command in docs_lines(".venv/bin/rocketspark admin ", secured=True):
+        for command in docs_lines(".venv/bin/rocketspark admin ", SECURITY_WALKTHROUGH):
             done = run(command)
             assert done.returncode == 0, f"rocketspark admin {command}: {done.stderr}"
             outputs[command.split()[0] + " " + command.split()[1]] = done.stdout
