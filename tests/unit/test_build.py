@@ -14,6 +14,7 @@ def test_every_package_in_the_tree_is_listed_for_the_build() -> None:
     """setuptools installs only the listed packages: one left out installs nothing, and only a
     stale build/ of an earlier install would hide it (rocketspark.errors once went missing so)."""
     setuptools = PYPROJECT["tool"]["setuptools"]
+    assert len(setuptools["packages"]) == len(set(setuptools["packages"])), "a package listed twice"
     listed = set(setuptools["packages"])
     mapped = {str(Path(d)).replace("/", ".") for d in setuptools["package-dir"].values()}
     found = {
