@@ -26,6 +26,8 @@ $(INSTALLED): $(DEPS) $(SOURCES)
 
 # The console's test drives Debian's headless chromium: installed here when missing (root, apt).
 CHROMIUM := $(shell command -v chromium || command -v chromium-browser)
+# The dashboard and alert rules' test runs Debian's prometheus (and its promtool): installed here when missing.
+PROMETHEUS := $(shell command -v prometheus)
 # The RocketMQ 4.x client the tests run (ali-ons, npm), pinned by its package-lock.json.
 ALI_ONS := tests/ali_ons/node_modules/.installed
 NPM := $(shell command -v npm)
@@ -42,6 +44,10 @@ test: $(INSTALLED) $(ALI_ONS)
 ifeq ($(CHROMIUM),)
 	@echo "installing chromium (the web console's test runs it headless)"
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+endif
+ifeq ($(PROMETHEUS),)
+	@echo "installing prometheus (the dashboard and alert rules are tested against a real one)"
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus
 endif
 	$(MAKE) --no-print-directory docs
 	$(PY) -m pytest -q

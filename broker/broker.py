@@ -349,6 +349,7 @@ class Broker:
             "bytesStored": counted["bytesStored"],
             "flushMode": self.config.flush_mode,
             "nameservers": self.config.nameservers,
+            "metricsUrl": self.metrics.url if self.metrics is not None else "",  # "" until served, or off
         }
 
     # -- background work -------------------------------------------------------------------

@@ -97,11 +97,18 @@ class BrokerCollector:
     def _traffic(self) -> Iterator[Metric]:
         topics = list(self.broker.store.stats.topics.items())
         f = self.f
+        typed = [(t, kind, n, size) for t, s in topics for kind, n, size in s.by_type()]
         yield f.counter(
-            "rocketmq_messages_in", "Messages stored, by topic", ["topic"], [([t], s.messages_in) for t, s in topics]
+            "rocketmq_messages_in",
+            "Messages stored, by topic and message type (normal, fifo, delay, transaction)",
+            ["topic", "message_type"],
+            [([t, kind], n) for t, kind, n, _ in typed],
         )
         yield f.counter(
-            "rocketmq_throughput_in", "Bytes stored, by topic", ["topic"], [([t], s.bytes_in) for t, s in topics]
+            "rocketmq_throughput_in",
+            "Bytes stored, by topic and message type",
+            ["topic", "message_type"],
+            [([t, kind], size) for t, kind, _, size in typed],
         )
         yield f.counter(
             "rocketmq_messages_out", "Messages read, by topic", ["topic"], [([t], s.messages_out) for t, s in topics]

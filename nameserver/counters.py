@@ -14,7 +14,7 @@ from rocketspark.remoting.server import PushHub
 class NameServerCounters:
     """The nameserver's counters, given the parts that keep them: requests by code (its
     dispatcher's), the route table, the route-change notifier and its push streams, and
-    how many brokers the liveness scan dropped."""
+    how many brokers the liveness scan dropped, and where its metrics are served."""
 
     def __init__(
         self,
@@ -23,12 +23,14 @@ class NameServerCounters:
         notifier: RouteNotifier,
         push: PushHub,
         dropped_brokers: Callable[[], int],
+        metrics_url: Callable[[], str] = lambda: "",
     ) -> None:
         self.requests = requests
         self.routes = routes
         self.notifier = notifier
         self.push = push
         self.dropped_brokers = dropped_brokers
+        self.metrics_url = metrics_url  # its /metrics ("" when off)
 
     def to_wire(self) -> dict[str, Any]:
         notified = self.notifier.counters
@@ -46,4 +48,5 @@ class NameServerCounters:
             "notificationsSuppressed": notified.suppressed,
             "notifyDegradedRounds": notified.degraded_rounds,
             "notificationsDropped": notified.dropped,
+            "metricsUrl": self.metrics_url(),
         }

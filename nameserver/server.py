@@ -54,7 +54,12 @@ class NameServer:
         self.address = address
         self.dropped_brokers = 0
         self.counters = NameServerCounters(
-            self.dispatcher.counters, self.routes, self.notifier, self.push, lambda: self.dropped_brokers
+            self.dispatcher.counters,
+            self.routes,
+            self.notifier,
+            self.push,
+            lambda: self.dropped_brokers,
+            lambda: self.metrics.url if self.metrics is not None else "",
         )
         self.metrics = metrics
         if metrics is not None:

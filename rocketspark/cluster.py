@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from rocketspark.errors import ClusterError
 from rocketspark.launcher import Launcher
-from rocketspark.ports import free_port
+from rocketspark.ports import free_port, metrics_port_plan
 from rocketspark.security.local import LocalSecurity
 from rocketspark.security.signing import Credentials
 from rocketspark.servers import READY_TIMEOUT_S, ServerProcess, broker_names, write_toml
@@ -56,8 +56,9 @@ class LocalCluster:
     cluster secret and an admin super user, ``admin_access_key``/``admin_secret_key`` (pass
     them to clients, or create users with ``Admin.create_user``).
 
-    With ``auth`` the servers' ``/metrics`` want a bearer token, ``metrics_token``; a scraper
-    sends ``metrics_headers``.
+    ``metrics_urls`` names each server's ``/metrics``; with ``metrics_port`` = N they are on N
+    (the nameserver), N+1... (the brokers, then further replicas: ``ports.metrics_port_plan``).
+    With ``auth`` they want a bearer token, ``metrics_token``; a scraper sends ``metrics_headers``.
 
     With ``tls`` every port speaks TLS: a development CA and certificates are made in
     ``<data_dir>/tls`` (``tls_ca_file`` is what clients trust); with ``tls_mutual`` too the
@@ -81,6 +82,7 @@ class LocalCluster:
         tls_mutual: bool = False,
         console: bool = True,
         console_port: int = 0,
+        metrics_port: int = 0,
     ) -> None:
         _check_shape(replicas=replicas, nameservers=nameservers, tls=tls, tls_mutual=tls_mutual)
         self.nameserver_count = nameservers
@@ -108,6 +110,7 @@ class LocalCluster:
         self._by_address: dict[str, tuple[str, int]] = {}  # replica address -> (group, replica id)
         self._grpc_ports: dict[str, int] = {}  # a server's v2 endpoint port, kept across restarts
         self.grpc_endpoints: dict[str, str] = {}  # broker or replica name -> its v2 endpoint
+        self.metrics_port = metrics_port  # >0: the servers' metrics ports are given from here on
         self._metrics_ports: dict[str, int] = {}  # a server's metrics port, kept across restarts
         self.metrics_urls: dict[str, str] = {}  # server name -> its /metrics URL (Prometheus scrapes it)
         self._fresh_metrics_token = secrets.token_urlsafe(24)
@@ -284,7 +287,9 @@ class LocalCluster:
         ``metrics_urls`` names it before it starts and a scraper keeps finding it)."""
         port = values.get("metrics_port", 0)
         if port == 0:
-            port = self._metrics_ports.setdefault(key, free_port())
+            groups, counts = broker_names(self.broker_count), (self.nameserver_count, self.replica_count)
+            plan = metrics_port_plan(self.metrics_port, key, groups, *counts) if self.metrics_port > 0 else 0
+            port = self._metrics_ports.setdefault(key, plan or free_port())
         if port > 0:
             self.metrics_urls[key] = f"{'https' if self.tls else 'http'}://127.0.0.1:{port}/metrics"
         scheme = values.get("metrics_auth", "")

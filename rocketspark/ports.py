@@ -37,3 +37,21 @@ def ephemeral_low() -> int:
     except (OSError, ValueError, IndexError):
         low = 32768
     return max(low, PRIVATE_PORTS_FROM + 1000)
+
+
+def metrics_port_plan(base: int, key: str, groups: list[str], nameservers: int, replicas: int) -> int:
+    """The metrics port of a local cluster's server when they are given from ``base`` on
+    (``cluster up --metrics-port``): the nameservers first (``base``, ``base + 1``, ...), then
+    the brokers in order (``broker-a``, ``broker-b``, ...), then, with replica groups, each
+    group's replica 1 in the same order, then replica 2, ... (replica 0 is where a broker is
+    without replicas). ``key`` is the server's name (``nameserver-1``, ``broker-b-r1``); 0 for
+    a broker added later (it takes a free port)."""
+    if key == "nameserver" or key.startswith("nameserver-"):
+        return base + (0 if key == "nameserver" else int(key.rsplit("-", 1)[1]))
+    group, replica_id = key, 0
+    if replicas > 1 and key.rsplit("-", 1)[-1].startswith("r"):
+        group, replica = key.rsplit("-", 1)
+        replica_id = int(replica[1:])
+    if group not in groups:  # a broker added after the start: a free port
+        return 0
+    return base + nameservers + replica_id * len(groups) + groups.index(group)

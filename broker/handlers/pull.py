@@ -76,6 +76,7 @@ class _PullRequest:
 
     def __init__(self, ctx: PullContext, cmd: RemotingCommand) -> None:
         self.ctx = ctx
+        self.cmd = cmd
         self.topic = get_str(cmd, "topic")
         self.queue_id = get_int(cmd, "queueId")
         self.offset = get_int(cmd, "queueOffset")
@@ -168,14 +169,17 @@ def _response(cmd: RemotingCommand, result: GetResult) -> RemotingCommand:
 
 async def _read_held(request: _PullRequest, offset: int, deadline: float) -> GetResult:
     """Read from ``offset``; while there is nothing new, hold until a send to the queue wakes
-    us, ``deadline`` (monotonic) passes, or the broker shuts down."""
+    us, ``deadline`` (monotonic) passes, or the broker shuts down. The time held is added to
+    the request's ``held``: the metrics keep it out of its latency."""
     hub = request.ctx.longpoll
     while True:
         result = request.read(offset)
-        remaining = deadline - time.monotonic()
+        now = time.monotonic()
+        remaining = deadline - now
         if _CODES[result.status] != ResponseCode.PULL_NOT_FOUND or remaining <= 0 or hub.closing:
             return result
         await hub.wait(request.key, remaining)
+        request.cmd.held += time.monotonic() - now
 
 
 async def handle_pull(ctx: PullContext, cmd: RemotingCommand) -> RemotingCommand:

@@ -181,6 +181,8 @@ async def handle_send(ctx: SendContext, cmd: RemotingCommand) -> RemotingCommand
         first = bytes.fromhex(ids.client_id_at(first, skipped))  # drop_front's record starts there
     summary = batch.tag_summary if not skipped else tag_summary_of(body)
     result = ctx.store.put(topic, queue_id, body, count - skipped, summary)
+    if batch.kinds:  # fifo, delay or transaction messages (the metrics' message_type)
+        ctx.store.stats.typed(topic, batch.kinds, result.count, len(body))
     if batch.producer_id:
         ctx.producers.stored(key, batch.producer_epoch, batch.base_sequence + skipped, result.count, result.end_offset)
     ctx.longpoll.notify((topic, queue_id))

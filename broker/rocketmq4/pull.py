@@ -52,6 +52,7 @@ async def handle_pull(dialect: Dialect, request: RemotingCommand) -> RemotingCom
         suspend_ms = min(suspend_ms, STATIC_SUSPEND_MS)
     sql = subscription.expression if matches is not None else None
     pulled = await queues.pull(topic, queue_id, offset, max_messages, subscription.tags, suspend_ms, request.user, sql)
+    request.held = pulled.held
     code, next_offset = pulled.code, pulled.next_offset
     messages: list[MessageExt] = pulled.messages
     if code == ResponseCode.SUCCESS:

@@ -60,6 +60,7 @@ class Pulled:
     min_offset: int
     max_offset: int
     messages: list[MessageExt]  # from the requested offset on, in order (filtered ones left out)
+    held: float = 0.0  # seconds a long poll held the pull (not its latency)
 
 
 _STATUS_CODES = {
@@ -148,12 +149,14 @@ class Queues:
             ext["tags"] = tags
         if sql:
             ext["sql"] = sql  # the broker answers only batches holding a match
-        answer = await self.ours(RequestCode.PULL_MESSAGE, ext, user)
+        ours = RemotingCommand(RequestCode.PULL_MESSAGE, ext=ext)
+        answer = await self.dispatcher.serve_translated(ours, user)
         messages: list[MessageExt] = []
         if answer.code == ResponseCode.SUCCESS:
             columns = decode(answer.body).select(offset, None, tags)
             messages = to_messages(columns, topic, self.broker_name, ids.store_host(self.address()))
-        return Pulled(answer.code, int(answer.ext["next"]), int(answer.ext["min"]), int(answer.ext["max"]), messages)
+        next_offset, low, high = int(answer.ext["next"]), int(answer.ext["min"]), int(answer.ext["max"])
+        return Pulled(answer.code, next_offset, low, high, messages, ours.held)
 
     async def offset(self, code: int, topic: str, queue_id: int, user: str | None, **extra: object) -> int:
         """GET_MAX_OFFSET, GET_MIN_OFFSET or SEARCH_OFFSET_BY_TIMESTAMP (``timestamp``)."""

@@ -14,6 +14,18 @@ class Traffic:
     bytes_in: int = 0
     messages_out: int = 0
     bytes_out: int = 0
+    # of messages_in and bytes_in, those of a type other than normal (fifo, delay, transaction)
+    typed: dict[str, list[int]] = field(default_factory=dict)
+
+    def by_type(self) -> list[tuple[str, int, int]]:
+        """``(message type, messages in, bytes in)``: normal, then the others seen."""
+        normal = [self.messages_in, self.bytes_in]
+        rows = []
+        for kind, (count, size) in self.typed.items():
+            normal[0] -= count
+            normal[1] -= size
+            rows.append((kind, count, size))
+        return [("normal", normal[0], normal[1]), *rows]
 
 
 def _no_flush_observer(seconds: float) -> None:
@@ -49,6 +61,18 @@ class StoreStats:
         traffic = self._of(topic)
         traffic.messages_in += count
         traffic.bytes_in += size
+
+    def typed(self, topic: str, kinds: tuple[tuple[str, int], ...], count: int, size: int) -> None:
+        """Of a batch just ``stored`` (``count`` messages, ``size`` bytes), the messages of a
+        type other than normal; a mixed batch's bytes are shared by count."""
+        typed = self._of(topic).typed
+        for kind, n in kinds:
+            n = min(n, count)
+            tally = typed.get(kind)
+            if tally is None:
+                tally = typed[kind] = [0, 0]
+            tally[0] += n
+            tally[1] += size * n // count
 
     def read(self, topic: str, count: int, size: int) -> None:
         self.messages_got += count

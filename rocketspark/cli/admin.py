@@ -13,16 +13,19 @@ from rocketspark.protocol.types import Perm
 
 
 def admin_clusters(args: argparse.Namespace) -> None:
+    """Every broker of every cluster, with the /metrics URL its runtime info gives."""
     with admin_client(args) as admin:
         info = admin.cluster_list()
+        urls = admin.servers.metrics_urls(sorted(info["brokers"]))
     rows = []
     for cluster, names in info["clusters"].items():
         for name in names:
             b = info["brokers"][name]
-            rows.append(
-                (cluster, name, b["addr"], Perm.describe(b["perm"]), b["topics"], f"{b['lastUpdateAgoMs']} ms ago")
-            )
-    table("clusters", ["cluster", "broker", "address", "perm", "topics count", "last heartbeat"], rows)
+            ago = f"{b['lastUpdateAgoMs']} ms ago"
+            rows.append((cluster, name, b["addr"], Perm.describe(b["perm"]), b["topics"], ago, urls[name] or "-"))
+    columns = ["cluster", "broker", "address", "perm", "topics count", "last heartbeat", "metrics"]
+    table("clusters", columns, rows)
+    table("nameservers", ["nameserver", "metrics"], [(a, urls[a] or "-") for a in admin.nameservers])
 
 
 def admin_topics(args: argparse.Namespace) -> None:

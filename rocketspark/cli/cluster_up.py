@@ -40,6 +40,7 @@ def cluster_up(args: argparse.Namespace) -> int:
         tls=args.tls or args.tls_mutual,
         tls_mutual=args.tls_mutual,
         console_port=args.console_port,
+        metrics_port=args.metrics_port,
     )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -48,16 +49,7 @@ def cluster_up(args: argparse.Namespace) -> int:
     try:
         if args.replicas > 1:
             _wait_for_replica_groups(cluster, stop)
-        table(
-            "rocketspark cluster",
-            ["role", "name", "address"],
-            [("nameserver", "-", cluster.nameserver)]
-            + [
-                ("broker" if args.replicas == 1 else f"replica {i}", n, a)
-                for n in cluster.brokers
-                for i, a in enumerate(cluster.replicas_of(n) or [cluster.brokers[n]])
-            ],
-        )
+        _print_servers(cluster, args.replicas)
         console.print(f"data in {cluster.data_dir}; export ROCKETSPARK_NAMESRV={cluster.nameserver}; Ctrl-C stops")
         _announce_security(cluster)
         _announce_metrics(cluster)
@@ -89,10 +81,28 @@ def add_parser(sub: Any) -> None:
     run.add_argument("--auth", action="store_true", help="users and permissions on: an admin user is made")
     run.add_argument("--tls", action="store_true", help="TLS on every port, with a development CA")
     run.add_argument("--tls-mutual", action="store_true", help="with --tls: clients must show a certificate")
+    run.add_argument(
+        "--metrics-port",
+        type=int,
+        default=0,
+        help="the nameserver's /metrics port N; the brokers get N+1, N+2... in order, then each group's "
+        "further replicas (0: each picks a free port)",
+    )
     run.add_argument("--console-port", type=int, default=0, help="the web console's port (0: any free port)")
     run.add_argument("--log-level", default="WARNING", help="the servers' log level (default WARNING)")
     run.add_argument("--log-format", choices=logs.FORMATS, help="text (default) or json: one event a line")
     run.set_defaults(func=cluster_up)
+
+
+def _print_servers(cluster: Any, replicas: int) -> None:
+    """The start-up table: each server's address and the /metrics URL Prometheus scrapes."""
+    urls = cluster.metrics_urls
+    rows = [("nameserver", "-", cluster.nameserver, urls.get("nameserver", "-"))]
+    for name in cluster.brokers:
+        for i, address in enumerate(cluster.replicas_of(name) or [cluster.brokers[name]]):
+            key = name if replicas == 1 else f"{name}-r{i}"
+            rows.append(("broker" if replicas == 1 else f"replica {i}", name, address, urls.get(key, "-")))
+    table("rocketspark cluster", ["role", "name", "address", "metrics"], rows)
 
 
 def _wait_for_replica_groups(cluster: Any, stop: threading.Event, timeout_s: float = 60.0) -> None:

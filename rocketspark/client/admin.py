@@ -218,6 +218,11 @@ class Admin(AdminConnection):
         """``servers.nameserver_counters``: requests served by code, brokers, topics."""
         return self.servers.nameserver_counters(address)
 
+    def metrics_urls(self) -> dict[str, str]:
+        """``servers.metrics_urls``: each server's ``/metrics`` URL, by nameserver address and
+        broker name ("" for one that serves none or did not answer)."""
+        return self.servers.metrics_urls(sorted(self.cluster_list()["brokers"]))
+
     # -- users and policies -------------------------------------------------------------------
 
     def create_user(self, name: str, secret: str, *, super_user: bool = False) -> AclChange:

@@ -15,9 +15,11 @@ reads continue. On its own::
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rocketspark.client.admin_core import AdminCore
+from rocketspark.errors import RocketSparkError
 from rocketspark.protocol.bodies import unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
@@ -61,3 +63,18 @@ class Servers:
         request = RemotingCommand.request(RequestCode.GET_COUNTERS)
         counters: dict[str, Any] = unpack(self.core.nameserver_call_at(address, request).body)
         return counters
+
+    def metrics_urls(self, broker_names: list[str]) -> dict[str, str]:
+        """Where each server serves ``/metrics``, as it says itself (a nameserver's counters, a
+        broker's runtime info, as RocketMQ's clusterList reads each broker's): by nameserver
+        address and by broker name; "" for one that serves none, or that did not answer."""
+        urls = {address: _said(self.nameserver_counters, address) for address in self.core.nameservers}
+        return urls | {name: _said(self.broker_runtime, name) for name in broker_names}
+
+
+def _said(ask: Callable[[str], dict[str, Any]], server: str) -> str:
+    """The ``metricsUrl`` a server's figures give, or "" (none, or no answer)."""
+    try:
+        return str(ask(server).get("metricsUrl", ""))
+    except RocketSparkError:
+        return ""

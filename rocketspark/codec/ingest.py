@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -41,6 +42,7 @@ from rocketspark.codec.layout import (
     summary_of,
     tag_hash,
 )
+from rocketspark.metrics.labels import MessageType, message_type
 
 SMALL_BATCH: Final = 16
 _OFFSETS: Final = {n: struct.Struct(f"<{3 * (n + 1)}I") for n in range(1, SMALL_BATCH + 1)}
@@ -71,6 +73,7 @@ class SentBatch:
     base_sequence: int
     topic: bytes
     first_id: bytes | None = None
+    kinds: tuple[tuple[str, int], ...] = ()  # messages of a type other than normal, by type (metrics)
 
 
 def check_sent(record: bytes, *, max_body: int, max_section: int, small: int = SMALL_BATCH) -> SentBatch:
@@ -89,7 +92,7 @@ def check_sent(record: bytes, *, max_body: int, max_section: int, small: int = S
         if len(columns.heads) != 1:
             raise BatchRefused(f"a send carries exactly one batch record, not {len(columns.heads)}")
         check_tags_utf8(columns)
-        _check_exts(columns)
+        kinds = _check_exts(columns)
         _check_summary(columns)
     except RecordCorrupted as exc:
         raise BatchRefused(f"the batch record is malformed: {exc}") from None
@@ -111,6 +114,7 @@ def check_sent(record: bytes, *, max_body: int, max_section: int, small: int = S
         int(row["base_sequence"]),
         bytes(record[at : at + tlen]),
         columns.heads.first_id(0),
+        kinds,
     )
 
 
@@ -121,19 +125,34 @@ def built_here(record: bytes) -> SentBatch:
         record, BODY_AT
     )
     topic = bytes(record[HEADER_SIZE : HEADER_SIZE + topic_len])
-    return SentBatch(count, summary, producer_id, epoch, base_sequence, topic, first if any(first) else None)
+    kinds = _check_exts(decode(record)) if _has_exts(record, topic_len, count) else ()
+    return SentBatch(count, summary, producer_id, epoch, base_sequence, topic, first if any(first) else None, kinds)
 
 
-def _check_exts(columns: Columns) -> None:
-    """Keys and properties decode as ``[keys: [str], properties: {str: str}]``."""
+def _has_exts(record: bytes, topic_len: int, count: int) -> bool:
+    """Whether any message of a record this process built has keys or properties: the last
+    ext offset (a compressed record is decoded to tell)."""
+    if record[BODY_AT + 1] & COMPRESSION_MASK != NONE:
+        return True
+    last_ext = head_size(record[BODY_AT]) + topic_len + 4 * (3 * (count + 1) - 1)
+    return bool(int.from_bytes(record[last_ext : last_ext + 4], "little"))
+
+
+def _check_exts(columns: Columns) -> tuple[tuple[str, int], ...]:
+    """Keys and properties decode as ``[keys: [str], properties: {str: str}]``; the messages
+    whose properties make them other than normal, by type."""
     data = columns.data
+    kinds: Counter[str] = Counter()
     for at, length in zip(
         columns.ext_at[columns.ext_len > 0].tolist(), columns.ext_len[columns.ext_len > 0].tolist(), strict=True
     ):
-        _check_ext(data[at : at + length], at)
+        kind = message_type(_check_ext(data[at : at + length], at))
+        if kind is not MessageType.NORMAL:
+            kinds[kind.value] += 1
+    return tuple(kinds.items())
 
 
-def _check_ext(packed: bytes | memoryview, at: int) -> None:
+def _check_ext(packed: bytes | memoryview, at: int) -> dict[str, str]:
     try:
         ext = msgpack.unpackb(packed, raw=False)
     except Exception as exc:
@@ -145,6 +164,7 @@ def _check_ext(packed: bytes | memoryview, at: int) -> None:
         type(k) is str and type(v) is str for k, v in properties.items()
     ):
         raise RecordCorrupted("message keys, property names and property values must be strings", at)
+    return properties  # type: ignore[no-any-return]
 
 
 def _check_summary(columns: Columns) -> None:
@@ -184,6 +204,7 @@ def _check_small(record: bytes, head: tuple[Any, ...], max_body: int, max_sectio
     if bodies[0] or tags[0] or exts[0] or data_at + bodies[-1] + tags[-1] + exts[-1] != total:
         raise RecordCorrupted("the record at byte 0 has a message section whose offsets do not add up to its size", 0)
     hashes: set[int] = set()
+    kinds: Counter[str] = Counter()
     tags_at, exts_at = data_at + bodies[-1], data_at + bodies[-1] + tags[-1]
     for i in range(count):
         lengths = (bodies[i + 1] - bodies[i], tags[i + 1] - tags[i], exts[i + 1] - exts[i])
@@ -202,8 +223,11 @@ def _check_small(record: bytes, head: tuple[Any, ...], max_body: int, max_sectio
                 raise RecordCorrupted("a message tag is not valid UTF-8", 0) from None
             hashes.add(tag_hash(tag))
         if lengths[2]:
-            _check_ext(record[exts_at + exts[i] : exts_at + exts[i + 1]], exts_at + exts[i])
+            kind = message_type(_check_ext(record[exts_at + exts[i] : exts_at + exts[i + 1]], exts_at + exts[i]))
+            if kind is not MessageType.NORMAL:
+                kinds[kind.value] += 1
     if summary_of(hashes) != tag_summary:
         raise RecordCorrupted(f"the tag summary does not match the batch's tags (expected {summary_of(hashes):#x})", 0)
     topic = bytes(record[topic_at:sec])
-    return SentBatch(count, tag_summary, producer_id, producer_epoch, base_sequence, topic, first_id_of(head))
+    first = first_id_of(head)
+    return SentBatch(count, tag_summary, producer_id, producer_epoch, base_sequence, topic, first, tuple(kinds.items()))

@@ -21,8 +21,10 @@ log = logging.getLogger(__name__)
 
 
 def overview(admin: Admin) -> dict[str, Any]:
-    """Clusters, brokers (address, permission, topics, last heartbeat) and replica groups."""
+    """Clusters, brokers (address, permission, topics, last heartbeat, /metrics URL), the
+    nameservers' /metrics URLs and replica groups."""
     info = admin.cluster_list()
+    urls = admin.servers.metrics_urls(sorted(info["brokers"]))
     clusters = []
     for cluster, names in sorted(info["clusters"].items()):
         brokers = []
@@ -35,6 +37,7 @@ def overview(admin: Admin) -> dict[str, Any]:
                     "perm": Perm.describe(b["perm"]),
                     "topics": b["topics"],
                     "heartbeatAgoMs": b["lastUpdateAgoMs"],
+                    "metricsUrl": urls[name],
                 }
             )
         clusters.append({"name": cluster, "brokers": brokers})
@@ -42,7 +45,13 @@ def overview(admin: Admin) -> dict[str, Any]:
         groups = [asdict(g) for g in admin.replica_groups().values()]
     except RocketSparkError:  # no controller: brokers are groups of one
         groups = []
-    return {"nameservers": admin.nameservers, "clusters": clusters, "replicaGroups": groups}
+    nameservers = [{"address": a, "metricsUrl": urls[a]} for a in admin.nameservers]
+    return {
+        "nameservers": admin.nameservers,
+        "nameserverMetrics": nameservers,
+        "clusters": clusters,
+        "replicaGroups": groups,
+    }
 
 
 BODY_SHOWN = 2000  # characters of a body the page shows

@@ -83,10 +83,20 @@ def _serialize(message: Any) -> bytes:
 Observe = Callable[[int, float], None]
 
 
+def _code_name(code: int) -> str | int:
+    try:
+        return str(pb.Code.Name(code))
+    except ValueError:
+        return code
+
+
 def _observing(name: str, observer: RequestObserver | None) -> Observe:
+    """Observes a unary call under its method's name and its status code's name (``SendMessage``,
+    ``OK``: the metrics write them in lower snake case, as RocketMQ 5 does)."""
+
     def observe(code: int, started: float) -> None:
         if observer is not None:
-            observer.observe_request("grpc", name, code, started)
+            observer.observe_request("grpc", name, _code_name(code), started)
 
     return observe
 

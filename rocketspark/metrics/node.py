@@ -22,6 +22,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 from rocketspark.errors import ConfigError
 from rocketspark.metrics import http
 from rocketspark.metrics.access import Refusal, ScrapeAccess
+from rocketspark.metrics.labels import request_name, response_name
 from rocketspark.security.tls import ServerTls
 
 log = logging.getLogger(__name__)
@@ -29,6 +30,7 @@ REFUSAL_LOG_INTERVAL_S = 60.0  # a refused scrape is logged at most this often (
 
 RPC_LATENCY_BUCKETS_MS = (1, 3, 5, 10, 100, 1000, 3000)  # RocketMQ's le_1_ms ... le_3_s
 FLUSH_LATENCY_BUCKETS_MS = (1, 5, 10, 50, 100, 500, 1000, 5000)
+PULL_HOLD_BUCKETS_S = (0.01, 0.1, 0.5, 1, 2, 5, 10, 30, 60)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +101,13 @@ class NodeMetrics:
             buckets=RPC_LATENCY_BUCKETS_MS,
             registry=self.registry,
         )
+        self.pull_hold = Histogram(
+            "rocketspark_pull_hold_seconds",
+            "Time a long-polled pull was held waiting for messages, in seconds (kept out of rocketmq_rpc_latency)",
+            [*node.names, "protocol_type", "request_code"],
+            buckets=PULL_HOLD_BUCKETS_S,
+            registry=self.registry,
+        )
         self.scrape_refusals = Counter(
             "rocketspark_scrape_refusals",
             "Scrapes of /metrics refused: reason is credentials (none or wrong) or permission (a user without Get "
@@ -108,20 +117,30 @@ class NodeMetrics:
         )
         for reason in ("credentials", "permission"):
             self.scrape_refusals.labels(*node.values, reason)
-        self._children: dict[tuple[str, int | str, int], Histogram] = {}
+        self._children: dict[tuple[str, int | str, int | str], tuple[Histogram, Histogram]] = {}
         self._server: http.Server | None = None
         self._refusal_logged = 0.0
         self.url = ""
 
-    def observe_request(self, protocol: str, code: int | str, response_code: int, started: float) -> None:
-        """A request served (``started``: its ``time.perf_counter()``); the children are cached
-        so that the hot path does no label lookups after the first of each kind."""
+    def observe_request(
+        self, protocol: str, code: int | str, response_code: int | str, started: float, held: float = 0.0
+    ) -> None:
+        """A request served (``started``: its ``time.perf_counter()``), labelled by name as
+        RocketMQ 5 does; ``held``, the seconds a long poll held it, goes to the hold histogram
+        instead of its latency (the time to its answer once it has one). The children are
+        cached so that the hot path does no label lookups after the first of each kind."""
         key = (protocol, code, response_code)
-        child = self._children.get(key)
-        if child is None:
-            child = self.rpc_latency.labels(*self.node.values, protocol, str(code), str(response_code))
-            self._children[key] = child
-        child.observe((time.perf_counter() - started) * 1000)
+        children = self._children.get(key)
+        if children is None:
+            request = request_name(code)
+            children = (
+                self.rpc_latency.labels(*self.node.values, protocol, request, response_name(response_code)),
+                self.pull_hold.labels(*self.node.values, protocol, request),
+            )
+            self._children[key] = children
+        children[0].observe(max(0.0, time.perf_counter() - started - held) * 1000)
+        if held > 0:
+            children[1].observe(held)
 
     def add(self, collector: Collecting) -> None:
         self.registry.register(collector)

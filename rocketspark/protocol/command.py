@@ -31,6 +31,7 @@ class RemotingCommand:
         "code",
         "ext",
         "flag",
+        "held",
         "language",
         "local",
         "opaque",
@@ -62,6 +63,7 @@ class RemotingCommand:
         self.serialize = serialize  # the header serialization it came in (a response goes back in it)
         self.language = ""  # a RocketMQ client's language and version, from a JSON or binary header
         self.channel: Any = None  # server side: the connection it came on (remoting.server.Channel)
+        self.held = 0.0  # server side: seconds a long poll held it (kept out of its latency; never on the wire)
         self.version = 0
 
     @classmethod

@@ -140,9 +140,12 @@ UNSERVED = "unserved"  # the request-code label of a malformed request or a code
 
 class RequestObserver(Protocol):
     """Sees every request served with its outcome (the metrics' latency histogram):
-    ``protocol`` is "remoting", or "local" for a request from inside the server."""
+    ``protocol`` is "remoting", or "local" for a request from inside the server; ``held`` is
+    the seconds a long poll held it, which are not its latency."""
 
-    def observe_request(self, protocol: str, code: int | str, response_code: int, started: float) -> None: ...
+    def observe_request(
+        self, protocol: str, code: int | str, response_code: int | str, started: float, held: float = 0.0
+    ) -> None: ...
 
 
 def is_rocketmq(request: RemotingCommand) -> bool:
@@ -246,7 +249,7 @@ class Dispatcher:
                 response = await self._run(self.handlers[request.code], request)
         finally:
             ticket.release()
-        self._observe(request.code, response, started)
+        self._observe(request.code, response, started, held=request.held)
         return response
 
     async def serve_stream(self, request: RemotingCommand, ticket: Ticket) -> AsyncIterator[RemotingCommand]:
@@ -326,16 +329,18 @@ class Dispatcher:
             response = await self._run(handler, request)
         finally:
             ticket.release()
-        self._observe(request.code, response, started, "local")
+        self._observe(request.code, response, started, "local", request.held)
         return response
 
     def _refuse(self, code: int | str, response: RemotingCommand, started: float) -> RemotingCommand:
         self._observe(code, response, started)
         return response
 
-    def _observe(self, code: int | str, response: RemotingCommand, started: float, protocol: str = "remoting") -> None:
+    def _observe(
+        self, code: int | str, response: RemotingCommand, started: float, protocol: str = "remoting", held: float = 0.0
+    ) -> None:
         if self.observer is not None:
-            self.observer.observe_request(protocol, code, response.code, started)
+            self.observer.observe_request(protocol, code, response.code, started, held)
 
     async def _run(self, handler: Handler, request: RemotingCommand) -> RemotingCommand:
         try:

@@ -74,9 +74,11 @@ def test_counters_match_what_was_sent_while_scraped_under_load() -> None:
         samples = scrape(url)
         assert value(samples, "rocketmq_messages_in_total", topic="load", node_id="broker-a") == sent
         assert value(samples, "rocketmq_throughput_in_total", topic="load") > 100 * sent
-        sends = value(samples, "rocketmq_rpc_latency_count", protocol_type="remoting", request_code="320")
-        assert sends >= 40  # SEND_BATCH_MESSAGE, one observation per request
-        assert value(samples, "rocketmq_rpc_latency_bucket", request_code="320", le="+Inf") == sends
+        sends = value(
+            samples, "rocketmq_rpc_latency_count", protocol_type="remoting", request_code="send_batch_message"
+        )
+        assert sends >= 40  # one observation per request
+        assert value(samples, "rocketmq_rpc_latency_bucket", request_code="send_batch_message", le="+Inf") == sends
 
         with Consumer(cluster.nameserver) as consumer:
             read = sum(len(r.messages) for q in range(4) for r in consumer.iter_range("load", q, 0))

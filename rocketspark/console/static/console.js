@@ -60,12 +60,21 @@ function change(path, method, payload) {
 
 // -- the cluster ------------------------------------------------------------------------------
 
+function metricsLink(url) {  // a server's /metrics, as it reports it (http or https only)
+  if (!/^https?:\/\//.test(url || "")) return "-";
+  const a = el("a", "metrics", "metrics-link");
+  a.href = url;
+  return a;
+}
+
 function drawOverview(view) {
-  document.getElementById("nameservers").textContent = `nameservers ${view.nameservers.join(", ")}`;
+  const names = document.getElementById("nameservers");
+  names.replaceChildren("nameservers ");
+  for (const ns of view.nameserverMetrics) names.append(`${ns.address} `, metricsLink(ns.metricsUrl), " ");
   const rows = [];
   for (const cluster of view.clusters) {
     for (const b of cluster.brokers) {
-      rows.push([cluster.name, b.name, b.address, b.perm, b.topics, `${b.heartbeatAgoMs} ms ago`]);
+      rows.push([cluster.name, b.name, b.address, b.perm, b.topics, `${b.heartbeatAgoMs} ms ago`, metricsLink(b.metricsUrl)]);
     }
   }
   fillRows("brokers", rows);
