@@ -12,7 +12,11 @@
 Every admin command takes ``-n/--nameserver`` (or ``ROCKETSPARK_NAMESRV``), and for a cluster
 with security on ``--access-key`` (the secret from ``ROCKETSPARK_SECRET_KEY``) and ``--tls``/
 ``--tls-ca-file`` (or their environment variables), and ``--json`` for one JSON document
-instead of tables. Errors print one line, ``error: ...``, and exit with status 1.
+instead of tables. Errors print one line, ``error: ...``, and exit with status 1
+(``admin progress`` of a group that committed nothing on the topic: status 3). A topic's
+queues are numbered as ``Consumer.queues`` and Spark's ``queueId`` number them, with the
+broker in its own column; times print in UTC and say so, and times given without a zone are
+read as UTC.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import sys
 from collections.abc import Callable
 
 from rocketspark.cli import acl, admin, cluster_up, ops, package_job
-from rocketspark.cli.common import OUTPUT, add_connection_arguments
+from rocketspark.cli.common import OUTPUT, add_connection_arguments, fail
 from rocketspark.errors import RocketSparkError
 
 
@@ -41,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cmds = admin_parser.add_subparsers(dest="action", required=True)
 
-    def add(name: str, func: Callable[[argparse.Namespace], None], help_text: str) -> argparse.ArgumentParser:
+    def add(name: str, func: Callable[[argparse.Namespace], int | None], help_text: str) -> argparse.ArgumentParser:
         p = cmds.add_parser(name, help=help_text)
         p.set_defaults(func=func)
         return p
@@ -85,6 +89,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _failed(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    OUTPUT.flush(error=message)
+    fail(message)
+    OUTPUT.flush()
     return 1

@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from rocketspark.cli.common import admin_client, ms, say, table
+from rocketspark.cli.common import admin_client, fail, ms, say, table
 from rocketspark.client.topic_admin import DEFAULT_QUEUES
 from rocketspark.errors import RocketSparkError
 from rocketspark.protocol.types import Perm
@@ -140,15 +140,27 @@ def admin_drain(args: argparse.Namespace) -> None:
     )
 
 
-def admin_progress(args: argparse.Namespace) -> None:
+NO_PROGRESS_EXIT = 3  # `admin progress`: the group has committed nothing on the topic
+
+
+def admin_progress(args: argparse.Namespace) -> int:
+    """A group's committed offsets and lag. A group that committed nothing on the topic (never
+    existed, a typo, or has not consumed it yet) is said to be one: exit status 3, no table."""
     with admin_client(args) as admin:
         rows = admin.consumer_progress(args.group, args.topic)
+    if all(r.consumer_offset < 0 for r in rows):
+        fail(
+            f'group "{args.group}" has committed no offset on {args.topic}: no such consumer group, or it has not '
+            f"consumed {args.topic} yet (every group and its topics: rocketspark admin groups)"
+        )
+        return NO_PROGRESS_EXIT
     table(
         f"progress of group {args.group} on {args.topic}",
         ["queue #", "broker", "broker offset", "consumer offset", "lag"],
         [(r.queue_id, r.broker_name, r.broker_offset, r.consumer_offset, r.lag) for r in rows],
     )
     say(f"total lag: {sum(r.lag for r in rows)}")
+    return 0
 
 
 def admin_perm(writable: bool) -> Callable[[argparse.Namespace], None]:
@@ -234,7 +246,7 @@ def admin_switchover(args: argparse.Namespace) -> None:
     say(f"group {args.group}: master is now {group.master} (epoch {group.epoch})")
 
 
-Add = Callable[[str, Callable[[argparse.Namespace], None], str], argparse.ArgumentParser]
+Add = Callable[[str, Callable[[argparse.Namespace], int | None], str], argparse.ArgumentParser]
 
 
 def add_commands(add: Add) -> None:

@@ -22,7 +22,11 @@ console = Console(width=None if sys.stdout.isatty() else 160)
 
 
 def ms(ts: int) -> str:
-    return datetime.fromtimestamp(ts / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S") if ts else "-"
+    """A time (ms since the epoch) as every command prints one: UTC, to the millisecond, and
+    saying so (``2026-11-26 11:33:49.123 UTC``); 0 is no time, ``-``."""
+    if not ts:
+        return "-"
+    return datetime.fromtimestamp(ts / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
 
 
 class Output:
@@ -34,15 +38,19 @@ class Output:
         self.json = False
         self.document: dict[str, Any] = {"tables": [], "messages": []}
 
-    def flush(self, error: str | None = None) -> None:
+    def flush(self) -> None:
         if not self.json:
             return
-        if error is not None:
-            self.document["error"] = error
         print(json.dumps(self.document, default=str))
 
 
 OUTPUT = Output()
+
+
+def fail(message: str) -> None:
+    """A command's failure, one line: ``error: ...`` on stderr (and in the JSON document)."""
+    print(f"error: {message}", file=sys.stderr)
+    OUTPUT.document["error"] = message
 
 
 def say(text: str) -> None:

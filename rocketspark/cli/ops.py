@@ -5,13 +5,19 @@ queryMsgById, resetOffsetByTime, sendMessage and consumeMessage)."""
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from rocketspark.cli.common import admin_client, ms, say, table
+from rocketspark.client.logical import topic_queue_ids
 from rocketspark.client.message_admin import CONSUME_COUNT, CONSUME_WAIT_S, QUERY_MAX_MESSAGES, SEND_COUNT
-from rocketspark.errors import InvalidParameterError
-from rocketspark.protocol.types import MessageExt
+from rocketspark.errors import InvalidParameterError, RocketSparkError
+from rocketspark.protocol.types import MessageExt, SendResult
+
+if TYPE_CHECKING:
+    from rocketspark.client.admin import Admin
 
 BODY_SHOWN = 60  # characters of a body a table shows
 
@@ -28,14 +34,46 @@ def _shown(body: bytes) -> str:
     return text if len(text) <= BODY_SHOWN else text[: BODY_SHOWN - 3] + "..."
 
 
-def _message_table(title: str, messages: Sequence[MessageExt]) -> None:
+class Numbering:
+    """The topic's queue id (``Consumer.queues``, Spark's ``queueId``, ``admin progress``) of a
+    message or send result, which carries its broker's own queue id for a normal topic: each
+    topic's route is read once per command."""
+
+    def __init__(self, admin: Admin) -> None:
+        self.admin = admin
+        self.ids: dict[str, dict[tuple[str, int], int]] = {}
+        self.unknown: set[str] = set()  # brokers whose queues have no number now
+
+    def __call__(self, topic: str, broker_name: str, queue_id: int) -> int | str:
+        if topic not in self.ids:
+            try:
+                self.ids[topic] = topic_queue_ids(self.admin.queues(topic))
+            except RocketSparkError:  # deleted since: no numbering to give
+                self.ids[topic] = {}
+        number = self.ids[topic].get((broker_name, queue_id))
+        if number is None:
+            self.unknown.add(broker_name)
+            return "?"
+        return number
+
+    def explain(self) -> None:
+        if self.unknown:
+            say(
+                f"queue # ?: {', '.join(sorted(self.unknown))} is not among the topic's readable brokers now "
+                "(down, its read permission wiped, or the topic deleted); the broker column says where"
+            )
+
+
+def _message_table(title: str, messages: Sequence[MessageExt], number: Numbering | None) -> None:
+    """``number``: relabel broker queue ids (query results); None: they are the topic's already
+    (a consumer's pull)."""
     rows = [
         (
             m.msg_id,
             m.topic,
-            m.queue_id,
-            m.queue_offset,
+            m.queue_id if number is None else number(m.topic, m.broker_name, m.queue_id),
             m.broker_name,
+            m.queue_offset,
             m.tags or "",
             " ".join(m.keys),
             ms(m.store_timestamp),
@@ -43,8 +81,10 @@ def _message_table(title: str, messages: Sequence[MessageExt]) -> None:
         )
         for m in messages
     ]
-    columns = ["msg id", "topic", "queue #", "queue offset", "broker", "tag", "keys", "stored", "body"]
+    columns = ["msg id", "topic", "queue #", "broker", "queue offset", "tag", "keys", "stored", "body"]
     table(title, columns, rows)
+    if number is not None:
+        number.explain()
 
 
 def admin_query_msg(args: argparse.Namespace) -> None:
@@ -52,25 +92,27 @@ def admin_query_msg(args: argparse.Namespace) -> None:
         raise InvalidParameterError("query-msg takes one of --key K (with the topic) and --id ID")
     with admin_client(args) as admin:
         if args.id is not None:
-            _message_table(f"message {args.id}", [admin.query_message_by_id(args.id)])
+            _message_table(f"message {args.id}", [admin.query_message_by_id(args.id)], Numbering(admin))
             return
         if not args.topic:
             raise InvalidParameterError("query-msg --key needs the topic: rocketspark admin query-msg TOPIC --key K")
         found = admin.query_messages(args.topic, args.key, max_messages=args.max)
-    _message_table(f'messages of {args.topic} with key "{args.key}"', found)
+        _message_table(f'messages of {args.topic} with key "{args.key}"', found, Numbering(admin))
     if not found:
         say(f'no message of {args.topic} carries key "{args.key}" (keys are indexed within a second of the send)')
 
 
-def parse_time(text: str) -> int:
-    """Milliseconds since the epoch, or an ISO 8601 time (UTC unless it says otherwise)."""
+def parse_time(text: str, option: str = "--timestamp") -> int:
+    """Milliseconds since the epoch, or an ISO 8601 time: UTC unless it names its zone
+    (``2026-11-26T11:33:49``, ``2026-11-26T12:33:49+01:00``, ``2026-11-26T11:33:49Z``)."""
     if text.isdigit():
         return int(text)
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
         raise InvalidParameterError(
-            f"--timestamp {text!r} is neither milliseconds since the epoch nor an ISO time such as 2026-11-23T08:00:00"
+            f"{option} {text!r} is neither milliseconds since the epoch nor an ISO 8601 time such as "
+            "2026-11-23T08:00:00 (UTC) or 2026-11-23T09:00:00+01:00"
         ) from None
     return int((moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp() * 1000)
 
@@ -81,7 +123,16 @@ def admin_reset_offset(args: argparse.Namespace) -> None:
         offsets = admin.reset_offset(
             args.group, args.topic, timestamp_ms=timestamp, earliest=args.earliest, latest=args.latest
         )
-    table(f"offsets of group {args.group} on {args.topic}, reset", ["queue #", "offset"], sorted(offsets.items()))
+        brokers = {q.queue_id: q.segments[-1].broker_name if q.segments else "" for q in admin.queues(args.topic)}
+    table(
+        f"offsets of group {args.group} on {args.topic}, reset",
+        ["queue #", "broker", "offset"],
+        [(q, brokers.get(q, "?"), offset) for q, offset in sorted(offsets.items())],
+    )
+    if timestamp is None:
+        say(f"reset to {'the earliest message still stored' if args.earliest else 'past the newest message'}")
+    else:
+        say(f"reset to the first message stored at or after {ms(timestamp)} ({timestamp} ms since the epoch)")
     say("running group consumers of the group move there at their next heartbeat")
 
 
@@ -89,17 +140,56 @@ def admin_send(args: argparse.Namespace) -> None:
     keys = args.keys.split(",") if args.keys else None
     with admin_client(args) as admin:
         results = admin.send_messages(args.topic, args.body.encode(), count=args.count, tags=args.tags, keys=keys)
-    rows = [(r.msg_id, r.queue_id, r.queue_offset, r.status.name) for r in results]
-    table(f"sent to {args.topic}", ["msg id", "queue #", "queue offset", "status"], rows)
+        number = Numbering(admin)
+        numbered = [(r, number(args.topic, r.broker_name, r.queue_id)) for r in results]
+    if len(numbered) == 1:
+        [(r, queue)] = numbered
+        table(
+            f"sent to {args.topic}",
+            ["msg id", "queue #", "broker", "queue offset", "status"],
+            [(r.msg_id, queue, r.broker_name, r.queue_offset, r.status.name)],
+        )
+    else:
+        _send_summary(args.topic, numbered)
+    number.explain()
+
+
+def _send_summary(topic: str, numbered: list[tuple[SendResult, int | str]]) -> None:
+    """Many sends as one table (per broker: how many, to which queues) and the first and last."""
+    per_broker: dict[str, list[int | str]] = {}
+    for r, queue in numbered:
+        per_broker.setdefault(r.broker_name, []).append(queue)
+    table(
+        f"sent {len(numbered)} messages to {topic}",
+        ["broker", "queues #", "messages"],
+        [(broker, _ranges(queues), len(queues)) for broker, queues in sorted(per_broker.items())],
+    )
+    statuses = Counter(r.status.name for r, _ in numbered)
+    say("status: " + ", ".join(f"{name} {n}" for name, n in sorted(statuses.items())))
+    for which, (r, queue) in (("first", numbered[0]), ("last", numbered[-1])):
+        say(f"{which}: msg id {r.msg_id}, queue #{queue} on {r.broker_name}, queue offset {r.queue_offset}")
+
+
+def _ranges(queues: list[int | str]) -> str:
+    """``0-3, 7``: the distinct queue numbers, runs joined (``?`` for a queue without one)."""
+    numbers = sorted({q for q in queues if isinstance(q, int)})
+    runs: list[list[int]] = []
+    for q in numbers:
+        if runs and q == runs[-1][1] + 1:
+            runs[-1][1] = q
+        else:
+            runs.append([q, q])
+    shown = [str(a) if a == b else f"{a}-{b}" for a, b in runs]
+    return ", ".join(shown + (["?"] if len(numbers) < len(set(queues)) else []))
 
 
 def admin_consume(args: argparse.Namespace) -> None:
     with admin_client(args) as admin:
         found = admin.consume_messages(args.topic, count=args.count, new=args.new, wait_s=args.wait, tags=args.tags)
-    _message_table(f"messages of {args.topic}", found)
+    _message_table(f"messages of {args.topic}", found, None)
 
 
-Add = Callable[[str, Callable[[argparse.Namespace], None], str], argparse.ArgumentParser]
+Add = Callable[[str, Callable[[argparse.Namespace], int | None], str], argparse.ArgumentParser]
 
 
 def add_commands(add: Add) -> None:
@@ -117,7 +207,11 @@ def add_commands(add: Add) -> None:
     p.add_argument("group", help="the consumer group")
     p.add_argument("topic", help="a topic it consumes")
     where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("--timestamp", help="the first message stored at or after this time (ms, or ISO 8601)")
+    where.add_argument(
+        "--timestamp",
+        help="the first message stored at or after this time: ms since the epoch, or ISO 8601 (UTC unless it "
+        "names a zone: 2026-11-23T08:00:00, 2026-11-23T09:00:00+01:00)",
+    )
     where.add_argument("--earliest", action="store_true", help="the first message still stored")
     where.add_argument("--latest", action="store_true", help="past the newest message (skip the backlog)")
     p = add("send", admin_send, "send a test message (smoke test)")
@@ -125,7 +219,9 @@ def add_commands(add: Add) -> None:
     p.add_argument("body", help="the message body, as text")
     p.add_argument("--tags", help="the message's tag")
     p.add_argument("--keys", help="comma-separated keys")
-    p.add_argument("--count", type=int, default=SEND_COUNT, help="send this many (numbered)")
+    p.add_argument(
+        "--count", type=int, default=SEND_COUNT, help="send this many (numbered); more than one prints a summary"
+    )
     p = add("consume", admin_consume, "read a topic's messages without committing (smoke test)")
     p.add_argument("topic", help="the topic")
     p.add_argument("--count", type=int, default=CONSUME_COUNT, help="at most this many messages")

@@ -143,6 +143,17 @@ def logical_view(route: TopicRouteData) -> list[LogicalQueue]:
     ]
 
 
+def topic_queue_ids(queues: list[LogicalQueue]) -> dict[tuple[str, int], int]:
+    """(broker name, queue id as that broker's messages and send results carry it) -> the
+    topic's queue id: the numbering of ``Consumer.queues``, Spark's ``queueId`` and ``admin
+    progress`` (a normal topic's queues across its brokers in broker-name order). A static
+    topic's brokers carry its logical ids already: they map to themselves, on every broker of
+    the queue's segments. A broker not in the view (down, or not readable) has no entry."""
+    if any(q.static for q in queues):
+        return {(s.broker_name, q.queue_id): q.queue_id for q in queues for s in q.segments}
+    return {(q.segments[0].broker_name, q.segments[0].queue_id): q.queue_id for q in queues if q.segments}
+
+
 def physical_queue(route: TopicRouteData, broker_name: str, queue_id: int) -> LogicalQueue:
     """One broker's physical queue seen as a queue of its own (explicit addressing)."""
     return LogicalQueue(route.topic, queue_id, (_whole_queue(route, broker_name, queue_id),), 0, False)

@@ -11,6 +11,7 @@ from collections import deque
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Protocol
 
+from rocketspark.client.logical import topic_queue_ids
 from rocketspark.errors import RocketSparkError
 from rocketspark.protocol.types import Perm
 
@@ -58,14 +59,20 @@ BODY_SHOWN = 2000  # characters of a body the page shows
 
 
 def message(admin: Admin, msg_id: str) -> dict[str, Any]:
-    """The message with this id, client id or offset id (``Admin.query_message_by_id``)."""
+    """The message with this id, client id or offset id (``Admin.query_message_by_id``). Its
+    ``queueId`` is the topic's queue id (as ``Consumer.queues`` and Spark's ``queueId`` number
+    them), null when its broker is not among the topic's readable brokers now."""
     m = admin.query_message_by_id(msg_id)
     text = m.body.decode("utf-8", errors="replace")
+    try:
+        numbered = topic_queue_ids(admin.queues(m.topic))
+    except RocketSparkError:  # the topic deleted since
+        numbered = {}
     return {
         "msgId": m.msg_id,
         "offsetMsgId": m.offset_msg_id,
         "topic": m.topic,
-        "queueId": m.queue_id,
+        "queueId": numbered.get((m.broker_name, m.queue_id)),
         "queueOffset": m.queue_offset,
         "broker": m.broker_name,
         "tag": m.tags,
@@ -93,7 +100,7 @@ def topic(admin: Admin, name: str) -> dict[str, Any]:
         segments = [
             {
                 "broker": s.broker_name,
-                "queueId": s.queue_id,
+                "brokerQueueId": s.queue_id,  # the queue on that broker; the topic's id is the queue's
                 "gen": s.gen,
                 "logicalStart": s.logical_start,
                 "logicalEnd": s.logical_end,

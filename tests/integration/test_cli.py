@@ -73,8 +73,8 @@ def test_admin_json_prints_one_document_a_script_can_read(shared_cluster: LocalC
     status = admin(ns, "status", topic_name, "--json")  # the flag may follow the command
     [queues] = json.loads(status.stdout)["tables"]
     assert [row["queue #"] for row in queues["rows"]] == [0, 1, 2, 3] and queues["columns"][0] == "queue #"
-    progress = json.loads(admin(ns, "progress", "nobody", topic_name, "--json").stdout)
-    assert sum(row["lag"] for row in progress["tables"][0]["rows"]) == 0
+    progress = admin(ns, "progress", "nobody", topic_name, "--json")  # a group that committed nothing: exit 3
+    assert progress.returncode == 3 and "has committed no offset" in json.loads(progress.stdout)["error"]
     failed = admin(ns, "--json", "status", "no-such-topic")
     assert failed.returncode == 1 and 'topic "no-such-topic" does not exist' in json.loads(failed.stdout)["error"]
     admin(ns, "delete-topic", topic_name)
@@ -262,8 +262,10 @@ def test_every_admin_command_of_the_docs_runs_as_written(make_cluster: Callable[
 
     def send(out: str) -> None:
         [row] = table_rows(out)
-        assert row[3] == "SEND_OK" and len(row[0]) == 32  # msg id, queue, offset, status
+        assert row[4] == "SEND_OK" and len(row[0]) == 32  # msg id, queue, broker, offset, status
+        assert row[2] == ("broker-a" if int(row[1]) < 8 else "broker-b")  # the topic's queues 0-15, as Spark's
         sent_ids.append(row[0])
+        sent_queues.append(row[1:4])
 
     def consume(out: str) -> None:
         rows = table_rows(out)
@@ -276,6 +278,7 @@ def test_every_admin_command_of_the_docs_runs_as_written(make_cluster: Callable[
             out = run("query-msg orders --key k1")
         [row] = table_rows(out)
         assert row[0] == sent_ids[0] and row[6] == "k1" and row[8] == "hello"
+        assert row[2:5] == sent_queues[0] and row[7].endswith(" UTC")  # queue #, broker, offset as sent
         by_id = table_rows(run(f"query-msg --id {sent_ids[0]}"))  # the docs' other form
         assert [r[:2] for r in by_id] == [[sent_ids[0], "orders"]]
 
@@ -283,7 +286,11 @@ def test_every_admin_command_of_the_docs_runs_as_written(make_cluster: Callable[
         assert ["my-group", "orders", "0", "-", "6"] in table_rows(out)  # 5 + 2 - 2 committed + the one sent
 
     def reset_offset(out: str) -> None:
-        assert len(table_rows(out)) == 16 and "move there at their next heartbeat" in flat(out)
+        assert [row[:2] for row in table_rows(out)] == [
+            [str(q), "broker-a" if q < 8 else "broker-b"] for q in range(16)
+        ]
+        assert "reset to the earliest message still stored" in flat(out)
+        assert "move there at their next heartbeat" in flat(out)
         assert api.committed_offset("my-group", "orders", 0) == 0
 
     def delete_topic(out: str) -> None:
@@ -292,6 +299,7 @@ def test_every_admin_command_of_the_docs_runs_as_written(make_cluster: Callable[
             api.topic_route("orders")
 
     sent_ids: list[str] = []
+    sent_queues: list[list[str]] = []
 
     def before_progress() -> None:
         with Producer(ns) as producer, Consumer(ns) as consumer:

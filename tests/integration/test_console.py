@@ -159,7 +159,8 @@ def test_the_console_is_read_only_until_one_signs_in_as_admin(cluster: LocalClus
 def test_the_console_finds_a_message_by_either_id_once_signed_in(cluster: LocalCluster) -> None:
     api = cluster.console_url + "api/"
     with Producer(cluster.nameserver) as producer:
-        sent = producer.send(Message("orders", "find me ü".encode(), tags="T", keys="k9", queue_id=2))
+        sent = producer.send(Message("orders", "find me ü".encode(), tags="T", keys="k9", queue_id=6))
+    assert (sent.broker_name, sent.queue_id) == ("broker-b", 2)  # the topic's queue 6 is broker-b's queue 2
     assert call(api + f"messages/{sent.msg_id}")[0] == 403  # a body is data: not for every visitor
     _, _, cookie = call(
         api + "session", "POST", {"accessKey": cluster.console_access_key, "secret": cluster.console_secret}
@@ -169,7 +170,8 @@ def test_the_console_finds_a_message_by_either_id_once_signed_in(cluster: LocalC
     assert by_offset[0] == 200, by_offset
     shown = by_offset[1]
     assert (shown["msgId"], shown["offsetMsgId"]) == (sent.msg_id, sent.offset_msg_id)
-    assert (shown["topic"], shown["queueId"], shown["queueOffset"]) == ("orders", 2, sent.queue_offset)
+    assert (shown["topic"], shown["queueId"], shown["broker"]) == ("orders", 6, "broker-b")  # as Spark numbers it
+    assert shown["queueOffset"] == sent.queue_offset
     assert (shown["tag"], shown["keys"], shown["body"], shown["bodyBytes"]) == ("T", ["k9"], "find me ü", 10)
     deadline = time.monotonic() + 15  # a client id is found once the key index has caught up
     while (by_id := call(api + f"messages/{sent.msg_id}", cookie=session))[0] != 200 and time.monotonic() < deadline:

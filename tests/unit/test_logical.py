@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocketspark.client.logical import LogicalQueue, Segment, logical_view
+from rocketspark.client.logical import LogicalQueue, Segment, logical_view, topic_queue_ids
 from rocketspark.client.pulling import plan_pull
 from rocketspark.client.topic_stats import QueueStats, TopicStats, queue_bounds, segment_state
 from rocketspark.errors import ConnectError
@@ -58,6 +58,19 @@ def test_a_normal_topic_is_one_open_segment_per_queue() -> None:
         (2, "b", 0),
     ]
     assert all(q.leader is q.segments[0] and q.segments[0].logic_offset == 0 for q in view)
+
+
+def test_broker_queue_ids_map_to_the_topics_numbering() -> None:
+    route = TopicRouteData(
+        "n",
+        (BrokerData("C", "b", "x:2"), BrokerData("C", "a", "x:1")),
+        (QueueData("b", 2, 2, Perm.READ_WRITE), QueueData("a", 2, 2, Perm.READ_WRITE)),
+    )
+    assert topic_queue_ids(logical_view(route)) == {("a", 0): 0, ("a", 1): 1, ("b", 0): 2, ("b", 1): 3}
+    unreadable = TopicRouteData(route.topic, route.brokers, (QueueData("b", 2, 2, Perm.WRITE), route.queues[1]))
+    assert topic_queue_ids(logical_view(unreadable)) == {("a", 0): 0, ("a", 1): 1}  # b has no number now
+    # a static topic's brokers carry its logical ids: each maps to itself on each of its brokers
+    assert topic_queue_ids([chain("x:1", "x:2", "x:1")]) == {("a", 0): 0, ("b", 0): 0}
 
 
 def stats(a0: tuple[int, int], b0: tuple[int, int], a1: tuple[int, int]) -> TopicStats:

@@ -204,7 +204,7 @@ function drawMessage(m) {
   const body = m.body.length < m.bodyBytes ? `${m.body} … (${m.bodyBytes} bytes)` : m.body;
   fillRows("message", [
     ["msg id", m.msgId], ["offset msg id", m.offsetMsgId], ["topic", m.topic],
-    ["queue", `${m.queueId} at offset ${m.queueOffset} on ${m.broker}`], ["tag", m.tag ?? "-"],
+    ["queue", `${m.queueId ?? "?"} at offset ${m.queueOffset} on ${m.broker}`], ["tag", m.tag ?? "-"],
     ["keys", m.keys.join(" ") || "-"], ["properties", props || "-"],
     ["born", when(m.bornMs)], ["stored", when(m.storeMs)], ["body", body],
   ]);
