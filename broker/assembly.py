@@ -149,5 +149,6 @@ def _dialect(b: Parts, address: Callable[[], str]) -> Dialect:
         Filters(),
         DelayLevels(b.config.message_delay_level),
         mint_client_id,
+        b.trace,
         lambda topic: b.topics.get(topic) is not None,
     )

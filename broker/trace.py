@@ -58,7 +58,7 @@ from rocketspark.codec.layout import BROKER_AT, BROKER_FIELDS, PREFIX
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.trace import PUB, SUB_BEFORE, TRACE_TOPIC, encode_event, record_key
-from rocketspark.protocol.types import Message, Perm, TopicConfig
+from rocketspark.protocol.types import Message, MessageExt, Perm, TopicConfig
 from rocketspark.protocol.validation import HELD_TOPIC_PREFIXES
 
 log = logging.getLogger(__name__)
@@ -66,6 +66,7 @@ log = logging.getLogger(__name__)
 FLUSH_MS: Final = 200  # how often pending events are stored
 FLUSH_BATCH: Final = 1000  # trace messages per stored record
 MAX_PENDING: Final = 100_000  # tuples waiting; past it new ones are dropped (counted)
+NOTE: Final = "note"  # a pending tuple of ``noted``
 _COUNT = struct.Struct(">I")  # a record's message count, at byte 52
 _COUNT_AT: Final = 52
 _BORN = struct.Struct(">Q")  # born_ms, at byte 56
@@ -179,6 +180,14 @@ class TraceRecorder:
         """A pull's answer (whole records, ``body``) read from ``from_offset`` on."""
         self._add((SUB_BEFORE, int(time.time() * 1000), topic, queue_id, from_offset, body, group, client, via))
 
+    def traced_topic(self, topic: str) -> bool:
+        return self.traced(self.topics.get(topic))
+
+    def noted(self, kind: str, message: MessageExt, group: str, client: str, detail: str) -> None:
+        """Something that befell one stored message (sent back for a retry, to the DLQ,
+        acknowledged...), recorded against its record wherever it is stored."""
+        self._add((NOTE, int(time.time() * 1000), kind, message, group, client, detail))
+
     # -- the background flush --------------------------------------------------------------
 
     async def flush(self) -> None:
@@ -191,12 +200,29 @@ class TraceRecorder:
             return
         events: list[tuple[str, dict[str, Any]]] = []
         for item in pending:
-            events += self._sent_events(item) if item[0] == PUB else self._delivered_events(item)
+            events += self._events(item)
         if not events:
             return
         self._ensure_topic()
         for start in range(0, len(events), FLUSH_BATCH):
             await self._write(events[start : start + FLUSH_BATCH])
+
+    def _events(self, item: tuple[Any, ...]) -> list[tuple[str, dict[str, Any]]]:
+        if item[0] == PUB:
+            return self._sent_events(item)
+        if item[0] == SUB_BEFORE:
+            return self._delivered_events(item)
+        _, at_ms, kind, message, group, client, detail = item
+        fields = self._common(kind, at_ms, message.topic, message.queue_id, group, client)
+        fields.update(
+            broker=message.broker_name,
+            queueOffset=message.queue_offset,
+            recordOffset=message.commitlog_offset,
+            index=message.batch_index,
+            count=1,
+            detail=detail,
+        )
+        return [(record_key(message.broker_name, message.commitlog_offset), fields)]
 
     def _common(self, kind: str, at_ms: int, topic: str, queue_id: int, group: str, client: str) -> dict[str, Any]:
         return {

@@ -34,6 +34,13 @@ class Held(Protocol):
     def read_half(self, half_offset: int) -> MessageExt | None: ...
 
 
+class Trace(Protocol):
+    """What the dialect records of its clients' doings for message trace (``broker.trace``)."""
+
+    def traced_topic(self, topic: str) -> bool: ...
+    def noted(self, kind: str, message: MessageExt, group: str, client: str, detail: str) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Dialect:
     name: str  # this broker's
@@ -47,6 +54,7 @@ class Dialect:
     filters: Filters
     delay_levels: DelayLevels
     mint_id: Callable[[], str]
+    trace: Trace
     topic_exists: Callable[
         [str], bool
     ]  # in this broker's topic table  # a client id (UNIQ_KEY) for a message sent without one

@@ -70,6 +70,17 @@ _STATUS_CODES = {
 }
 
 
+def client_labels(request: RemotingCommand, group_field: str, group: str, via: str = "") -> dict[str, object]:
+    """Who a 4.x client's request came from, in the fields our handlers record for message
+    trace: its connection's address, its group, how it reads."""
+    labels: dict[str, object] = {group_field: group} if group else {}
+    if request.channel is not None:
+        labels["clientHost"] = f"{request.channel.peer} ({request.language or 'RocketMQ 4.x client'})"
+    if via:
+        labels["via"] = via
+    return labels
+
+
 class Queues:
     """Where each request of a 4.x client goes: ours, or the cluster's through our clients."""
 
@@ -101,6 +112,8 @@ class Queues:
     # -- writing ---------------------------------------------------------------------------
 
     async def send(self, topic: str, queue_id: int, record: bytes, user: str | None, **ext: object) -> Stored:
+        """Store ``record``; ``ext``: more of our SEND_MESSAGE's fields (the auto-create
+        template, who sends for message trace: ``client_labels``)."""
         if self.is_static(topic):
             self.authorize(RequestCode.SEND_MESSAGE, {"topic": topic}, user)
             result = await in_thread(self.clients.producer.send_to_queue, topic, queue_id, record)
@@ -120,7 +133,9 @@ class Queues:
         suspend_ms: int,
         user: str | None,
         sql: str | None = None,
+        labels: dict[str, object] | None = None,
     ) -> Pulled:
+        """A read of one queue; ``labels``: who reads, for message trace (``client_labels``)."""
         if self.is_static(topic):
             self.authorize(RequestCode.PULL_MESSAGE, {"topic": topic, "queueId": queue_id, "queueOffset": offset}, user)
             result = await in_thread(
@@ -148,7 +163,7 @@ class Queues:
             ext["tags"] = tags
         if sql:
             ext["sql"] = sql  # the broker answers only batches holding a match
-        answer = await self.ours(RequestCode.PULL_MESSAGE, ext, user)
+        answer = await self.ours(RequestCode.PULL_MESSAGE, {**ext, **(labels or {})}, user)
         messages: list[MessageExt] = []
         if answer.code == ResponseCode.SUCCESS:
             columns = decode(answer.body).select(offset, None, tags)

@@ -14,6 +14,7 @@ import pytest
 from rocketspark import Admin, Consumer, LocalCluster, Message, Producer
 from rocketspark.errors import MessageNotFoundError
 from rocketspark.protocol.trace import TraceEvent
+from tests import rocketmq4
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.integration
@@ -21,7 +22,8 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[LocalCluster]:
-    with LocalCluster(brokers=2, processes=True, broker_config={"auto_create_topic_enable": False}) as c:
+    config = {"auto_create_topic_enable": False, "message_delay_level": " ".join(["1s"] * 18)}  # fast retries
+    with LocalCluster(brokers=2, processes=True, broker_config=config) as c:
         with Admin(c.nameserver) as admin:
             admin.create_topic("traced", queues=2, trace=True)
             admin.create_topic("plain", queues=2)
@@ -70,6 +72,28 @@ def test_our_clients_message_shows_sent_stored_and_delivered(cluster: LocalClust
         copy = admin.query_message_by_id(batch.msg_ids()[41])
         events = trace(admin, copy.offset_msg_id, "sent", "stored", "delivered")
         assert {e.queue_offset for e in events} == {batch.queue_offset + 41}
+
+
+def test_a_rocketmq_4_clients_message_shows_its_groups_and_its_retry(cluster: LocalCluster) -> None:
+    ns = cluster.nameserver
+    with Admin(ns) as admin:
+        admin.create_topic("ons-traced", queues=1, brokers=["broker-a"], trace=True)
+    options = {"nameSrv": ns, "topic": "ons-traced", "group": "ons-trace-g", "fail": {"times": 1}, "until": 1}
+    with rocketmq4.Consumer({**options, "seconds": 120}) as consumer:
+        eventually(lambda: consumer.ready, 60)
+        [sent] = [
+            s
+            for s in rocketmq4.produce({"nameSrv": ns, "topic": "ons-traced", "count": 1, "group": "ONS_P"})
+            if "msgId" in s
+        ]
+        consumer.wait(90)
+    with Admin(ns) as admin:
+        events = trace(admin, sent["msgId"], "sent", "stored", "delivered", "retried")
+    by_event = {e.event: e for e in events}
+    assert by_event["sent"].group == "ONS_P" and by_event["sent"].client.endswith("(JAVA)")  # as ali-ons says
+    assert by_event["delivered"].group == "ons-trace-g" and by_event["delivered"].detail == "by 4.x pull"
+    assert by_event["retried"].group == "ons-trace-g" and "%RETRY%ons-trace-g" in by_event["retried"].detail
+    assert [e.event for e in events].index("retried") > [e.event for e in events].index("delivered")
 
 
 def test_an_untraced_topic_records_nothing(cluster: LocalCluster) -> None:
