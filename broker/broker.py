@@ -86,10 +86,10 @@ class Broker:
         self.started_at = time.time()
         self._build_state(config)
         self._build_replication(config, nameserver_transport)
-        self._build_v2(config)
         self.trace = TraceRecorder(
             self.name, self.topics, self.dispatcher.serve_local, self.role, self.store, everything=config.trace_enable
         )
+        self._build_v2(config)
         self.counters = BrokerCounters(
             self.dispatcher.counters,
             self.dispatcher.budget,
@@ -184,6 +184,7 @@ class Broker:
             lambda topic: self.topics.get(topic) is not None,
             config.pop_limits(),
             config.check_rules(),
+            self.trace,
         )
         self.delay = DelayScheduler(self.clients, self.host)
         self.transactions = Transactions(self.clients, self.host, self.host.checks)

@@ -40,6 +40,7 @@ from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.headers import get_int, get_list, get_str
 from rocketspark.protocol.static_mapping import LogicQueueMappingItem
+from rocketspark.protocol.trace import READ_AHEAD
 from rocketspark.remoting.server import Dispatcher
 
 MAX_MESSAGES_PER_PULL = 65_536
@@ -161,9 +162,9 @@ class _PullRequest:
 
 
 def _response(cmd: RemotingCommand, result: GetResult, request: _PullRequest, offset: int) -> RemotingCommand:
-    if result.body and request.traced:
+    via = str(cmd.ext.get("via", "pull"))
+    if result.body and request.traced and via != READ_AHEAD:
         group = str(cmd.ext.get("consumerGroup", ""))
-        via = str(cmd.ext.get("via", "pull"))
         request.ctx.trace.delivered(request.topic, request.queue_id, offset, result.body, group, client_of(cmd), via)
     return cmd.response(
         _CODES[result.status],

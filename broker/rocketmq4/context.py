@@ -13,6 +13,7 @@ from broker.rocketmq4.members import Members
 from broker.rocketmq4.messages import DelayLevels
 from broker.rocketmq4.queues import Queues
 from broker.store.store import MessageStore
+from rocketspark.protocol.trace import Tracer
 from rocketspark.protocol.types import Message, MessageExt
 from rocketspark.remoting.server import Dispatcher
 
@@ -34,13 +35,6 @@ class Held(Protocol):
     def read_half(self, half_offset: int) -> MessageExt | None: ...
 
 
-class Trace(Protocol):
-    """What the dialect records of its clients' doings for message trace (``broker.trace``)."""
-
-    def traced_topic(self, topic: str) -> bool: ...
-    def noted(self, kind: str, message: MessageExt, group: str, client: str, detail: str) -> None: ...
-
-
 @dataclass(frozen=True, slots=True)
 class Dialect:
     name: str  # this broker's
@@ -54,7 +48,7 @@ class Dialect:
     filters: Filters
     delay_levels: DelayLevels
     mint_id: Callable[[], str]
-    trace: Trace
+    trace: Tracer  # what 4.x clients did that message trace records (send-backs)
     topic_exists: Callable[
         [str], bool
     ]  # in this broker's topic table  # a client id (UNIQ_KEY) for a message sent without one

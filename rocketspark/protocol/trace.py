@@ -16,12 +16,24 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol
+
+from rocketspark.protocol.types import MessageExt
 
 TRACE_TOPIC: Final = "RMQ_SYS_TRACE_TOPIC"  # RocketMQ's TopicValidator.RMQ_SYS_TRACE_TOPIC
 
+READ_AHEAD: Final = "v2 read-ahead"  # a pull's ``via`` that is no delivery (the v2 endpoint traces its own)
 PUB: Final = "Pub"  # a record sent and stored
 SUB_BEFORE: Final = "SubBefore"  # a record delivered to a consumer (group)
+
+
+class Tracer(Protocol):
+    """What a broker's request handlers (the 4.x dialect's, the v2 endpoint's) record for
+    message trace beyond sends and pulls (``broker.trace.TraceRecorder``)."""
+
+    def traced_topic(self, topic: str) -> bool: ...
+
+    def noted(self, kind: str, message: MessageExt, group: str, client: str, detail: str) -> None: ...
 
 
 def record_key(broker: str, record_offset: int) -> str:

@@ -5,19 +5,29 @@ topic records nothing; ``trace_enable = true`` traces every topic."""
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
+from rocketmq import ClientConfiguration, Credentials, FilterExpression, SimpleConsumer
+from rocketmq import Message as V2Message
+from rocketmq import Producer as V2Producer
 
 from rocketspark import Admin, Consumer, LocalCluster, Message, Producer
 from rocketspark.errors import MessageNotFoundError
-from rocketspark.protocol.trace import TraceEvent
+from rocketspark.protocol.trace import READ_AHEAD, TraceEvent
 from tests import rocketmq4
+from tests.docblocks import blocks_run_by
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.integration
+
+DOCS_ID = "C0A80002A1B2C3D4E5F60718293A4B5C"  # the sample id of docs/operations/trace.md
 
 
 @pytest.fixture(scope="module")
@@ -96,6 +106,35 @@ def test_a_rocketmq_4_clients_message_shows_its_groups_and_its_retry(cluster: Lo
     assert [e.event for e in events].index("retried") > [e.event for e in events].index("delivered")
 
 
+def test_an_official_v2_clients_message_shows_its_pop_delivery_and_ack(cluster: LocalCluster) -> None:
+    config = ClientConfiguration(cluster.grpc_endpoint, Credentials())
+    producer = V2Producer(config, ("traced",))
+    producer.startup()
+    try:
+        message = V2Message()
+        message.topic, message.body = "traced", b"from v2"
+        msg_id = producer.send(message).message_id
+    finally:
+        producer.shutdown()
+    consumer = SimpleConsumer(config, "v2-trace-g", {"traced": FilterExpression()}, await_duration=2)
+    consumer.startup()
+    try:
+        got: list[Any] = []
+        deadline = time.monotonic() + 30
+        while not any(m.message_id == msg_id for m in got) and time.monotonic() < deadline:
+            for received in consumer.receive(16, 20):
+                got.append(received)
+                consumer.ack(received)
+    finally:
+        consumer.shutdown()
+    with Admin(cluster.nameserver) as admin:
+        events = trace(admin, msg_id, "sent", "stored", "delivered", "acked")
+    popped = [e for e in events if e.group == "v2-trace-g"]
+    assert [e.event for e in popped] == ["delivered", "acked"]
+    assert popped[0].detail == "by v2 pop, attempt 1" and popped[0].client  # the v2 client's id
+    assert not any(e.detail == f"by {READ_AHEAD}" for e in events)  # the endpoint's read-ahead is no delivery
+
+
 def test_an_untraced_topic_records_nothing(cluster: LocalCluster) -> None:
     ns = cluster.nameserver
     with Producer(ns) as producer, Consumer(ns) as consumer, Admin(ns) as admin:
@@ -108,16 +147,24 @@ def test_an_untraced_topic_records_nothing(cluster: LocalCluster) -> None:
 
 
 def test_cli_prints_the_trace_as_a_table_and_json(cluster: LocalCluster) -> None:
+    """The commands of docs/operations/trace.md, with a real message's id for the sample one."""
     ns = cluster.nameserver
     with Producer(ns) as producer, Admin(ns) as admin:
         sent = producer.send(Message("traced", b"for the cli", queue_id=1))
         trace(admin, sent.msg_id, "stored")
-    command = [sys.executable, "-m", "rocketspark.cli", "admin", "-n", ns, "trace", sent.msg_id]
-    table = subprocess.run(command, capture_output=True, text=True, timeout=60)
-    assert table.returncode == 0, table.stderr
-    assert "stored" in table.stdout and "traced" in table.stdout
-    as_json = subprocess.run([*command, "--json"], capture_output=True, text=True, timeout=60)
-    rows = json.loads(as_json.stdout)["tables"][0]["rows"]
+    [block] = blocks_run_by("tests/integration/test_trace.py::test_cli_prints_the_trace_as_a_table_and_json")
+    table_line, json_line = [line.split("#")[0].replace(DOCS_ID, sent.msg_id) for line in block.text.splitlines()]
+    env = {**os.environ, "ROCKETSPARK_NAMESRV": ns, "COLUMNS": "250"}
+
+    def run(line: str) -> str:
+        command = [sys.executable, "-m", "rocketspark.cli", *shlex.split(line)[1:]]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    shown = run(table_line)
+    assert "stored" in shown and "traced" in shown and "broker-" in shown
+    rows = json.loads(run(json_line))["tables"][0]["rows"]
     assert [r["event"] for r in rows][:2] == ["sent", "stored"]
 
 
