@@ -162,8 +162,7 @@ class _PullRequest:
 
 
 def _response(cmd: RemotingCommand, result: GetResult, request: _PullRequest, offset: int) -> RemotingCommand:
-    via = str(cmd.ext.get("via", "pull"))
-    if result.body and request.traced and via != READ_AHEAD:
+    if result.body and request.traced and (via := str(cmd.ext.get("via", "pull"))) != READ_AHEAD:
         group = str(cmd.ext.get("consumerGroup", ""))
         request.ctx.trace.delivered(request.topic, request.queue_id, offset, result.body, group, client_of(cmd), via)
     return cmd.response(
