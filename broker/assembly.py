@@ -34,6 +34,7 @@ from broker.static_topics import StaticTopics
 from broker.store.keyindex import KeyIndex
 from broker.store.store import MessageStore
 from broker.topics import TopicTable
+from broker.trace import TraceRecorder
 from rocketspark.grpcv2.clients import EndpointClients
 from rocketspark.grpcv2.delay import DelayScheduler
 from rocketspark.grpcv2.transactions import Transactions
@@ -67,6 +68,7 @@ class Parts(Protocol):
     delay: DelayScheduler
     transactions: Transactions
     counters: BrokerCounters
+    trace: TraceRecorder
 
     def runtime_info(self) -> dict[str, Any]: ...
     def set_permission(self, perm: int) -> None: ...
@@ -87,9 +89,21 @@ def register_handlers(b: Parts) -> Handlers:
     address: Callable[[], str] = lambda: b.address  # noqa: E731  # known once the port is bound
     store, topics, static_, role, registry, longpoll = b.store, b.topics, b.static, b.role, b.registry, b.longpoll
     send_context = send.SendContext(
-        b.name, b.config, topics, static_, store, b.producers, longpoll, role, b.replication, registry, b.disk, address
+        b.name,
+        b.config,
+        topics,
+        static_,
+        store,
+        b.producers,
+        longpoll,
+        role,
+        b.replication,
+        registry,
+        b.disk,
+        address,
+        b.trace,
     )
-    pull_context = pull.PullContext(b.config, topics, static_, store, longpoll)
+    pull_context = pull.PullContext(b.config, topics, static_, store, longpoll, b.trace)
     static_context = static.StaticContext(b.name, topics, static_, store, longpoll, role, registry, b.producers)
     admin_context = admin.AdminContext(
         b.name,
@@ -135,5 +149,6 @@ def _dialect(b: Parts, address: Callable[[], str]) -> Dialect:
         Filters(),
         DelayLevels(b.config.message_delay_level),
         mint_client_id,
+        b.trace,
         lambda topic: b.topics.get(topic) is not None,
     )

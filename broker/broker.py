@@ -40,6 +40,7 @@ from broker.store.metafile import read_json, write_json_atomic
 from broker.store.recovery import RecoveryReport
 from broker.store.store import MessageStore
 from broker.topics import TopicTable
+from broker.trace import FLUSH_MS, TraceRecorder
 from rocketspark.dirlock import DirLock
 from rocketspark.grpcv2.clients import EXECUTOR, EndpointClients, InProcess
 from rocketspark.grpcv2.delay import TICK_S, DelayScheduler
@@ -85,6 +86,9 @@ class Broker:
         self.started_at = time.time()
         self._build_state(config)
         self._build_replication(config, nameserver_transport)
+        self.trace = TraceRecorder(
+            self.name, self.topics, self.dispatcher.serve_local, self.role, self.store, everything=config.trace_enable
+        )
         self._build_v2(config)
         self.counters = BrokerCounters(
             self.dispatcher.counters,
@@ -180,6 +184,7 @@ class Broker:
             lambda topic: self.topics.get(topic) is not None,
             config.pop_limits(),
             config.check_rules(),
+            self.trace,
         )
         self.delay = DelayScheduler(self.clients, self.host)
         self.transactions = Transactions(self.clients, self.host, self.host.checks)
@@ -366,6 +371,7 @@ class Broker:
             self._every(self.config.checkpoint_interval_ms, "producer table persist", self.save_producers),
             self._every(self.config.retention_check_interval_ms, "retention", self.apply_retention),
             self._every(1000, "disk check", self.disk.refresh),
+            self._every(FLUSH_MS, "message trace flush", self.trace.flush),
             self._every(self.config.mapping_clean_interval_ms, "static segment cleanup", self.clean_mappings),
             every_s_in_thread(
                 TICK_S, self.delay.step, f"delivering delay messages of broker {self.name}", log, EXECUTOR

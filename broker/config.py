@@ -84,6 +84,9 @@ class BrokerConfig(SecuritySettings):
     # index messages' keys and client ids on disk (<data_dir>/index/keys.db) for admin query-msg --key and --id
     # (offset ids are found without it; RocketMQ's messageIndexEnable)
     key_index_enable: bool = True
+    # record every topic's messages' lives (sent, stored, delivered...) in RMQ_SYS_TRACE_TOPIC, for admin trace;
+    # off, only topics created with --trace are (broker.trace)
+    trace_enable: bool = False
     dedupe_retention_hours: float = 24.0  # how long idempotent producers (the Spark sink) are remembered
 
     # a replica of the group broker_name (brokers sharing broker_name, each its own replica_id), taking its role

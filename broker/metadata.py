@@ -25,6 +25,7 @@ class TopicEntry(Struct, frozen=True):
     w: QueueCount
     perm: Perm
     since: Offset = 0
+    trace: bool = False  # absent in files written before message trace
 
 
 class TopicsFile(Struct, frozen=True):

@@ -23,7 +23,7 @@ from rocketspark.protocol.bodies import pack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.group_topics import LOGICAL_PREFIX
-from rocketspark.protocol.headers import get_int, get_str
+from rocketspark.protocol.headers import get_bool, get_int, get_str
 from rocketspark.protocol.types import Perm, TopicConfig
 from rocketspark.protocol.validation import validate_topic_name
 from rocketspark.remoting.server import Dispatcher
@@ -80,7 +80,8 @@ async def create_topic(ctx: AdminContext, cmd: RemotingCommand) -> RemotingComma
         raise InvalidParameterError(
             f'"{topic}" is a static topic: change its queues with remap_static_topic, not create_topic'
         )
-    changed = ctx.topics.put(TopicConfig(topic, read, write, perm), ctx.store.log_max_offset)
+    trace = get_bool(cmd, "trace", False)
+    changed = ctx.topics.put(TopicConfig(topic, read, write, perm, trace), ctx.store.log_max_offset)
     if changed:
         await ctx.registry.register_now([topic], incremental=True)
     return cmd.response(ext={"changed": changed})

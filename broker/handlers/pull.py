@@ -31,6 +31,7 @@ from broker.static_topics import StaticTopics
 from broker.store.reading import GetResult, GetStatus
 from broker.store.store import MessageStore
 from broker.topics import TopicTable
+from broker.trace import TraceRecorder, client_of
 from rocketspark.codec.layout import RecordCorrupted, tag_hash
 from rocketspark.errors import InvalidParameterError
 from rocketspark.filtering import compile_cached
@@ -39,6 +40,7 @@ from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.headers import get_int, get_list, get_str
 from rocketspark.protocol.static_mapping import LogicQueueMappingItem
+from rocketspark.protocol.trace import READ_AHEAD
 from rocketspark.remoting.server import Dispatcher
 
 MAX_MESSAGES_PER_PULL = 65_536
@@ -64,6 +66,7 @@ class PullContext:
     static: StaticTopics
     store: MessageStore
     longpoll: LongPollHub
+    trace: TraceRecorder
 
 
 def register(dispatcher: Dispatcher, ctx: PullContext) -> None:
@@ -80,7 +83,7 @@ class _PullRequest:
         self.topic = get_str(cmd, "topic")
         self.queue_id = get_int(cmd, "queueId")
         self.offset = get_int(cmd, "queueOffset")
-        ctx.topics.check_readable(self.topic, self.queue_id)
+        self.traced = ctx.trace.traced(ctx.topics.check_readable(self.topic, self.queue_id))
         self.max_messages = min(max(get_int(cmd, "maxMsgNums", 32), 1), MAX_MESSAGES_PER_PULL)
         limit = ctx.config.max_pull_bytes
         self.max_bytes = min(max(get_int(cmd, "maxBytes", limit), 1), limit)
@@ -159,7 +162,10 @@ class _PullRequest:
         )
 
 
-def _response(cmd: RemotingCommand, result: GetResult) -> RemotingCommand:
+def _response(cmd: RemotingCommand, result: GetResult, request: _PullRequest, offset: int) -> RemotingCommand:
+    if result.body and request.traced and (via := str(cmd.ext.get("via", "pull"))) != READ_AHEAD:
+        group = str(cmd.ext.get("consumerGroup", ""))
+        request.ctx.trace.delivered(request.topic, request.queue_id, offset, result.body, group, client_of(cmd), via)
     return cmd.response(
         _CODES[result.status],
         ext={"next": result.next_offset, "min": result.min_offset, "max": result.max_offset},
@@ -185,7 +191,7 @@ async def _read_held(request: _PullRequest, offset: int, deadline: float) -> Get
 async def handle_pull(ctx: PullContext, cmd: RemotingCommand) -> RemotingCommand:
     request = _PullRequest(ctx, cmd)
     result = await _read_held(request, request.offset, time.monotonic() + request.suspend_ms / 1000)
-    return _response(cmd, result)
+    return _response(cmd, result, request, request.offset)
 
 
 async def stream_pull(ctx: PullContext, cmd: RemotingCommand) -> AsyncIterator[RemotingCommand]:
@@ -199,7 +205,7 @@ async def stream_pull(ctx: PullContext, cmd: RemotingCommand) -> AsyncIterator[R
     deadline = time.monotonic() + max(request.suspend_ms, 1) / 1000
     while True:
         result = await _read_held(request, offset, deadline)
-        yield _response(cmd, result)
+        yield _response(cmd, result, request, offset)
         if _CODES[result.status] not in (ResponseCode.SUCCESS, ResponseCode.PULL_RETRY_IMMEDIATELY):
             return
         offset = result.next_offset

@@ -14,6 +14,7 @@ id (RocketMQ's meaning of the field) and ``firstMsgId`` its client id as the rec
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -26,8 +27,9 @@ from broker.ha.role import Role
 from broker.longpoll import LongPollHub
 from broker.registry import Registry
 from broker.static_topics import StaticTopics
-from broker.store.store import MessageStore
+from broker.store.store import MessageStore, PutResult
 from broker.topics import TopicTable
+from broker.trace import TraceRecorder, born_ms, client_of
 from rocketspark.codec import ids
 from rocketspark.codec.build import drop_front, tag_summary_of, with_first_id
 from rocketspark.codec.ingest import BatchRefused, BodyTooLarge, SentBatch, built_here, check_sent
@@ -57,6 +59,7 @@ class SendContext:
     registry: Registry
     disk: DiskUse
     address: Callable[[], str]  # this broker's advertised host:port, as offset ids name it
+    trace: TraceRecorder
 
 
 def register(dispatcher: Dispatcher, ctx: SendContext) -> None:
@@ -142,6 +145,7 @@ def target_queue(ctx: SendContext, cmd: RemotingCommand, config: TopicConfig) ->
 
 
 async def handle_send(ctx: SendContext, cmd: RemotingCommand) -> RemotingCommand:
+    started = time.perf_counter()
     topic = get_str(cmd, "topic")
     validate_topic_name(topic)
     body = cmd.body
@@ -164,16 +168,7 @@ async def handle_send(ctx: SendContext, cmd: RemotingCommand) -> RemotingCommand
     if logical_id is not None:
         ext["logicQueueId"] = logical_id
     if skipped == count:
-        return cmd.response(
-            ext={
-                **ext,
-                "queueOffset": -1,
-                "count": 0,
-                "msgId": "",
-                "firstMsgId": "",
-                "status": SendStatus.SEND_OK.value,
-            }
-        )
+        return _all_duplicates(cmd, ext)
     first = batch.first_id
     if first is None:  # no ids given (or a record of version 2): the broker mints them
         body, first = _with_ids(body, count - skipped)
@@ -198,7 +193,42 @@ async def handle_send(ctx: SendContext, cmd: RemotingCommand) -> RemotingCommand
         firstMsgId=ids.client_id_hex(first),
         status=status.value,
     )
+    if ctx.trace.traced(config):
+        _trace_sent(ctx, cmd, topic, result, (queue_id, delta), body, ids.client_id_hex(first), started)
     return cmd.response(ext=ext)
+
+
+def _all_duplicates(cmd: RemotingCommand, ext: dict[str, object]) -> RemotingCommand:
+    """The answer to a resent batch whose every message was stored before."""
+    return cmd.response(
+        ext={**ext, "queueOffset": -1, "count": 0, "msgId": "", "firstMsgId": "", "status": SendStatus.SEND_OK.value}
+    )
+
+
+def _trace_sent(
+    ctx: SendContext,
+    cmd: RemotingCommand,
+    topic: str,
+    result: PutResult,
+    queue: tuple[int, int],
+    record: bytes,
+    first_id: str,
+    started: float,
+) -> None:
+    """One tuple for the trace recorder: the record stored, by whom, how long it took here."""
+    queue_id, delta = queue
+    ctx.trace.sent(
+        topic,
+        queue_id,
+        result.first_queue_offset + delta,
+        result.first_offset,
+        result.count,
+        first_id,
+        born_ms(record),
+        (time.perf_counter() - started) * 1000,
+        str(cmd.ext.get("producerGroup", "")),
+        client_of(cmd),
+    )
 
 
 def _with_ids(body: bytes, count: int) -> tuple[bytes, bytes]:

@@ -13,6 +13,7 @@ from broker.rocketmq4.members import Members
 from broker.rocketmq4.messages import DelayLevels
 from broker.rocketmq4.queues import Queues
 from broker.store.store import MessageStore
+from rocketspark.protocol.trace import Tracer
 from rocketspark.protocol.types import Message, MessageExt
 from rocketspark.remoting.server import Dispatcher
 
@@ -47,6 +48,7 @@ class Dialect:
     filters: Filters
     delay_levels: DelayLevels
     mint_id: Callable[[], str]
+    trace: Tracer  # what 4.x clients did that message trace records (send-backs)
     topic_exists: Callable[
         [str], bool
     ]  # in this broker's topic table  # a client id (UNIQ_KEY) for a message sent without one

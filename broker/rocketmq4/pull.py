@@ -16,6 +16,7 @@ from typing import Final
 from broker.rocketmq4.context import Dialect
 from broker.rocketmq4.members import Subscription
 from broker.rocketmq4.messages import to_record
+from broker.rocketmq4.queues import client_labels
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.types import MessageExt
@@ -51,7 +52,10 @@ async def handle_pull(dialect: Dialect, request: RemotingCommand) -> RemotingCom
     if queues.is_static(topic):
         suspend_ms = min(suspend_ms, STATIC_SUSPEND_MS)
     sql = subscription.expression if matches is not None else None
-    pulled = await queues.pull(topic, queue_id, offset, max_messages, subscription.tags, suspend_ms, request.user, sql)
+    labels = client_labels(request, "consumerGroup", group, "4.x pull")
+    pulled = await queues.pull(
+        topic, queue_id, offset, max_messages, subscription.tags, suspend_ms, request.user, sql, labels
+    )
     request.held = pulled.held
     code, next_offset = pulled.code, pulled.next_offset
     messages: list[MessageExt] = pulled.messages

@@ -71,6 +71,17 @@ _STATUS_CODES = {
 }
 
 
+def client_labels(request: RemotingCommand, group_field: str, group: str, via: str = "") -> dict[str, object]:
+    """Who a 4.x client's request came from, in the fields our handlers record for message
+    trace: its connection's address, its group, how it reads."""
+    labels: dict[str, object] = {group_field: group} if group else {}
+    if request.channel is not None:
+        labels["clientHost"] = f"{request.channel.peer} ({request.language or 'RocketMQ 4.x client'})"
+    if via:
+        labels["via"] = via
+    return labels
+
+
 class Queues:
     """Where each request of a 4.x client goes: ours, or the cluster's through our clients."""
 
@@ -102,6 +113,8 @@ class Queues:
     # -- writing ---------------------------------------------------------------------------
 
     async def send(self, topic: str, queue_id: int, record: bytes, user: str | None, **ext: object) -> Stored:
+        """Store ``record``; ``ext``: more of our SEND_MESSAGE's fields (the auto-create
+        template, who sends for message trace: ``client_labels``)."""
         if self.is_static(topic):
             self.authorize(RequestCode.SEND_MESSAGE, {"topic": topic}, user)
             result = await in_thread(self.clients.producer.send_to_queue, topic, queue_id, record)
@@ -121,7 +134,9 @@ class Queues:
         suspend_ms: int,
         user: str | None,
         sql: str | None = None,
+        labels: dict[str, object] | None = None,
     ) -> Pulled:
+        """A read of one queue; ``labels``: who reads, for message trace (``client_labels``)."""
         if self.is_static(topic):
             self.authorize(RequestCode.PULL_MESSAGE, {"topic": topic, "queueId": queue_id, "queueOffset": offset}, user)
             result = await in_thread(
@@ -149,7 +164,7 @@ class Queues:
             ext["tags"] = tags
         if sql:
             ext["sql"] = sql  # the broker answers only batches holding a match
-        ours = RemotingCommand(RequestCode.PULL_MESSAGE, ext=ext)
+        ours = RemotingCommand(RequestCode.PULL_MESSAGE, ext={**ext, **(labels or {})})
         answer = await self.dispatcher.serve_translated(ours, user)
         messages: list[MessageExt] = []
         if answer.code == ResponseCode.SUCCESS:

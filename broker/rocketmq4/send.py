@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from broker.rocketmq4.context import Dialect
 from broker.rocketmq4.messages import TRANSACTION_PREPARED, deliver_at_ms, to_message
+from broker.rocketmq4.queues import client_labels
 from rocketspark.codec.build import encode_messages
 from rocketspark.errors import InvalidParameterError, MessageTooLargeError
 from rocketspark.protocol.command import RemotingCommand
@@ -54,7 +55,7 @@ async def handle_send(dialect: Dialect, request: RemotingCommand, *, short: bool
     due = deliver_at_ms(first.properties, dialect.delay_levels) if not batch else None
     if due is not None:
         return await _delayed(dialect, request, first, due)
-    ext: dict[str, object] = {}
+    ext = client_labels(request, "producerGroup", fields.text("producerGroup", ""))
     default_topic = fields.text("defaultTopic", "")
     if default_topic and not dialect.topic_exists(topic):  # 4.x clients always name TBW102; only a new topic needs it
         queue_nums = fields.integer("defaultTopicQueueNums", DEFAULT_TOPIC_QUEUE_NUMS)

@@ -17,12 +17,14 @@ import time
 
 from broker.rocketmq4.context import Dialect
 from broker.rocketmq4.lookup import messages_of
+from broker.rocketmq4.queues import client_labels
 from rocketspark.codec import ids
 from rocketspark.errors import MessageNotFoundError
 from rocketspark.grpcv2.clients import in_thread
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.group_topics import (
+    DLQ_PREFIX,
     MAX_RECONSUME_TIMES,
     ORIGIN_MESSAGE_ID,
     RECONSUME_TIME,
@@ -55,6 +57,15 @@ def _elsewhere(dialect: Dialect, offset_id: str) -> bool:
     return ids.parse_offset_msg_id(offset_id).address != dialect.queues.address()
 
 
+def _trace(dialect: Dialect, request: RemotingCommand, message: MessageExt, group: str, to: str, times: int) -> None:
+    """The failed message's trace, when its first topic is traced: sent back, to retry or DLQ."""
+    if dialect.trace.traced_topic(message.properties.get(RETRY_TOPIC, message.topic)):
+        labels = client_labels(request, "group", group)
+        kind = "to DLQ" if to.startswith(DLQ_PREFIX) else "retried"
+        detail = f"consume failed (attempt {times}), sent back to {to}"
+        dialect.trace.noted(kind, message, group, str(labels.get("clientHost", "")), detail)
+
+
 async def handle_send_back(dialect: Dialect, request: RemotingCommand) -> RemotingCommand:
     fields = Fields("CONSUMER_SEND_MSG_BACK", request.ext)
     group, physical = fields.text("group"), fields.integer("offset")
@@ -73,6 +84,7 @@ async def handle_send_back(dialect: Dialect, request: RemotingCommand) -> Remoti
     dead = level < 0 or times > max_times
     topic = dlq_topic(group) if dead else retry_topic(group)
     copy = Message(topic, message.body, tags=message.tags, keys=message.keys, properties=props)
+    _trace(dialect, request, message, group, topic, times)
     if dead:
         await in_thread(dialect.queues.clients.producer.send, copy)
         return request.response()

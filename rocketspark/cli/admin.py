@@ -42,8 +42,11 @@ def admin_topics(args: argparse.Namespace) -> None:
 def admin_create_topic(args: argparse.Namespace) -> None:
     brokers = args.brokers.split(",") if args.brokers else None
     with admin_client(args) as admin:
-        created = admin.create_topic(args.topic, queues=args.queues, brokers=brokers, cluster=args.cluster)
-    say(f'topic "{args.topic}" with {args.queues} queues on: {", ".join(created)}')
+        created = admin.create_topic(
+            args.topic, queues=args.queues, brokers=brokers, cluster=args.cluster, trace=args.trace
+        )
+    traced = ", traced" if args.trace else ""
+    say(f'topic "{args.topic}" with {args.queues} queues{traced} on: {", ".join(created)}')
 
 
 def admin_delete_topic(args: argparse.Namespace) -> None:
@@ -257,6 +260,7 @@ def add_commands(add: Add) -> None:
     p.add_argument("--queues", type=int, default=DEFAULT_QUEUES, help="queues per broker")
     p.add_argument("--brokers", help="comma-separated broker names (default: every broker)")
     p.add_argument("--cluster", help="only the brokers of this cluster")
+    p.add_argument("--trace", action="store_true", help="record each message's life (admin trace ID)")
     add("delete-topic", admin_delete_topic, "delete a topic everywhere").add_argument(
         "topic", help="the topic to delete"
     )

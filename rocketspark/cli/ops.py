@@ -102,6 +102,36 @@ def admin_query_msg(args: argparse.Namespace) -> None:
         say(f'no message of {args.topic} carries key "{args.key}" (keys are indexed within a second of the send)')
 
 
+def admin_trace(args: argparse.Namespace) -> None:
+    """A message's trace, as its brokers recorded it (its topic traced), oldest first."""
+    with admin_client(args) as admin:
+        events = admin.message_trace(args.id)
+        number = Numbering(admin)
+        rows = [
+            (
+                ms(e.time_ms),
+                e.event,
+                e.broker,
+                e.topic,
+                number(e.topic, e.broker, e.queue_id),
+                e.queue_offset,
+                e.group or "-",
+                e.client or "-",
+                "-" if e.cost_ms is None else f"{e.cost_ms:.2f}",
+                e.detail,
+            )
+            for e in events
+        ]
+    columns = ["time", "event", "broker", "topic", "queue #", "queue offset", "group", "client", "cost ms"]
+    table(f"trace of message {args.id}", [*columns, "detail"], rows)
+    number.explain()
+    if not events:
+        say(
+            "nothing recorded: its topic is not traced (admin create-topic --trace, or the brokers' trace_enable), or "
+            "the events are not indexed yet (a second or so)"
+        )
+
+
 def parse_time(text: str, option: str = "--timestamp") -> int:
     """Milliseconds since the epoch, or an ISO 8601 time: UTC unless it names its zone
     (``2026-11-26T11:33:49``, ``2026-11-26T12:33:49+01:00``, ``2026-11-26T11:33:49Z``)."""
@@ -203,6 +233,8 @@ def add_commands(add: Add) -> None:
         "client's UNIQ_KEY) or an offset id (MessageExt.offset_msg_id)",
     )
     p.add_argument("--max", type=int, default=QUERY_MAX_MESSAGES, help="at most this many messages (--key)")
+    p = add("trace", admin_trace, "a message's trace: sent, stored, delivered... as its brokers recorded it")
+    p.add_argument("id", help="the message's id (MessageExt.msg_id, a send's msg_id) or its offset id")
     p = add("reset-offset", admin_reset_offset, "move a group's offsets; its running consumers follow")
     p.add_argument("group", help="the consumer group")
     p.add_argument("topic", help="a topic it consumes")

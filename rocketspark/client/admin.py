@@ -33,7 +33,9 @@ from rocketspark.client.replica_admin import Replicas
 from rocketspark.client.server_admin import Servers
 from rocketspark.client.static_admin import RemapResult, StaticTopics
 from rocketspark.client.topic_admin import DEFAULT_QUEUES, QueueStatus, SegmentStatus, TopicInfo, Topics
+from rocketspark.client.trace_admin import message_trace
 from rocketspark.protocol.replica import ReplicaGroup
+from rocketspark.protocol.trace import TraceEvent
 from rocketspark.protocol.types import MessageExt, Perm, SendResult
 from rocketspark.security.acl import Decision
 
@@ -84,10 +86,13 @@ class Admin(AdminConnection):
         cluster: str | None = None,
         read_queues: int | None = None,
         perm: int = Perm.READ_WRITE,
+        trace: bool = False,
     ) -> list[str]:
         """``topics.create``: a normal topic on ``brokers`` (default: every broker, or every
-        broker of ``cluster``); the brokers it was created on."""
-        return self.topics.create(topic, queues, brokers=brokers, cluster=cluster, read_queues=read_queues, perm=perm)
+        broker of ``cluster``), its messages traced with ``trace``; the brokers it was created on."""
+        return self.topics.create(
+            topic, queues, brokers=brokers, cluster=cluster, read_queues=read_queues, perm=perm, trace=trace
+        )
 
     def delete_topic(self, topic: str) -> list[str]:
         """``topics.delete``: from every broker that has it, then from every nameserver."""
@@ -180,6 +185,12 @@ class Admin(AdminConnection):
     def query_message_by_id(self, msg_id: str) -> MessageExt:
         """``messages.by_id``: the message with this client id or offset id."""
         return self.messages.by_id(msg_id)
+
+    def message_trace(self, msg_id: str) -> list[TraceEvent]:
+        """What the brokers recorded of the message with this client id or offset id (its topic
+        traced: ``create_topic(..., trace=True)`` or the brokers' ``trace_enable``): sent, stored,
+        delivered to each group..., oldest first."""
+        return message_trace(self, msg_id)
 
     # -- replica groups (the controller) -------------------------------------------------------
 

@@ -35,12 +35,18 @@ class Consumer(QueueClient):
         timeout_ms: int = DEFAULT_TIMEOUT_MS,
         verify_crc: bool = True,
         local: LocalPeer | None = None,
+        labels: dict[str, str] | None = None,
         **options: Unpack[ClientKwargs],
     ) -> None:
+        """``labels``: fields every pull carries for the brokers' message trace
+        (``consumerGroup``: the group it reads for; ``via``: how, as the trace shows it)."""
         super().__init__(nameserver, timeout_ms=timeout_ms, local=local, **options)
         self.verify_crc = verify_crc
+        self.labels = dict(labels or {})
 
     def _send(self, plan: PullPlan) -> PullResult:
+        if self.labels:
+            plan.request.ext.update(self.labels)
         response = self.remoting.invoke(plan.address, plan.request, plan.budget_ms)
         return finish_pull(plan, response, verify=self.verify_crc)
 

@@ -89,7 +89,7 @@ class GroupConsumer:
         self.client_id = client_id or new_client_id()
         self.retry = RetryPolicy(max_reconsume_times, tuple(retry_delays_ms))
         self.retry_topic = retry_topic(group)
-        self.consumer = Consumer(nameserver, **security)
+        self.consumer = Consumer(nameserver, labels={"consumerGroup": group, "via": "group consumer"}, **security)
         self._nameserver, self._security = nameserver, security
         self._producer: Producer | None = None  # sends failed messages back; made on first need
         self.members: list[str] = []

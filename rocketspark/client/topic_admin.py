@@ -120,9 +120,11 @@ class Topics:
         cluster: str | None = None,
         read_queues: int | None = None,
         perm: int = Perm.READ_WRITE,
+        trace: bool = False,
     ) -> list[str]:
         """Create or update a normal topic on the given brokers (default: every broker, or every
-        broker of ``cluster``). Returns the brokers it was created on."""
+        broker of ``cluster``); ``trace``: its brokers record each message's life
+        (``Admin.message_trace``). Returns the brokers it was created on."""
         validate_topic_name(topic)
         known = self.core.brokers(cluster)
         targets = list(brokers) if brokers else sorted(known)
@@ -134,6 +136,8 @@ class Topics:
         if not targets:
             raise BrokerNotExistError("no broker is registered with the nameserver; start a broker first")
         ext = {"topic": topic, "writeQueueNums": queues, "readQueueNums": read_queues or queues, "perm": perm}
+        if trace:
+            ext["trace"] = True
         for name in targets:
             self.core.call(known[name], RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, ext))
         self.core.forget_route(topic)

@@ -21,6 +21,7 @@ from rocketspark.client.consumer import Consumer
 from rocketspark.client.producer import Producer
 from rocketspark.errors import RequestTimeoutError, RocketSparkError
 from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.trace import READ_AHEAD
 from rocketspark.remoting.deadlines import DEADLINES
 from rocketspark.security.settings import PeerSecurity
 from rocketspark.security.signing import CLUSTER_ACCESS_KEY
@@ -95,7 +96,9 @@ class EndpointClients:
     def consumer(self) -> Consumer:
         with self._lock:
             if self._consumer is None:
-                self._consumer = Consumer(self.nameservers, local=self.local, **self.options)
+                # its reads are the endpoint's read-ahead, not deliveries: the endpoint traces those
+                labels = {"via": READ_AHEAD}
+                self._consumer = Consumer(self.nameservers, local=self.local, labels=labels, **self.options)
             return self._consumer
 
     def close(self) -> None:

@@ -14,6 +14,7 @@ from rocketspark.grpcv2.clients import Clients, in_thread
 from rocketspark.grpcv2.popstate import GroupTopic, Inflight, PopQueue
 from rocketspark.protocol.group_topics import ORIGIN_MESSAGE_ID, RECONSUME_TIME, RETRY_TOPIC, dlq_topic
 from rocketspark.protocol.properties import UNIQ_KEY
+from rocketspark.protocol.trace import Tracer
 from rocketspark.protocol.types import Message
 
 log = logging.getLogger(__name__)
@@ -22,9 +23,10 @@ log = logging.getLogger(__name__)
 class DeadLetters:
     """Sends a group's messages out of attempts (``max_attempts`` deliveries) to its DLQ."""
 
-    def __init__(self, clients: Clients, max_attempts: int) -> None:
+    def __init__(self, clients: Clients, max_attempts: int, trace: Tracer) -> None:
         self.clients = clients
         self.max_attempts = max_attempts
+        self.trace = trace
 
     async def drain(self, state: GroupTopic) -> None:
         """Send what had its last attempt to the dead-letter queue. Each stays in flight (the
@@ -44,6 +46,9 @@ class DeadLetters:
             return False
         queue.dead_lettered(inflight)
         state.changed.set()
+        if self.trace.traced_topic(state.topic):
+            detail = f"after {inflight.attempt} deliveries, to {dlq_topic(state.group)}"
+            self.trace.noted("to DLQ", inflight.message, state.group, inflight.consumer, detail)
         return True
 
     def _send(self, state: GroupTopic, inflight: Inflight) -> None:

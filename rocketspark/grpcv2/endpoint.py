@@ -46,6 +46,7 @@ from rocketspark.grpcv2.stubs import service_pb2 as sv
 from rocketspark.grpcv2.transactions import CheckRules, Transactions
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.trace import Tracer
 from rocketspark.protocol.types import MessageExt
 from rocketspark.remoting.server import RequestGuard
 from rocketspark.security.signing import AUTH_HEADER, DATE_HEADER
@@ -64,6 +65,7 @@ class Host:
     topic_known: Callable[[str], bool]  # whether the broker's own topic table has a topic
     pop: PopLimits
     checks: CheckRules
+    trace: Tracer  # what its consumers' receives, acks and nacks give message trace
 
     def is_master(self) -> bool:
         return self.master()
@@ -100,7 +102,8 @@ class Endpoint:
         self.host = host
         self.limits = Limits(host.pop)
         self.presence = Presence()
-        self.consuming = Consuming(self, Pop(clients, host.pop, lambda: f"grpc-v2-endpoint@{address()}", self.presence))
+        pop = Pop(clients, host.pop, lambda: f"grpc-v2-endpoint@{address()}", self.presence, host.trace)
+        self.consuming = Consuming(self, pop)
         self.transactions = transactions  # the broker's, which runs their rounds (shared with 4.x clients)
         self.delay = delay
         self.sending = Sending(self, clients, self.delay, self.transactions)

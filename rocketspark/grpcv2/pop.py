@@ -34,6 +34,7 @@ from rocketspark.grpcv2.popstate import GroupTopic, Inflight, PopQueue, Receipt
 from rocketspark.grpcv2.presence import Presence
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
 from rocketspark.grpcv2.translate import Refused
+from rocketspark.protocol.trace import Tracer
 from rocketspark.protocol.types import MessageExt, PullStatus
 
 log = logging.getLogger(__name__)
@@ -50,10 +51,13 @@ IDLE_RELEASE_S = 60.0  # a group nobody received from this long (and nothing in 
 
 
 class Pop:
-    def __init__(self, clients: Clients, limits: PopLimits, client_id: Callable[[], str], presence: Presence) -> None:
+    def __init__(
+        self, clients: Clients, limits: PopLimits, client_id: Callable[[], str], presence: Presence, trace: Tracer
+    ) -> None:
         self.clients = clients
         self.limits = limits
-        self.dead_letters = DeadLetters(clients, limits.max_attempts)
+        self.trace = trace  # deliveries, acks, nacks and dead letters, for message trace
+        self.dead_letters = DeadLetters(clients, limits.max_attempts, trace)
         self.ownership = Ownership(clients, client_id)
         self.presence = presence  # which consumers are still there
         self.states: dict[tuple[str, str], GroupTopic] = {}
@@ -92,8 +96,11 @@ class Pop:
             await self.dead_letters.drain(state)
             taken = self._take(state, first_queue, wanted, invisible_s)
             if taken:
+                traced = self.trace.traced_topic(topic)
                 for f in taken:
                     f.consumer, f.renew, f.renew_until = consumer, renew, time.monotonic() + MAX_RENEW_S
+                    if traced:
+                        self.trace.noted("delivered", f.message, group, consumer, f"by v2 pop, attempt {f.attempt}")
                 return [(f, topic) for f in taken]
             if time.monotonic() >= state.idle_until:  # read again at most every POLL_S when nothing came
                 if await self._fill(state, tags, sql):
@@ -110,9 +117,12 @@ class Pop:
 
     def ack(self, group: str, topic: str, handle: str) -> None:
         state, receipt = self._named(group, topic, handle)
+        inflight = state.queues[receipt.queue_id].find(receipt)
         if not state.queues[receipt.queue_id].ack(receipt):
             raise _stale(handle)
         state.changed.set()
+        if inflight is not None and self.trace.traced_topic(topic):
+            self.trace.noted("acked", inflight.message, group, inflight.consumer, f"attempt {inflight.attempt}")
 
     def change_invisible(self, group: str, topic: str, handle: str, invisible_s: float) -> Inflight:
         state, receipt = self._named(group, topic, handle)
@@ -120,6 +130,9 @@ class Pop:
         if changed is None:
             raise _stale(handle)
         state.changed.set()
+        if self.trace.traced_topic(topic):  # a PushConsumer's nack, or a SimpleConsumer's longer lease
+            detail = f"attempt {changed.attempt}: invisible for {invisible_s:g} s more"
+            self.trace.noted("nacked", changed.message, group, changed.consumer, detail)
         return changed
 
     async def forward_to_dlq(self, group: str, topic: str, handle: str) -> None:

@@ -274,13 +274,24 @@ class TopicConfig:
     read_queue_nums: int = 8
     write_queue_nums: int = 8
     perm: int = Perm.READ_WRITE
+    trace: bool = False  # its messages' lives are recorded (broker.trace)
 
     def to_wire(self) -> dict[str, Any]:
-        return {"name": self.name, "r": self.read_queue_nums, "w": self.write_queue_nums, "perm": self.perm}
+        wire: dict[str, Any] = {
+            "name": self.name,
+            "r": self.read_queue_nums,
+            "w": self.write_queue_nums,
+            "perm": self.perm,
+        }
+        if self.trace:  # absent when off: files and peers of before it read the same
+            wire["trace"] = True
+        return wire
 
     @classmethod
     def from_wire(cls, d: dict[str, Any]) -> TopicConfig:
-        return cls(name=d["name"], read_queue_nums=d["r"], write_queue_nums=d["w"], perm=d["perm"])
+        return cls(
+            name=d["name"], read_queue_nums=d["r"], write_queue_nums=d["w"], perm=d["perm"], trace=bool(d.get("trace"))
+        )
 
 
 @dataclass(frozen=True, slots=True)

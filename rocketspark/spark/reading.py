@@ -165,7 +165,10 @@ class _Planned:
             selector=compile_cached(spec.sql) if spec.sql else None,
             timeout_ms=spec.pull_timeout_ms,
         )
-        return dataclasses.replace(planned, address=self.address) if isinstance(planned, PullPlan) else planned
+        if not isinstance(planned, PullPlan):
+            return planned
+        planned.request.ext["via"] = "spark"  # as message trace names the delivery
+        return dataclasses.replace(planned, address=self.address)
 
     def recover(self, plan: PullPlan, exc: ConnectError) -> PullPlan:
         self.give_up = self.give_up or time.monotonic() + self.spec.pull_timeout_ms / 1000

@@ -98,6 +98,14 @@ def test_a_change_of_invisibility_gives_a_new_receipt_and_a_bad_handle_decodes_t
     assert Receipt.decode("x.y") is None and Receipt.decode("1.2.") is None
 
 
+class NoTrace:
+    def traced_topic(self, topic: str) -> bool:
+        return False
+
+    def noted(self, kind: str, message: object, group: str, client: str, detail: str) -> None:
+        raise AssertionError("nothing is traced")
+
+
 class NoClients:
     """Pop's cluster clients, never used by the renewal rule."""
 
@@ -114,7 +122,7 @@ def test_a_push_consumers_deliveries_stay_invisible_while_it_is_heard_from() -> 
 
     limits = PopLimits(min_invisible_ms=10_000, max_invisible_ms=12 * 3_600_000, max_reconsume_times=16)
     assert limits.default_invisible_ms == 60_000
-    pop = Pop(NoClients(), limits, lambda: "endpoint", Presence())  # type: ignore[arg-type]
+    pop = Pop(NoClients(), limits, lambda: "endpoint", Presence(), NoTrace())  # type: ignore[arg-type]
     queue = queue_with(message(0), message(1))
     state = GroupTopic("g", "t", {0: queue}, owned={0})
     mine, theirs = take(queue, 2, now=time.monotonic(), invisible_s=60)

@@ -14,6 +14,7 @@ class CreateTopicHeader(Shape):
     write_queue_nums: QueueCount = 8
     read_queue_nums: QueueCount = 8
     perm: Perm = 6
+    trace: bool = False  # record its messages' lives (broker.trace)
 
 
 class BrokerConfigHeader(Shape):

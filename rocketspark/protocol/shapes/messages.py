@@ -35,6 +35,8 @@ class SendHeader(Shape):
     epoch: OffsetOrNone = -1
     producer_id: Annotated[str, Meta(max_length=NAME_MAX)] = ""
     seq: Offset = 0
+    producer_group: Annotated[str, Meta(max_length=NAME_MAX)] = ""  # for message trace, when the sender has one
+    client_host: Annotated[str, Meta(max_length=NAME_MAX)] = ""  # a translating endpoint's client, for trace
 
 
 class PullHeader(Shape):
@@ -50,6 +52,9 @@ class PullHeader(Shape):
     logic_queue_id: QueueIdOrNone = -1
     gen: OffsetOrNone = -1
     epoch: OffsetOrNone = -1
+    consumer_group: Annotated[str, Meta(max_length=NAME_MAX)] = ""  # for message trace, when the reader has one
+    client_host: Annotated[str, Meta(max_length=NAME_MAX)] = ""  # a translating endpoint's client, for trace
+    via: Annotated[str, Meta(max_length=NAME_MAX)] = ""  # how it reads (pull, pop, spark), for trace
 
 
 class QueryMessageHeader(Shape):

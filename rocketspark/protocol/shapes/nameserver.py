@@ -61,6 +61,7 @@ class TopicConfigWire(Struct):
     r: QueueCount
     w: QueueCount
     perm: Perm
+    trace: bool = False  # message trace is on for it (absent from brokers of before)
 
 
 class Registration(Shape):

@@ -1,0 +1,179 @@
+"""Message trace recorded by the broker (issue 30), on real processes: a traced topic's
+message shows sent, stored and delivered, whichever client sent and read it; an untraced
+topic records nothing; ``trace_enable = true`` traces every topic."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from rocketmq import ClientConfiguration, Credentials, FilterExpression, SimpleConsumer
+from rocketmq import Message as V2Message
+from rocketmq import Producer as V2Producer
+
+from rocketspark import Admin, Consumer, LocalCluster, Message, Producer
+from rocketspark.errors import MessageNotFoundError
+from rocketspark.protocol.trace import READ_AHEAD, TraceEvent
+from tests import rocketmq4
+from tests.docblocks import blocks_run_by
+from tests.helpers import eventually
+
+pytestmark = pytest.mark.integration
+
+DOCS_ID = "C0A80002A1B2C3D4E5F60718293A4B5C"  # the sample id of docs/operations/trace.md
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[LocalCluster]:
+    config = {"auto_create_topic_enable": False, "message_delay_level": " ".join(["1s"] * 18)}  # fast retries
+    with LocalCluster(brokers=2, processes=True, broker_config=config) as c:
+        with Admin(c.nameserver) as admin:
+            admin.create_topic("traced", queues=2, trace=True)
+            admin.create_topic("plain", queues=2)
+        yield c
+
+
+def trace(admin: Admin, msg_id: str, *wanted: str) -> list[TraceEvent]:
+    """The message's trace once it shows every event in ``wanted`` (stored within a fraction
+    of a second, indexed about a second later)."""
+
+    def complete() -> list[TraceEvent] | None:
+        try:
+            events = admin.message_trace(msg_id)
+        except MessageNotFoundError:  # the message itself not indexed yet
+            return None
+        return events if set(wanted) <= {e.event for e in events} else None
+
+    found: list[TraceEvent] = eventually(complete, timeout_s=20, interval_s=0.2)
+    return found
+
+
+def found(admin: Admin, msg_id: str) -> bool:
+    try:
+        return bool(admin.query_message_by_id(msg_id))
+    except MessageNotFoundError:
+        return False
+
+
+def read_all(consumer: Consumer, topic: str) -> int:
+    return sum(len(consumer.pull(topic, q, 0, 1000).messages) for q in range(len(consumer.queues(topic))))
+
+
+def test_our_clients_message_shows_sent_stored_and_delivered(cluster: LocalCluster) -> None:
+    ns = cluster.nameserver
+    with Producer(ns) as producer, Consumer(ns) as consumer, Admin(ns) as admin:
+        one = producer.send(Message("traced", b"single", queue_id=0))
+        batch = producer.send_batch([Message("traced", f"b{i}".encode(), queue_id=1) for i in range(100)])[0]
+        assert read_all(consumer, "traced") >= 101
+        events = trace(admin, one.msg_id, "sent", "stored", "delivered")
+        assert [e.event for e in events][:3] == ["sent", "stored", "delivered"]
+        stored = events[1]
+        assert (stored.topic, stored.queue_id, stored.queue_offset) == ("traced", 0, one.queue_offset)
+        assert stored.cost_ms is not None and stored.cost_ms >= 0 and stored.client
+        assert events == sorted(events, key=lambda e: e.time_ms)
+        # the 42nd of a batch: its own queue offset, found by its offset id as well
+        copy = admin.query_message_by_id(batch.msg_ids()[41])
+        events = trace(admin, copy.offset_msg_id, "sent", "stored", "delivered")
+        assert {e.queue_offset for e in events} == {batch.queue_offset + 41}
+
+
+def test_a_rocketmq_4_clients_message_shows_its_groups_and_its_retry(cluster: LocalCluster) -> None:
+    ns = cluster.nameserver
+    with Admin(ns) as admin:
+        admin.create_topic("ons-traced", queues=1, brokers=["broker-a"], trace=True)
+    options = {"nameSrv": ns, "topic": "ons-traced", "group": "ons-trace-g", "fail": {"times": 1}, "until": 1}
+    with rocketmq4.Consumer({**options, "seconds": 120}) as consumer:
+        eventually(lambda: consumer.ready, 60)
+        [sent] = [
+            s
+            for s in rocketmq4.produce({"nameSrv": ns, "topic": "ons-traced", "count": 1, "group": "ONS_P"})
+            if "msgId" in s
+        ]
+        consumer.wait(90)
+    with Admin(ns) as admin:
+        events = trace(admin, sent["msgId"], "sent", "stored", "delivered", "retried")
+    by_event = {e.event: e for e in events}
+    assert by_event["sent"].group == "ONS_P" and by_event["sent"].client.endswith("(JAVA)")  # as ali-ons says
+    assert by_event["delivered"].group == "ons-trace-g" and by_event["delivered"].detail == "by 4.x pull"
+    assert by_event["retried"].group == "ons-trace-g" and "%RETRY%ons-trace-g" in by_event["retried"].detail
+    assert [e.event for e in events].index("retried") > [e.event for e in events].index("delivered")
+
+
+def test_an_official_v2_clients_message_shows_its_pop_delivery_and_ack(cluster: LocalCluster) -> None:
+    config = ClientConfiguration(cluster.grpc_endpoint, Credentials())
+    producer = V2Producer(config, ("traced",))
+    producer.startup()
+    try:
+        message = V2Message()
+        message.topic, message.body = "traced", b"from v2"
+        msg_id = producer.send(message).message_id
+    finally:
+        producer.shutdown()
+    consumer = SimpleConsumer(config, "v2-trace-g", {"traced": FilterExpression()}, await_duration=2)
+    consumer.startup()
+    try:
+        got: list[Any] = []
+        deadline = time.monotonic() + 30
+        while not any(m.message_id == msg_id for m in got) and time.monotonic() < deadline:
+            for received in consumer.receive(16, 20):
+                got.append(received)
+                consumer.ack(received)
+    finally:
+        consumer.shutdown()
+    with Admin(cluster.nameserver) as admin:
+        events = trace(admin, msg_id, "sent", "stored", "delivered", "acked")
+    popped = [e for e in events if e.group == "v2-trace-g"]
+    assert [e.event for e in popped] == ["delivered", "acked"]
+    assert popped[0].detail == "by v2 pop, attempt 1" and popped[0].client  # the v2 client's id
+    assert not any(e.detail == f"by {READ_AHEAD}" for e in events)  # the endpoint's read-ahead is no delivery
+
+
+def test_an_untraced_topic_records_nothing(cluster: LocalCluster) -> None:
+    ns = cluster.nameserver
+    with Producer(ns) as producer, Consumer(ns) as consumer, Admin(ns) as admin:
+        sent = producer.send(Message("plain", b"quiet", queue_id=0))
+        read_all(consumer, "plain")
+        eventually(lambda: found(admin, sent.msg_id), timeout_s=15)
+        traced = producer.send(Message("traced", b"after", queue_id=0))  # a traced one after it, as a clock
+        trace(admin, traced.msg_id, "stored")
+        assert admin.message_trace(sent.msg_id) == []
+
+
+def test_cli_prints_the_trace_as_a_table_and_json(cluster: LocalCluster) -> None:
+    """The commands of docs/operations/trace.md, with a real message's id for the sample one."""
+    ns = cluster.nameserver
+    with Producer(ns) as producer, Admin(ns) as admin:
+        sent = producer.send(Message("traced", b"for the cli", queue_id=1))
+        trace(admin, sent.msg_id, "stored")
+    [block] = blocks_run_by("tests/integration/test_trace.py::test_cli_prints_the_trace_as_a_table_and_json")
+    table_line, json_line = [line.split("#")[0].replace(DOCS_ID, sent.msg_id) for line in block.text.splitlines()]
+    env = {**os.environ, "ROCKETSPARK_NAMESRV": ns, "COLUMNS": "250"}
+
+    def run(line: str) -> str:
+        command = [sys.executable, "-m", "rocketspark.cli", *shlex.split(line)[1:]]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    shown = run(table_line)
+    assert "stored" in shown and "traced" in shown and "broker-" in shown
+    rows = json.loads(run(json_line))["tables"][0]["rows"]
+    assert [r["event"] for r in rows][:2] == ["sent", "stored"]
+
+
+def test_trace_enable_traces_every_topic(make_cluster: Callable[..., LocalCluster]) -> None:
+    cluster = make_cluster(processes=True, broker_config={"trace_enable": True})
+    ns = cluster.nameserver
+    with Admin(ns) as admin, Producer(ns) as producer, Consumer(ns) as consumer:
+        admin.create_topic("everything", queues=1)
+        sent = producer.send(Message("everything", b"x"))
+        read_all(consumer, "everything")
+        events = trace(admin, sent.msg_id, "sent", "stored", "delivered")
+        assert all(e.topic == "everything" for e in events)
