@@ -127,11 +127,14 @@ class NameServer:
         return cmd.response(ext={"changed": not held})
 
     async def route(self, cmd: RemotingCommand) -> RemotingCommand:
+        """A topic's route. While a restarted nameserver waits for its brokers, it gives none: a
+        missing route may exist, and one it has may lack the queues of a broker not yet back."""
         topic = get_str(cmd, "topic")
         route = self.routes.route(topic)
-        if route is None and not self.readiness.ready:
+        if not self.readiness.ready:
+            what = f'say whether topic "{topic}" exists' if route is None else f'give all of topic "{topic}"\'s queues'
             raise NameserverNotReadyError(
-                f'the nameserver at {self.address} cannot say whether topic "{topic}" exists: it restarted '
+                f"the nameserver at {self.address} cannot {what}: it restarted "
                 f"{self.readiness.uptime_s():.1f} s ago and has not heard again from "
                 f"{', '.join(self.readiness.waiting_for())} (at most {self.readiness.ready_in_s():.1f} s more). "
                 "Ask another nameserver, or retry in a second"

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
+
+import pytest
 
 from nameserver.config import NameServerConfig
 from nameserver.server import NameServer
-from rocketspark.protocol.bodies import pack
+from rocketspark.errors import NameserverNotReadyError
+from rocketspark.protocol.bodies import pack, unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 
@@ -52,3 +56,19 @@ def test_wiping_write_permission_notifies_the_brokers_topics_only() -> None:
     request = RemotingCommand.request(RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": "a"})
     response = asyncio.run(ns.wipe_write_perm(request))
     assert response.ext["topics"] == 2 and ns.notifier.changed == {"x", "y"}
+
+
+def test_a_restarted_nameserver_gives_no_route_until_every_broker_it_served_is_back(tmp_path: Path) -> None:
+    """One broker back is not the route: the queues of the other would be missing from it."""
+    config = NameServerConfig(data_dir=str(tmp_path))
+    first = NameServer(config)
+    _register(first, "a", ["orders"])
+    _register(first, "b", ["orders"])
+    restarted = NameServer(config)
+    _register(restarted, "a", ["orders"])
+    lookup = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "orders"})
+    with pytest.raises(NameserverNotReadyError, match='cannot give all of topic "orders"\'s queues') as raised:
+        asyncio.run(restarted.route(lookup))
+    assert "has not heard again from b" in raised.value.message
+    _register(restarted, "b", ["orders"])
+    assert len(unpack(asyncio.run(restarted.route(lookup)).body)["queues"]) == 2
