@@ -16,16 +16,18 @@ from typing import Final
 from rocketspark.codec import ids
 from rocketspark.errors import ConfigError, InvalidParameterError
 from rocketspark.protocol.group_topics import RECONSUME_TIME
-from rocketspark.protocol.properties import DELIVER_MS, UNIQ_KEY
+from rocketspark.protocol.properties import (
+    DELAY_LEVEL,
+    DELIVER_MS,
+    KEYS,
+    START_DELIVER_TIME,
+    TAGS,
+    TIMER_DELAY_SEC,
+    UNIQ_KEY,
+)
 from rocketspark.protocol.types import Message, MessageExt
 from rocketspark.rocketmq4.records import Record, host_of
 
-TAGS: Final = "TAGS"
-KEYS: Final = "KEYS"
-DELAY: Final = "DELAY"  # a delay level, 1-18
-START_DELIVER_TIME: Final = "__STARTDELIVERTIME"  # ali-ons / Aliyun ONS: deliver at this time (ms)
-TIMER_DELAY_SEC: Final = "TIMER_DELAY_SEC"  # RocketMQ 5: deliver this many seconds from now
-TRANSACTION_PREPARED: Final = "TRAN_MSG"
 PRODUCER_GROUP: Final = "PGROUP"
 # What a client adds for itself (the offsets it pulled between, whether to wait for a flush):
 # never stored.
@@ -70,8 +72,8 @@ def deliver_at_ms(properties: Mapping[str, str], levels: DelayLevels, now_ms: in
     ``TIMER_DELIVER_MS`` or ``TIMER_DELAY_SEC``."""
     now = int(time.time() * 1000) if now_ms is None else now_ms
     try:
-        if properties.get(DELAY):
-            wait = levels.ms(int(properties[DELAY]))
+        if properties.get(DELAY_LEVEL):
+            wait = levels.ms(int(properties[DELAY_LEVEL]))
             return now + wait if wait else None
         if properties.get(START_DELIVER_TIME):
             return int(properties[START_DELIVER_TIME])
@@ -80,7 +82,9 @@ def deliver_at_ms(properties: Mapping[str, str], levels: DelayLevels, now_ms: in
         if properties.get(TIMER_DELAY_SEC):
             return now + int(properties[TIMER_DELAY_SEC]) * 1000
     except ValueError:
-        given = {k: properties[k] for k in (DELAY, START_DELIVER_TIME, DELIVER_MS, TIMER_DELAY_SEC) if k in properties}
+        given = {
+            k: properties[k] for k in (DELAY_LEVEL, START_DELIVER_TIME, DELIVER_MS, TIMER_DELAY_SEC) if k in properties
+        }
         raise InvalidParameterError(f"a delay property is not a whole number: {given}") from None
     return None
 

@@ -16,12 +16,13 @@ The answer is RocketMQ's ``SendMessageResponseHeader``: ``msgId`` is the offset 
 from __future__ import annotations
 
 from broker.rocketmq4.context import Dialect
-from broker.rocketmq4.messages import TRANSACTION_PREPARED, deliver_at_ms, to_message
+from broker.rocketmq4.messages import deliver_at_ms, to_message
 from broker.rocketmq4.queues import client_labels
 from rocketspark.codec.build import encode_messages
 from rocketspark.errors import InvalidParameterError, MessageTooLargeError
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.group_topics import DLQ_PREFIX, MAX_RECONSUME_TIMES, RETRY_PREFIX
+from rocketspark.protocol.properties import TRANSACTION_PREPARED
 from rocketspark.protocol.types import Message
 from rocketspark.protocol.validation import DEFAULT_TOPIC_QUEUE_NUMS, validate_topic_name
 from rocketspark.rocketmq4 import records

@@ -9,11 +9,21 @@ is labelled ``unserved`` before it gets here (``rocketspark.remoting.server.UNSE
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from enum import StrEnum
 
 from rocketspark.protocol.codes import RequestCode, ResponseCode
+from rocketspark.protocol.properties import (
+    DELAY_LEVEL,
+    DELIVER_MS,
+    SHARDING_KEY,
+    START_DELIVER_TIME,
+    TIMER_DELAY_MS,
+    TIMER_DELAY_SEC,
+    TRANSACTION_PREPARED,
+)
 from rocketspark.rocketmq4.codes import NAMES as ROCKETMQ_NAMES
 
 
@@ -28,24 +38,22 @@ class MessageType(StrEnum):
 
 MESSAGE_TYPES = tuple(t.value for t in MessageType)
 
-# The properties that make a message one of a kind (RocketMQ's MessageConst names, as ours are):
-# a transaction's half message, a delay (level, or a due time), a sharding key (fifo).
-TRANSACTION_PROPERTY = "TRAN_MSG"
-DELAY_PROPERTIES = ("DELAY", "__STARTDELIVERTIME", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
-FIFO_PROPERTY = "__SHARDINGKEY"
+# The properties that make a message one of a kind: a transaction's half message, a delay (a
+# level, or a due time), a sharding key (fifo).
+DELAY_PROPERTIES = (DELAY_LEVEL, START_DELIVER_TIME, DELIVER_MS, TIMER_DELAY_SEC, TIMER_DELAY_MS)
 
 
 def message_type(properties: Mapping[str, str]) -> MessageType:
     """A message's type from its properties: transaction first, then delay, then fifo."""
     if not properties:
         return MessageType.NORMAL
-    if properties.get(TRANSACTION_PROPERTY) == "true":
+    if properties.get(TRANSACTION_PREPARED) == "true":
         return MessageType.TRANSACTION
     for name in DELAY_PROPERTIES:
         value = properties.get(name)
         if value and value != "0":
             return MessageType.DELAY
-    if properties.get(FIFO_PROPERTY):
+    if properties.get(SHARDING_KEY):
         return MessageType.FIFO
     return MessageType.NORMAL
 
@@ -74,6 +82,7 @@ def response_name(code: int | str) -> str:
 _WORD = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 
+@functools.cache  # a gRPC method's name, once per name rather than per request
 def snake(name: str) -> str:
     """``SendMessage`` -> ``send_message``; ``BAD_REQUEST`` -> ``bad_request``."""
     return _WORD.sub("_", name).lower()

@@ -11,3 +11,10 @@ REAL_TOPIC: Final = "REAL_TOPIC"  # a held message's own topic (delay, half)
 DELIVER_MS: Final = "TIMER_DELIVER_MS"  # a delay message's time
 TAGS: Final = "TAGS"  # a message's tag, as RocketMQ's properties hold it (SQL92 filters read it by this name)
 KEYS: Final = "KEYS"  # its keys, joined by spaces
+TRANSACTION_PREPARED: Final = "TRAN_MSG"  # "true": a transaction's half message
+# A delay, as each client family writes it: a level (4.x), a due time (ali-ons, Aliyun ONS), or
+# RocketMQ 5's delay from now (DELIVER_MS above is its due time).
+DELAY_LEVEL: Final = "DELAY"
+START_DELIVER_TIME: Final = "__STARTDELIVERTIME"
+TIMER_DELAY_SEC: Final = "TIMER_DELAY_SEC"
+TIMER_DELAY_MS: Final = "TIMER_DELAY_MS"

@@ -35,6 +35,29 @@ def rocketspark() -> list[str]:
     return [str(CONSOLE_SCRIPT)] if CONSOLE_SCRIPT.exists() else CLI
 
 
+def cluster_up(*args: str) -> tuple[subprocess.Popen[str], list[str]]:
+    """``rocketspark cluster up ARGS`` in the foreground, as the docs run it: the process, and
+    what it printed up to its "cluster ready" line (the caller stops it)."""
+    proc = subprocess.Popen(
+        [*rocketspark(), "cluster", "up", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=source_env(COLUMNS="200"),
+    )
+    assert proc.stdout is not None
+    lines: list[str] = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("cluster ready on "):
+                break
+    except BaseException:
+        proc.kill()
+        raise
+    return proc, lines
+
+
 def admin(nameserver: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*CLI, "admin", "-n", nameserver, *args], capture_output=True, text=True, timeout=60)
 
@@ -91,19 +114,7 @@ def test_cluster_up_serves_until_ctrl_c_and_stops_cleanly(tmp_path: Path) -> Non
     [line] = docs_lines(".venv/bin/rocketspark cluster up ", "test_cluster_up_serves_until_ctrl_c_and_stops_cleanly")
     assert line == "--brokers 2 --port 9876 --data-dir data"  # run below with a free port and a temporary dir
     data = tmp_path / "data"
-    proc = subprocess.Popen(
-        [*rocketspark(), "cluster", "up", "--brokers", "2", "--port", "0", "--data-dir", str(data)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=source_env(COLUMNS="200"),
-    )
-    assert proc.stdout is not None
-    lines = []
-    for line in proc.stdout:
-        lines.append(line)
-        if line.startswith("cluster ready on "):
-            break
+    proc, lines = cluster_up("--brokers", "2", "--port", "0", "--data-dir", str(data))
     nameserver = lines[-1].split()[-1]
     with Producer(nameserver) as producer:
         assert producer.send(Message("auto-created", b"hello")).queue_offset == 0
@@ -382,17 +393,8 @@ def test_the_docs_security_walkthrough_runs_as_written(tmp_path: Path) -> None:
     assert line == "--brokers 2 --port 9876 --data-dir data --auth --tls"  # run with a free port and a temporary dir
     data = tmp_path / "data"
     words = ["0" if w == "9876" else str(data) if w == "data" else w for w in line.split()]
-    up = [*rocketspark(), "cluster", "up", *words]
-    proc = subprocess.Popen(
-        up, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=source_env(COLUMNS="200")
-    )
-    assert proc.stdout is not None
+    proc, said = cluster_up(*words)
     try:
-        said = []
-        for said_line in proc.stdout:
-            said.append(said_line)
-            if said_line.startswith("cluster ready on "):
-                break
         assert f"TLS on: development CA {data}/tls/ca.pem" in "".join(said)
         assert f"source {data}/client.env" in "".join(said)
         trusted = ssl.create_default_context(cafile=str(data / "tls" / "ca.pem"))

@@ -23,7 +23,7 @@ from rocketspark.rocketmq4.codes import Code
 from tests import rocketmq4
 from tests.docblocks import blocks_run_by
 from tests.helpers import eventually
-from tests.integration.test_cli import CLI, rocketspark, source_env
+from tests.integration.test_cli import CLI, cluster_up
 from tests.integration.test_metrics import scrape, value
 
 pytestmark = pytest.mark.integration
@@ -53,19 +53,7 @@ def test_cluster_up_metrics_port_names_every_url(tmp_path: Path) -> None:
     )  # run with free ports below
     base = free_run(3)
     args = ["--brokers", "2", "--port", "0", "--metrics-port", str(base), "--data-dir", str(tmp_path / "data")]
-    proc = subprocess.Popen(
-        [*rocketspark(), "cluster", "up", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=source_env(COLUMNS="200"),
-    )
-    assert proc.stdout is not None
-    lines = []
-    for out in proc.stdout:
-        lines.append(out)
-        if out.startswith("cluster ready on "):
-            break
+    proc, lines = cluster_up(*args)
     try:
         expected = [f"http://127.0.0.1:{base + i}/metrics" for i in range(3)]
         [announced] = [out for out in lines if out.startswith("metrics for Prometheus: ")]
