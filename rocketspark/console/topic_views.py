@@ -70,7 +70,7 @@ def _queue(status: QueueStatus) -> dict[str, Any]:
         "broker": status.broker_name,
         "minOffset": status.min_offset,
         "maxOffset": status.max_offset,
-        "messages": status.messages,
+        "messages": sum(s["messages"] for s in segments) if segments else status.messages,  # a remap's gap is none
         "lastStoreMs": status.last_store_ms,
         "segments": segments,
     }

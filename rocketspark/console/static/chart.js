@@ -2,7 +2,7 @@
 // one line per topic, on a time axis labelled with clock times (UTC).
 import { clock, colorOf, legend, svg } from "./dom.js";
 
-const WIDTH = 900, HEIGHT = 200, LEFT = 56, BOTTOM = 22, TOP = 8, TOPICS_DRAWN = 8;
+const WIDTH = 900, HEIGHT = 200, LEFT = 56, RIGHT = 34, BOTTOM = 22, TOP = 8, TOPICS_DRAWN = 8;
 
 function busiestTopics(samples) {
   const peak = new Map();
@@ -32,12 +32,15 @@ export function drawChart(samples) {
     return { chart, legend: legend([]) };
   }
   const t0 = samples[0].t, t1 = samples[samples.length - 1].t, span = Math.max(1, t1 - t0);
-  const x = (t) => LEFT + ((t - t0) / span) * (WIDTH - LEFT - 10);
+  const x = (t) => LEFT + ((t - t0) / span) * (WIDTH - LEFT - RIGHT);
   const ticks = 6;
+  let previous = "";
   for (let i = 0; i <= ticks; i++) {
     const t = t0 + (span * i) / ticks;
     chart.append(svg("line", { x1: x(t), y1: TOP + plotH, x2: x(t), y2: TOP + plotH + 4, class: "tick" }));
-    chart.append(svg("text", { x: x(t), y: HEIGHT - 6, class: "axis-label time-label", "text-anchor": "middle" }, clock(t)));
+    if (clock(t) === previous) continue;  // a short chart: one label per second
+    previous = clock(t);
+    chart.append(svg("text", { x: x(t), y: HEIGHT - 6, class: "axis-label time-label", "text-anchor": "middle" }, previous));
   }
   const line = (value, cls, color, width, name) => {
     const points = samples.map((s) => `${x(s.t).toFixed(1)},${y(value(s)).toFixed(1)}`).join(" ");
