@@ -223,6 +223,7 @@ def test_messages_need_a_sign_in_then_page_by_time_and_find_by_key(tab: Tab, wor
     page.wait_for_selector('body[data-loaded="true"] #messages')
     older = cells(page, "#messages")
     assert older and not {r[1] for r in older} & {r[1] for r in first} and older[0][0] <= first[-1][0]
+    screenshot(page, "messages", tmp_path)
 
     page = shown(tab, "/messages")
     page.fill("#by-key input[name=topic]", "orders")
@@ -232,7 +233,6 @@ def test_messages_need_a_sign_in_then_page_by_time_and_find_by_key(tab: Tab, wor
     [row] = cells(page, "#messages")
     assert row[1] == world.json_sent.msg_id and row[5] == "new" and '"order": 1' in row[8]
     assert "key=order-1" in page.url
-    screenshot(page, "messages", tmp_path)
     assert tab.errors == []
 
 

@@ -41,7 +41,8 @@ async function resend(m) {
   const all = await api("groups");
   const groups = all.map((g) => g.group);
   const own = ownGroup(m.topic);
-  const consuming = all.filter((g) => g.topics.includes(m.topic)).map((g) => g.group);
+  const consuming = all.filter((g) => g.topics.includes(m.topic))
+    .sort((a, b) => b.members.length - a.members.length).map((g) => g.group);  // running groups first
   const first = own || consuming[0] || groups[0] || "";
   const options = [...new Set([first, ...consuming, ...groups].filter(Boolean))];
   const box = section("Resend to a group");

@@ -20,7 +20,7 @@ function searchForms(query) {
 
 function rows(messages) {
   return messages.map((m) => [when(m.storeMs), messageLink(m.msgId), m.queueId ?? "?", m.queueOffset, m.broker,
-    m.tag ?? "-", m.keys.join(" ") || "-", m.bodyBytes, m.snippet]);
+    m.tag ?? "-", m.keys.join(" ") || "-", m.bodyBytes, el("span", m.snippet, "snippet")]);
 }
 
 function olderLink(query, cursor) {
