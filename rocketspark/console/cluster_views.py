@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 class ClusterReader(Protocol):
     """What the overview reads (an ``Admin``)."""
 
-    nameservers: list[str]
+    @property
+    def nameservers(self) -> list[str]: ...
 
     @property
     def servers(self) -> Servers: ...

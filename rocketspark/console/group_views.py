@@ -5,6 +5,7 @@ every %RETRY% and %DLQ% topic with its message count."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -12,31 +13,60 @@ if TYPE_CHECKING:
 
 
 class Subscription(Protocol):
-    topic: str
-    expression_type: str
-    expression: str
+    """A subscription of a consumer connection: a topic and its filter."""
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def expression_type(self) -> str: ...
+
+    @property
+    def expression(self) -> str: ...
 
 
 class Connection(Protocol):
     """A client connection as ``Admin.consumer_connections`` and ``producer_connections`` give it."""
 
-    client_id: str
-    address: str
-    language: str
-    version: str
-    protocol: str
-    brokers: tuple[str, ...]
-    last_seen_ms: int
-    subscriptions: tuple[Subscription, ...]
+    @property
+    def client_id(self) -> str: ...
+
+    @property
+    def address(self) -> str: ...
+
+    @property
+    def language(self) -> str: ...
+
+    @property
+    def version(self) -> str: ...
+
+    @property
+    def protocol(self) -> str: ...
+
+    @property
+    def brokers(self) -> tuple[str, ...]: ...
+
+    @property
+    def last_seen_ms(self) -> int: ...
+
+    @property
+    def subscriptions(self) -> tuple[Subscription, ...]: ...
 
 
 class GroupTopic(Protocol):
     """A group's retry or DLQ topic as ``Admin.group_topics`` gives it."""
 
-    topic: str
-    group: str
-    kind: str
-    messages: int
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def group(self) -> str: ...
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def messages(self) -> int: ...
 
 
 class GroupReader(Protocol):
@@ -46,11 +76,11 @@ class GroupReader(Protocol):
 
     def consumer_progress(self, group: str, topic: str) -> list[ConsumerProgress]: ...
 
-    def consumer_connections(self, group: str) -> list[Connection]: ...
+    def consumer_connections(self, group: str) -> Sequence[Connection]: ...
 
-    def producer_groups(self) -> dict[str, list[Connection]]: ...
+    def producer_groups(self) -> Mapping[str, Sequence[Connection]]: ...
 
-    def group_topics(self) -> list[GroupTopic]: ...
+    def group_topics(self) -> Sequence[GroupTopic]: ...
 
 
 def groups(admin: GroupReader) -> list[dict[str, Any]]:

@@ -5,6 +5,7 @@ and a message resent to a group."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rocketspark.client.logical import topic_queue_ids
@@ -25,8 +26,11 @@ SNIPPET = 80  # characters of a body in a list row
 class Page(Protocol):
     """One page of ``Admin.browse_messages``: messages newest first, and where older ones go on."""
 
-    messages: list[MessageExt]
-    cursor: str | None
+    @property
+    def messages(self) -> Sequence[MessageExt]: ...
+
+    @property
+    def cursor(self) -> str | None: ...
 
 
 class MessageReader(Protocol):
