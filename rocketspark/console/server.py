@@ -1,10 +1,14 @@
-"""The console's HTTP server: the page and its assets from the package, and a JSON API.
+"""The console's HTTP server: the page and its assets from the package, and a JSON API. Every
+page address (``/topics/orders``, ``/messages/<id>`` ...) is answered with the one page, whose
+script draws what the address names; which addresses and API routes there are is
+:mod:`rocketspark.console.routes`' table, who is signed in :mod:`rocketspark.console.sessions`';
+this module is the HTTP around them: headers, cookies, the checks below, errors to statuses.
 
-Reading needs nothing: anyone who can reach the console sees what it shows (with security on,
-what the admin sees: keep the console on 127.0.0.1, its default, or behind your own access
-control). A request must name the console by the host it listens on (a loopback console
-answers only to loopback names), so a page of another site cannot reach it through DNS
-rebinding. Changing anything (creating a topic, resetting a group's
+Reading the cluster's shape needs nothing: anyone who can reach the console sees it (with
+security on, what the admin sees: keep the console on 127.0.0.1, its default, or behind your
+own access control); messages, whose bodies are data, need a session. A request must name
+the console by the host it listens on (a loopback console answers only to loopback names), so
+a page of another site cannot reach it through DNS rebinding. Changing anything (creating a topic, resetting a group's
 offsets) needs a session, opened by signing in with the admin's access key and secret (the
 cluster's admin user with security on; otherwise the console's own secret). The session is
 an HttpOnly, SameSite=Strict cookie (and Secure over HTTPS); every change must also carry the

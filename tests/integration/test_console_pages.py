@@ -184,6 +184,10 @@ def test_topics_and_a_topic_show_queues_route_config_groups_and_a_static_topics_
     page.click('#topics a[href="/topics/orders"]')  # a link followed in the page, its URL the topic's
     page.wait_for_selector("#queues")
     assert page.url.endswith("/topics/orders")
+    page.go_back()  # the history the links made
+    page.wait_for_selector('body[data-page="topics"][data-loaded="true"] #topics')
+    page.go_forward()
+    page.wait_for_selector('body[data-page="topic"][data-loaded="true"] #queues')
     queues = cells(page, "#queues")
     assert [int(r[0]) for r in queues] == list(range(8))  # the topic's numbering: 0-7 over both brokers
     assert {r[1] for r in queues} == {"broker-a", "broker-b"}
