@@ -6,16 +6,17 @@ this module is the HTTP around them: headers, cookies, the checks below, errors 
 
 Reading the cluster's shape needs nothing: anyone who can reach the console sees it (with
 security on, what the admin sees: keep the console on 127.0.0.1, its default, or behind your
-own access control); messages, whose bodies are data, need a session. A request must name
-the console by the host it listens on (a loopback console answers only to loopback names), so
-a page of another site cannot reach it through DNS rebinding. Changing anything (creating a topic, resetting a group's
-offsets) needs a session, opened by signing in with the admin's access key and secret (the
-cluster's admin user with security on; otherwise the console's own secret). The session is
-an HttpOnly, SameSite=Strict cookie (and Secure over HTTPS); every change must also carry the
-``X-Console`` header, which a page of another site cannot send without a preflight this server
-never grants. Wrong sign-ins are slowed down (:mod:`rocketspark.console.throttle`): past a few,
-a sign-in is answered 429 with ``Retry-After`` until an exponentially growing wait is over,
-while a browser that signed in before (its device cookie) is judged by its own failures only.
+own access control); messages, whose bodies are data, need a session. A request must name the
+console by the host it listens on (a loopback console answers only to loopback names), so a
+page of another site cannot reach it through DNS rebinding. Changing anything (creating a
+topic, resetting a group's offsets, resending a message) needs a session, opened by signing in
+with the admin's access key and secret (the cluster's admin user with security on; otherwise
+the console's own secret). The session is an HttpOnly, SameSite=Strict cookie (and Secure over
+HTTPS); every change must also carry the ``X-Console`` header, which a page of another site
+cannot send without a preflight this server never grants. Wrong sign-ins are slowed down
+(:mod:`rocketspark.console.throttle`): past a few, a sign-in is answered 429 with ``Retry-
+After`` until an exponentially growing wait is over, while a browser that signed in before (its
+device cookie) is judged by its own failures only.
 
 When the cluster runs TLS the console serves HTTPS with the servers' certificate (no client
 certificate asked: signing in is the console's access control), so the admin's secret never
