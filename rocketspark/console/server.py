@@ -14,9 +14,9 @@ with the admin's access key and secret (the cluster's admin user with security o
 the console's own secret). The session is an HttpOnly, SameSite=Strict cookie (and Secure over
 HTTPS); every change must also carry the ``X-Console`` header, which a page of another site
 cannot send without a preflight this server never grants. Wrong sign-ins are slowed down
-(:mod:`rocketspark.console.throttle`): past a few, a sign-in is answered 429 with ``Retry-
-After`` until an exponentially growing wait is over, while a browser that signed in before (its
-device cookie) is judged by its own failures only.
+(:mod:`rocketspark.console.throttle`): past a few, a sign-in is answered 429 with
+``Retry-After`` until an exponentially growing wait is over, while a browser that signed in
+before (its device cookie) is judged by its own failures only.
 
 When the cluster runs TLS the console serves HTTPS with the servers' certificate (no client
 certificate asked: signing in is the console's access control), so the admin's secret never
