@@ -344,4 +344,8 @@ def test_the_dlq_page_lists_retry_and_dead_letter_topics_to_browse(tab: Tab, wor
     page.click('#dlq a[href="/messages?topic=%25DLQ%25billing"]')
     page.wait_for_selector("#messages")
     assert [r[5] for r in cells(page, "#messages")] == ["poison"]
+    page.click("#messages tbody a")  # the dead letter's page: resend it to its group once its consumer is fixed
+    page.wait_for_selector('body[data-page="message"][data-loaded="true"] #resend')
+    assert page.locator("#resend select").input_value() == "billing"  # the DLQ's own group, chosen
+    assert page.locator("#body").text_content() == "bad"
     assert tab.errors == []
