@@ -141,6 +141,7 @@ def browse_messages(
         raise InvalidParameterError(f"limit must be between 1 and {MAX_LIMIT} messages a page, got {limit}")
     if start_ms is not None and end_ms is not None and end_ms <= start_ms:
         raise InvalidParameterError(f"the time range is empty: end {end_ms} is not after start {start_ms} (ms)")
+    core.topic_route(topic)  # TopicNotExistError names an unknown topic, as every admin look-up does
     queues = core.queues(topic)
     if cursor is None:
         where = _Where(topic, start_ms, end_ms, _bounds(core, topic, queues, start_ms, end_ms))
@@ -221,7 +222,7 @@ def decode_cursor(cursor: str, topic: str, start_ms: int | None, end_ms: int | N
             {int(q): (int(low), int(top)) for q, low, top in document["q"]},
         )
     except (binascii.Error, ValueError, KeyError, TypeError, UnicodeDecodeError):
-        raise InvalidParameterError(_start_again("is not a cursor a page of messages returned")) from None
+        raise InvalidParameterError(_start_again("is malformed: not one a page of messages returned")) from None
     if where.topic != topic:
         raise InvalidParameterError(_start_again(f'was made for topic "{where.topic}", not "{topic}"'))
     for given, kept, name in ((start_ms, where.start_ms, "start"), (end_ms, where.end_ms, "end")):
