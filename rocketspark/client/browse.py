@@ -175,7 +175,9 @@ def _bounds(
 
 def _newest(readers: list[_Backwards], limit: int) -> list[MessageExt]:
     """Up to ``limit`` messages, newest first, merged from the queues read backwards."""
-    heap = [_place(head, i) for i, r in enumerate(readers) if (head := r.peek()) is not None]
+    brokers = sorted({s.broker_name for r in readers for s in r.queue.segments})
+    order = _Order({name: i for i, name in enumerate(brokers)})
+    heap = [order.place(head, i) for i, r in enumerate(readers) if (head := r.peek()) is not None]
     heapq.heapify(heap)
     out: list[MessageExt] = []
     while heap and len(out) < limit:
@@ -184,15 +186,27 @@ def _newest(readers: list[_Backwards], limit: int) -> list[MessageExt]:
         out.append(reader.pop())
         head = reader.peek() if len(out) < limit else None
         if head is not None:
-            heapq.heappush(heap, _place(head, i))
+            heapq.heappush(heap, order.place(head, i))
     return out
 
 
-def _place(message: MessageExt, reader: int) -> tuple[int, int, int, int, int]:
-    """A queue's newest message's place in the merge, newest first: by store time, then (many
-    messages share a millisecond) born time, queue offset and the later queue, as a producer's
-    round robin sent them."""
-    return (-message.store_timestamp, -message.born_timestamp, -message.queue_offset, -reader, reader)
+@dataclass(frozen=True, slots=True)
+class _Order:
+    """Newest first: by store time, then (many messages share a millisecond) born time, then,
+    on one broker, the order of its log; between brokers a tie has no true order, and the later
+    broker name goes first."""
+
+    ranks: dict[str, int]  # broker name -> its place among the topic's brokers
+
+    def place(self, message: MessageExt, reader: int) -> tuple[int, int, int, int, int, int]:
+        return (
+            -message.store_timestamp,
+            -message.born_timestamp,
+            -self.ranks.get(message.broker_name, -1),
+            -message.commitlog_offset,
+            -message.batch_index,
+            reader,
+        )
 
 
 def encode_cursor(where: _Where) -> str:
