@@ -125,7 +125,7 @@ def test_a_bad_limit_cursor_or_time_range_is_refused_saying_what_to_do(
 ) -> None:
     ns = shared_cluster.nameserver
     with Admin(ns) as admin, Producer(ns) as producer:
-        admin.create_topic(topic_name, 1)
+        admin.create_topic(topic_name, 2, brokers=["broker-a"])  # one broker: its log orders a tie in time
         for i in range(5):
             producer.send(Message(topic_name, f"m{i}".encode()))
         first = admin.browse_messages(topic_name, limit=2, start_ms=1)
