@@ -52,7 +52,7 @@ class MessagePage:
 
 
 @dataclass(frozen=True, slots=True)
-class _Where:
+class Remaining:
     """What a cursor carries: the topic and time range it was made for, and per logical queue
     the range ``[low, top)`` of logical offsets still to show."""
 
@@ -76,7 +76,9 @@ class _Backwards:
     """One logical queue read from its top down, a chunk at a time; ``resume`` is where the
     next page goes on (below the newest message not yet shown)."""
 
-    def __init__(self, consumer: Consumer, queue: LogicalQueue, low: int, top: int, chunk: int, where: _Where) -> None:
+    def __init__(
+        self, consumer: Consumer, queue: LogicalQueue, low: int, top: int, chunk: int, where: Remaining
+    ) -> None:
         self.consumer = consumer
         self.queue = queue
         self.low = low
@@ -144,7 +146,7 @@ def browse_messages(
     core.topic_route(topic)  # TopicNotExistError names an unknown topic, as every admin look-up does
     queues = core.queues(topic)
     if cursor is None:
-        where = _Where(topic, start_ms, end_ms, _bounds(core, topic, queues, start_ms, end_ms))
+        where = Remaining(topic, start_ms, end_ms, _bounds(core, topic, queues, start_ms, end_ms))
     else:
         where = decode_cursor(cursor, topic, start_ms, end_ms, len(queues))
     from rocketspark.client.consumer import Consumer
@@ -157,7 +159,7 @@ def browse_messages(
         ]
         messages = _newest(readers, limit)
     left = {r.queue.queue_id: (r.low, r.resume) for r in readers if not r.done}
-    return MessagePage(messages, encode_cursor(_Where(topic, where.start_ms, where.end_ms, left)) if left else None)
+    return MessagePage(messages, encode_cursor(Remaining(topic, where.start_ms, where.end_ms, left)) if left else None)
 
 
 def _bounds(
@@ -209,7 +211,7 @@ class _Order:
         )
 
 
-def encode_cursor(where: _Where) -> str:
+def encode_cursor(where: Remaining) -> str:
     document = {
         "v": _CURSOR_VERSION,
         "t": where.topic,
@@ -221,7 +223,7 @@ def encode_cursor(where: _Where) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def decode_cursor(cursor: str, topic: str, start_ms: int | None, end_ms: int | None, queue_count: int) -> _Where:
+def decode_cursor(cursor: str, topic: str, start_ms: int | None, end_ms: int | None, queue_count: int) -> Remaining:
     """A cursor read back; InvalidParameterError for one that is malformed or was made for
     another topic, time range or queue layout."""
     try:
@@ -229,7 +231,7 @@ def decode_cursor(cursor: str, topic: str, start_ms: int | None, end_ms: int | N
         document = json.loads(raw)
         if document["v"] != _CURSOR_VERSION:
             raise ValueError("version")
-        where = _Where(
+        where = Remaining(
             str(document["t"]),
             _optional_int(document["s"]),
             _optional_int(document["e"]),
