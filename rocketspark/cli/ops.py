@@ -267,7 +267,7 @@ def add_commands(add: Add) -> None:
     p = add("trace", admin_trace, "a message's trace: sent, stored, delivered... as its brokers recorded it")
     p.add_argument("id", help="the message's id (MessageExt.msg_id, a send's msg_id) or its offset id")
     p = add("print-msg", admin_print_msg, "a topic's messages by store time, newest first, a page at a time")
-    p.add_argument("topic", help="the topic (a retry or dead-letter topic too: %%RETRY%%group, %%DLQ%%group)")
+    p.add_argument("topic", help="the topic (a group's retry or dead-letter topic too)")
     times = "ms since the epoch, or ISO 8601 (UTC unless it names a zone: 2026-11-23T08:00:00)"
     p.add_argument("--begin", help=f"only messages stored at or after this time: {times}")
     p.add_argument("--end", help=f"only messages stored before this time: {times}")

@@ -116,7 +116,8 @@ def resend_message(core: MessageCore, msg_id: str, group: str) -> SendResult:
     except TopicNotExistError:
         raise InvalidParameterError(
             f'group "{name}" has no retry topic {target}: none of its consumers reads one (a group consumer or a '
-            "RocketMQ 4.x consumer of it creates it when it first heartbeats), so nothing would consume the copy"
+            "RocketMQ 4.x consumer of it creates it when it first heartbeats; RocketMQ 5 pop consumers and Spark "
+            "read none), so nothing would consume the copy"
         ) from None
     with core.sibling(Producer, auto_create_topics=False, send_timeout_ms=core.timeout_ms) as producer:
         return producer.send(resend_copy(message, name))

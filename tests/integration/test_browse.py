@@ -225,6 +225,10 @@ def test_a_resent_message_is_consumed_again_by_that_group_alone(
             admin.resend_message(sent.msg_id, "nobody")
         with pytest.raises(InvalidParameterError, match="a consumer group is required"):
             admin.resend_message(sent.msg_id, " ")
+        with Consumer(ns) as consumer:  # a group known by its progress alone, as a Spark job's
+            consumer.commit_offset(f"{topic}-offsets", topic, 0, 1)
+        with pytest.raises(InvalidParameterError, match=f"has no retry topic %RETRY%{topic}-offsets"):
+            admin.resend_message(sent.msg_id, f"{topic}-offsets")
 
 
 def test_a_dead_letter_found_in_the_dlq_is_resent_to_its_group_under_its_first_topic(
