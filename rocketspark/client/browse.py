@@ -17,7 +17,7 @@ time. The cursor says, per queue, where the next (older) page goes on: it is a c
 Static topics are read as every reader reads them, logical queue by logical queue across
 their segments (:mod:`rocketspark.client.logical`); the messages carry the topic's queue
 numbering and logical offsets. Reading counts as messages out in the brokers' counters and
-metrics, as any pull does.
+metrics, as any pull does, but it is no delivery: a traced topic's trace does not show it.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Final
 from rocketspark.client.admin_core import MessageCore, QueueCore
 from rocketspark.client.logical import LogicalQueue, count, plan_ranges
 from rocketspark.errors import InvalidParameterError
+from rocketspark.protocol.trace import BROWSE
 from rocketspark.protocol.types import MessageExt, PullStatus
 from rocketspark.protocol.validation import validate_topic_name
 
@@ -151,7 +152,8 @@ def browse_messages(
         where = decode_cursor(cursor, topic, start_ms, end_ms, len(queues))
     from rocketspark.client.consumer import Consumer
 
-    with core.sibling(Consumer, timeout_ms=core.timeout_ms) as consumer:
+    # its reads are no delivery: a traced topic's messages show none for them
+    with core.sibling(Consumer, timeout_ms=core.timeout_ms, labels={"via": BROWSE}) as consumer:
         readers = [
             _Backwards(consumer, queues[q], low, top, limit, where)
             for q, (low, top) in sorted(where.queues.items())

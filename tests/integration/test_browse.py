@@ -149,6 +149,23 @@ def test_a_bad_limit_cursor_or_time_range_is_refused_saying_what_to_do(
         assert [m.body for m in first.messages + second.messages] == [b"m4", b"m3", b"m2", b"m1"]
 
 
+def test_browsing_a_traced_topic_is_no_delivery_in_its_trace(shared_cluster: LocalCluster, topic_name: str) -> None:
+    ns = shared_cluster.nameserver
+    with Admin(ns) as admin, Producer(ns) as producer, Consumer(ns) as consumer:
+        admin.create_topic(topic_name, 1, brokers=["broker-a"], trace=True)
+        sent = producer.send(Message(topic_name, b"traced"))
+        [shown] = admin.browse_messages(topic_name).messages
+        assert consumer.pull(topic_name, 0, 0).count == 1  # a delivery, recorded after the browse's read
+
+        def events() -> list[str]:
+            found = [e.event for e in admin.message_trace(shown.offset_msg_id)]
+            assert "delivered" in found
+            return found
+
+        assert eventually(events, timeout_s=30) == ["sent", "stored", "delivered"]  # the pull's alone
+        assert shown.msg_id == sent.msg_id
+
+
 class Collected:
     """What a group consumer's handler was given, and (``failing``) what it failed on."""
 
