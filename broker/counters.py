@@ -1,5 +1,5 @@
 """What a broker counts, read out in one place: ``to_wire`` is GET_COUNTERS' answer (and the
-broker's runtime info reads its store figures from it)."""
+broker's runtime info reads its store figures from it), per-topic messages in and out with it."""
 
 from __future__ import annotations
 
@@ -55,5 +55,13 @@ class BrokerCounters:
             "systemBusy": budget.refused,  # requests refused: too many bytes in flight
             "inflightRequestBytes": budget.inflight_bytes,
             "inflightRequestBytesPeak": budget.peak_bytes,
+            "topics": self._topics(),
             "time": int(time.time() * 1000),
         }
+
+    def _topics(self) -> dict[str, dict[str, int]]:
+        """Per topic, messages stored and messages read by any consumer (pull, Spark, 4.x pull,
+        the v2 endpoint's reads for pop): the figures ``rocketmq_messages_in`` and
+        ``rocketmq_messages_out`` count, from the store's one tally."""
+        topics = list(self.store.topics.items())  # one step: the store's threads add topics
+        return {t: {"messagesIn": s.messages_in, "messagesOut": s.messages_out} for t, s in sorted(topics)}

@@ -40,7 +40,7 @@ from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.headers import get_int, get_list, get_str
 from rocketspark.protocol.static_mapping import LogicQueueMappingItem
-from rocketspark.protocol.trace import READ_AHEAD
+from rocketspark.protocol.trace import NO_DELIVERY
 from rocketspark.remoting.server import Dispatcher
 
 MAX_MESSAGES_PER_PULL = 65_536
@@ -163,7 +163,7 @@ class _PullRequest:
 
 
 def _response(cmd: RemotingCommand, result: GetResult, request: _PullRequest, offset: int) -> RemotingCommand:
-    if result.body and request.traced and (via := str(cmd.ext.get("via", "pull"))) != READ_AHEAD:
+    if result.body and request.traced and (via := str(cmd.ext.get("via", "pull"))) not in NO_DELIVERY:
         group = str(cmd.ext.get("consumerGroup", ""))
         request.ctx.trace.delivered(request.topic, request.queue_id, offset, result.body, group, client_of(cmd), via)
     return cmd.response(

@@ -190,6 +190,9 @@ def admin_counters(args: argparse.Namespace) -> None:
         rows.append((code, name, count))
     table(f"requests served by {args.broker or 'the nameserver'}", ["code", "request", "count"], rows)
     table("counters", ["counter", "value"], [(k, v) for k, v in counters.items() if not isinstance(v, dict)])
+    if args.broker:
+        rows = [(t, n["messagesIn"], n["messagesOut"]) for t, n in counters.get("topics", {}).items()]
+        table(f"messages by topic on {args.broker}", ["topic", "messages in", "messages out"], rows)
 
 
 def admin_replicas(args: argparse.Namespace) -> None:

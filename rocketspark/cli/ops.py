@@ -1,6 +1,7 @@
-"""``rocketspark admin`` for daily work: groups, messages by key or id, offset resets, and a
-send and a consume to smoke-test a topic (mqadmin's consumerProgress, queryMsgByKey,
-queryMsgById, resetOffsetByTime, sendMessage and consumeMessage)."""
+"""``rocketspark admin`` for daily work: groups, messages by key, id or time, a message resent
+to a group, offset resets, and a send and a consume to smoke-test a topic (mqadmin's
+consumerProgress, queryMsgByKey, queryMsgById, printMsg, resendMsg... , resetOffsetByTime,
+sendMessage and consumeMessage)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from rocketspark.cli.common import admin_client, ms, say, table
+from rocketspark.cli.common import OUTPUT, admin_client, ms, say, table
+from rocketspark.client.browse import DEFAULT_LIMIT, MAX_LIMIT
 from rocketspark.client.logical import topic_queue_ids
 from rocketspark.client.message_admin import CONSUME_COUNT, CONSUME_WAIT_S, QUERY_MAX_MESSAGES, SEND_COUNT
 from rocketspark.errors import InvalidParameterError, RocketSparkError
+from rocketspark.protocol.group_topics import retry_topic
 from rocketspark.protocol.types import MessageExt, SendResult
 
 if TYPE_CHECKING:
@@ -132,6 +135,34 @@ def admin_trace(args: argparse.Namespace) -> None:
         )
 
 
+def admin_print_msg(args: argparse.Namespace) -> None:
+    """A page of a topic's messages by store time, newest first, and the next page's cursor."""
+    start = parse_time(args.begin, "--begin") if args.begin is not None else None
+    end = parse_time(args.end, "--end") if args.end is not None else None
+    with admin_client(args) as admin:
+        page = admin.browse_messages(args.topic, start_ms=start, end_ms=end, limit=args.limit, cursor=args.cursor)
+    span = f"stored from {ms(start) if start else 'the first'} to {ms(end) if end else 'the newest'}"
+    _message_table(f"messages of {args.topic} {span}, newest first", page.messages, None)
+    if page.cursor is None:
+        say("no more messages in this range")
+    else:
+        say(f"next page: rocketspark admin print-msg {args.topic} --cursor {page.cursor}")
+    if OUTPUT.json:
+        OUTPUT.document["cursor"] = page.cursor
+
+
+def admin_resend_msg(args: argparse.Namespace) -> None:
+    """A message sent again to one group, through its retry topic."""
+    with admin_client(args) as admin:
+        result = admin.resend_message(args.id, args.group)
+    table(
+        f"message {args.id} resent to group {args.group}",
+        ["new msg id", "topic", "broker", "queue offset", "status"],
+        [(result.msg_id, retry_topic(args.group), result.broker_name, result.queue_offset, result.status.name)],
+    )
+    say(f"only group {args.group} consumes it again (its group consumers and RocketMQ 4.x push consumers)")
+
+
 def parse_time(text: str, option: str = "--timestamp") -> int:
     """Milliseconds since the epoch, or an ISO 8601 time: UTC unless it names its zone
     (``2026-11-26T11:33:49``, ``2026-11-26T12:33:49+01:00``, ``2026-11-26T11:33:49Z``)."""
@@ -235,6 +266,16 @@ def add_commands(add: Add) -> None:
     p.add_argument("--max", type=int, default=QUERY_MAX_MESSAGES, help="at most this many messages (--key)")
     p = add("trace", admin_trace, "a message's trace: sent, stored, delivered... as its brokers recorded it")
     p.add_argument("id", help="the message's id (MessageExt.msg_id, a send's msg_id) or its offset id")
+    p = add("print-msg", admin_print_msg, "a topic's messages by store time, newest first, a page at a time")
+    p.add_argument("topic", help="the topic (a group's retry or dead-letter topic too)")
+    times = "ms since the epoch, or ISO 8601 (UTC unless it names a zone: 2026-11-23T08:00:00)"
+    p.add_argument("--begin", help=f"only messages stored at or after this time: {times}")
+    p.add_argument("--end", help=f"only messages stored before this time: {times}")
+    p.add_argument("--limit", type=int, default=DEFAULT_LIMIT, help=f"messages a page (1-{MAX_LIMIT})")
+    p.add_argument("--cursor", help="the next page: the cursor the previous page printed (same topic and times)")
+    p = add("resend-msg", admin_resend_msg, "send a message again to one consumer group (through its retry topic)")
+    p.add_argument("id", help="the message's id (MessageExt.msg_id, a send's msg_id) or its offset id")
+    p.add_argument("--group", required=True, help="the consumer group that is to consume it again")
     p = add("reset-offset", admin_reset_offset, "move a group's offsets; its running consumers follow")
     p.add_argument("group", help="the consumer group")
     p.add_argument("topic", help="a topic it consumes")

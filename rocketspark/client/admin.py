@@ -27,19 +27,30 @@ from typing import Any
 
 from rocketspark.client.acl_admin import Acl, AclChange, UserInfo
 from rocketspark.client.admin_core import AdminConnection
+from rocketspark.client.browse import DEFAULT_LIMIT, MessagePage, browse_messages
 from rocketspark.client.group_admin import ConsumerProgress, GroupInfo, Groups
 from rocketspark.client.message_admin import CONSUME_COUNT, CONSUME_WAIT_S, QUERY_MAX_MESSAGES, SEND_COUNT, Messages
 from rocketspark.client.replica_admin import Replicas
+from rocketspark.client.retry_admin import GroupTopic, group_topics, resend_message
 from rocketspark.client.server_admin import Servers
 from rocketspark.client.static_admin import RemapResult, StaticTopics
 from rocketspark.client.topic_admin import DEFAULT_QUEUES, QueueStatus, SegmentStatus, TopicInfo, Topics
 from rocketspark.client.trace_admin import message_trace
 from rocketspark.protocol.replica import ReplicaGroup
 from rocketspark.protocol.trace import TraceEvent
-from rocketspark.protocol.types import MessageExt, Perm, SendResult
+from rocketspark.protocol.types import MessageExt, Perm, SendResult, TopicConfig
 from rocketspark.security.acl import Decision
 
-__all__ = ["Admin", "ConsumerProgress", "GroupInfo", "QueueStatus", "SegmentStatus", "TopicInfo"]
+__all__ = [
+    "Admin",
+    "ConsumerProgress",
+    "GroupInfo",
+    "GroupTopic",
+    "MessagePage",
+    "QueueStatus",
+    "SegmentStatus",
+    "TopicInfo",
+]
 
 
 class Admin(AdminConnection):
@@ -105,6 +116,11 @@ class Admin(AdminConnection):
     def describe_topics(self) -> list[TopicInfo]:
         """``topics.describe``: every topic with its kind, logical queues and brokers."""
         return self.topics.describe()
+
+    def topic_config(self, topic: str) -> dict[str, TopicConfig]:
+        """``topics.config``: the topic's config as each broker that has it holds it, by broker
+        name (queue counts, permission, trace flag)."""
+        return self.topics.config(topic)
 
     # -- static topics ------------------------------------------------------------------------
 
@@ -191,6 +207,31 @@ class Admin(AdminConnection):
         traced: ``create_topic(..., trace=True)`` or the brokers' ``trace_enable``): sent, stored,
         delivered to each group..., oldest first."""
         return message_trace(self, msg_id)
+
+    def browse_messages(
+        self,
+        topic: str,
+        *,
+        start_ms: int | None = None,
+        end_ms: int | None = None,
+        limit: int = DEFAULT_LIMIT,
+        cursor: str | None = None,
+    ) -> MessagePage:
+        """The messages of ``topic`` stored in ``[start_ms, end_ms)`` (None: unbounded), newest
+        first, ``limit`` (1-200) a page; pass the page's ``cursor`` back for the next, older,
+        page (None: no more). See :mod:`rocketspark.client.browse`."""
+        return browse_messages(self, topic, start_ms=start_ms, end_ms=end_ms, limit=limit, cursor=cursor)
+
+    def resend_message(self, msg_id: str, group: str) -> SendResult:
+        """A copy of the message with this id sent to ``group``'s retry topic, so that only that
+        group consumes it again (group consumers, RocketMQ 4.x push consumers; not RocketMQ 5 pop
+        consumers). See :mod:`rocketspark.client.retry_admin`."""
+        return resend_message(self, msg_id, group)
+
+    def group_topics(self) -> list[GroupTopic]:
+        """Every group's retry (``%RETRY%``) and dead-letter (``%DLQ%``) topic, with the
+        messages stored in it now, sorted by topic."""
+        return group_topics(self)
 
     # -- replica groups (the controller) -------------------------------------------------------
 

@@ -100,6 +100,11 @@ class ClientCore(AdminCore, Protocol):
     def sibling(self, kind: type[C], **own: Any) -> C: ...
 
 
+class MessageCore(QueueCore, ClientCore, Protocol):
+    """Queues, their offsets, and a producer or consumer connecting as the admin does: what
+    browsing a topic's messages and resending one ask of the connection."""
+
+
 class AdminConnection(QueueClient):
     """One connection to a cluster, for the admin areas (it satisfies every protocol above).
     Use as a context manager or call ``close()``."""

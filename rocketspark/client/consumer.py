@@ -44,9 +44,14 @@ class Consumer(QueueClient):
         self.verify_crc = verify_crc
         self.labels = dict(labels or {})
 
-    def _send(self, plan: PullPlan) -> PullResult:
-        if self.labels:
+    def _labelled(self, plan: PullPlan | PullResult) -> PullPlan | PullResult:
+        """A planned pull with the fields this consumer's pulls carry for the trace."""
+        if self.labels and isinstance(plan, PullPlan):
             plan.request.ext.update(self.labels)
+        return plan
+
+    def _send(self, plan: PullPlan) -> PullResult:
+        self._labelled(plan)
         response = self.remoting.invoke(plan.address, plan.request, plan.budget_ms)
         return finish_pull(plan, response, verify=self.verify_crc)
 
@@ -122,7 +127,7 @@ class Consumer(QueueClient):
                 queue, offset, batch, end=end, max_bytes=max_bytes, wanted=wanted, selector=selector, timeout_ms=budget
             )
 
-        pipeline = Pipeline(self.remoting, plan_at, end=end)
+        pipeline = Pipeline(self.remoting, lambda offset: self._labelled(plan_at(offset)), end=end)
         offset = start
         while end is None or offset < end:
             try:
@@ -176,15 +181,17 @@ class Consumer(QueueClient):
                         return
                 offset = queue.after_end(segment)
                 continue
-            plan = plan_pull(
-                queue,
-                offset,
-                max_messages,
-                max_bytes=max_bytes,
-                wanted=wanted,
-                selector=selector,
-                long_poll_ms=window_ms,
-                timeout_ms=self.timeout_ms,
+            plan = self._labelled(
+                plan_pull(
+                    queue,
+                    offset,
+                    max_messages,
+                    max_bytes=max_bytes,
+                    wanted=wanted,
+                    selector=selector,
+                    long_poll_ms=window_ms,
+                    timeout_ms=self.timeout_ms,
+                )
             )
             followed = yield from self._follow_open(topic, plan, offset)
             if followed is None:

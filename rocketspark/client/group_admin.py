@@ -57,16 +57,7 @@ class Groups:
     def __call__(self) -> list[GroupInfo]:
         """Every group some broker keeps progress of or has members of, sorted by name: its
         topics, members and total lag."""
-        topics: dict[str, set[str]] = {}
-        members: dict[str, set[str]] = {}
-        for address in self.core.brokers().values():
-            response = self.core.call(address, RemotingCommand.request(RequestCode.GET_ALL_CONSUMER_OFFSET))
-            body = unpack(response.body)
-            for key in body["offsets"]:
-                topic, group = split_progress_key(str(key))
-                topics.setdefault(group, set()).add(topic.removeprefix(LOGICAL_PREFIX))
-            for group, client_ids in body["members"].items():
-                members.setdefault(group, set()).update(client_ids)
+        topics, members = self._heard_of()
         out = []
         for group in sorted(set(topics) | set(members)):
             mine = sorted(topics.get(group, ()))
@@ -78,6 +69,25 @@ class Groups:
                     continue
             out.append(GroupInfo(group, tuple(mine), tuple(sorted(members.get(group, ()))), lag))
         return out
+
+    def known(self) -> set[str]:
+        """The groups some broker keeps progress of or has members of (without their lag)."""
+        topics, members = self._heard_of()
+        return set(topics) | set(members)
+
+    def _heard_of(self) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+        """Per group, the topics some broker keeps its progress on, and its members."""
+        topics: dict[str, set[str]] = {}
+        members: dict[str, set[str]] = {}
+        for address in self.core.brokers().values():
+            response = self.core.call(address, RemotingCommand.request(RequestCode.GET_ALL_CONSUMER_OFFSET))
+            body = unpack(response.body)
+            for key in body["offsets"]:
+                topic, group = split_progress_key(str(key))
+                topics.setdefault(group, set()).add(topic.removeprefix(LOGICAL_PREFIX))
+            for group, client_ids in body["members"].items():
+                members.setdefault(group, set()).update(client_ids)
+        return topics, members
 
     def progress(self, group: str, topic: str) -> list[ConsumerProgress]:
         """The group's committed offset and lag per (logical) queue: the max offsets come from

@@ -25,7 +25,7 @@ from typing import Any
 from rocketspark.client import static_plan
 from rocketspark.client.admin_core import QueueCore
 from rocketspark.client.server_admin import Servers
-from rocketspark.client.topic_admin import DEFAULT_QUEUES
+from rocketspark.client.topic_admin import DEFAULT_QUEUES, broker_topic_config
 from rocketspark.errors import (
     BrokerNotExistError,
     InvalidParameterError,
@@ -78,23 +78,13 @@ class _State:
         return max((d.total_queues for d in self.details.values() if d.epoch == self.epoch), default=0)
 
 
-def _topic_config(core: QueueCore, address: str, topic: str) -> dict[str, Any] | None:
-    """A broker's config of the topic, with its mapping detail if static; None if it has none."""
-    try:
-        response = core.call(address, RemotingCommand.request(RequestCode.GET_TOPIC_CONFIG, {"topic": topic}))
-    except TopicNotExistError:
-        return None
-    body: dict[str, Any] = unpack(response.body)
-    return body
-
-
 def read_state(core: QueueCore, topic: str, brokers: dict[str, str] | None = None) -> _State:
     """The topic as every registered broker (``brokers``, else asked for now) has it."""
     brokers = core.brokers() if brokers is None else brokers
     details: dict[str, TopicQueueMappingDetail] = {}
     normal: list[str] = []
     for name, address in sorted(brokers.items()):
-        body = _topic_config(core, address, topic)
+        body = broker_topic_config(core, address, topic)
         if body is None:
             continue
         if body.get("mapping"):
@@ -287,7 +277,7 @@ def drain_broker(core: QueueCore, broker: str, topics: list[str] | None) -> list
         topics = sorted(c["name"] for c in unpack(response.body))
     results = []
     for topic in topics:
-        here = _topic_config(core, brokers[broker], topic)
+        here = broker_topic_config(core, brokers[broker], topic)
         if here is None or not here.get("mapping"):
             continue  # not a static topic on this broker: it leads none of its queues
         state = read_state(core, topic, brokers)

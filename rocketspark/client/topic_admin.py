@@ -17,9 +17,9 @@ registers the change with the nameservers before it answers, so a route query ri
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
-from rocketspark.client.admin_core import QueueCore
+from rocketspark.client.admin_core import Caller, QueueCore
 from rocketspark.client.logical import LogicalQueue, logical_view
 from rocketspark.client.topic_stats import TopicStats, fetch_topic_stats, queue_bounds, segment_state, segment_stats
 from rocketspark.errors import BrokerNotExistError, RocketSparkError, TopicNotExistError
@@ -27,7 +27,7 @@ from rocketspark.protocol.bodies import unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.static_mapping import SegmentState
-from rocketspark.protocol.types import Perm, TopicRouteData
+from rocketspark.protocol.types import Perm, TopicConfig, TopicRouteData
 from rocketspark.protocol.validation import topic_kind, validate_topic_name
 
 DEFAULT_QUEUES: Final = 8  # a new topic's queues per broker, a static topic's logical queues
@@ -97,6 +97,17 @@ def _queue_status(queue: LogicalQueue, stats: TopicStats) -> QueueStatus:
     low, high = queue_bounds(queue, stats)
     last_store = max((segment_stats(s, stats).last_store_ms for s in queue.segments), default=0)
     return QueueStatus(queue.queue_id, low, high, last_store, tuple(segments))
+
+
+def broker_topic_config(core: Caller, address: str, topic: str) -> dict[str, Any] | None:
+    """A broker's config of the topic, with its mapping detail if static (GET_TOPIC_CONFIG's
+    answer: ``config``, ``mapping``); None if it has none."""
+    try:
+        response = core.call(address, RemotingCommand.request(RequestCode.GET_TOPIC_CONFIG, {"topic": topic}))
+    except TopicNotExistError:
+        return None
+    body: dict[str, Any] = unpack(response.body)
+    return body
 
 
 class Topics:
@@ -191,3 +202,18 @@ class Topics:
                 )
             )
         return out
+
+    def config(self, topic: str) -> dict[str, TopicConfig]:
+        """The topic's config as each registered broker that has it holds it (queue counts,
+        permission, trace flag), by broker name; TopicNotExistError when none has it."""
+        validate_topic_name(topic)
+        found = {}
+        for name, address in sorted(self.core.brokers().items()):
+            body = broker_topic_config(self.core, address, topic) if address else None
+            if body is not None:
+                found[name] = TopicConfig.from_wire(body["config"])
+        if not found:
+            raise TopicNotExistError(
+                f'topic "{topic}" exists on no registered broker (`rocketspark admin topics` lists the topics)'
+            )
+        return found

@@ -23,6 +23,8 @@ from rocketspark.protocol.types import MessageExt
 TRACE_TOPIC: Final = "RMQ_SYS_TRACE_TOPIC"  # RocketMQ's TopicValidator.RMQ_SYS_TRACE_TOPIC
 
 READ_AHEAD: Final = "v2 read-ahead"  # a pull's ``via`` that is no delivery (the v2 endpoint traces its own)
+BROWSE: Final = "browse"  # an admin's look at a topic's messages (Admin.browse_messages): no delivery either
+NO_DELIVERY: Final = frozenset({READ_AHEAD, BROWSE})  # the pulls' ``via`` values the trace leaves out
 PUB: Final = "Pub"  # a record sent and stored
 SUB_BEFORE: Final = "SubBefore"  # a record delivered to a consumer (group)
 

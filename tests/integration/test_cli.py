@@ -293,6 +293,14 @@ def test_every_admin_command_of_the_docs_runs_as_written(make_cluster: Callable[
         by_id = table_rows(run(f"query-msg --id {sent_ids[0]}"))  # the docs' other form
         assert [r[:2] for r in by_id] == [[sent_ids[0], "orders"]]
 
+    def print_msg(out: str) -> None:
+        rows = table_rows(out)
+        assert len(rows) == 5 and rows[0][0] == sent_ids[0] and rows[0][8] == "hello"  # the newest first
+        assert rows[0][2:5] == sent_queues[0]
+        cursor = flat(out).split("--cursor ")[1].split()[0]
+        rest = table_rows(run(f"print-msg orders --cursor {cursor}"))  # the next page: the other 3
+        assert sorted(r[8] for r in rows[1:] + rest) == ["x"] * 5 + ["y"] * 2
+
     def groups(out: str) -> None:
         assert ["my-group", "orders", "0", "-", "6"] in table_rows(out)  # 5 + 2 - 2 committed + the one sent
 
@@ -335,6 +343,7 @@ def test_every_admin_command_of_the_docs_runs_as_written(make_cluster: Callable[
         "send orders hello --keys k1": send,
         "consume orders --count 5": consume,
         "query-msg orders --key k1": query_msg,
+        "print-msg orders --limit 5": print_msg,
         "groups": groups,
         "reset-offset my-group orders --earliest": reset_offset,
         "delete-topic orders": delete_topic,
