@@ -64,12 +64,28 @@ class Connection:
 
 def version_name(ordinal: int) -> str:
     """A 4.x client's header version (RocketMQ's ``MQVersion`` ordinal) as RocketMQ names it,
-    "V4_9_4" (from 4.0.0 on, where the table is regular); else the number."""
-    if ordinal < V4_BASE:
+    "V4_9_4". Past the first sixteen, the table is regular: each version a SNAPSHOT and a
+    release, 3.0.1-3.0.15, then 3.1.0-3.2.9, 3.3.1-3.9.9 (no x.y.0), and from 4.0.0 every x.y.z."""
+    if ordinal < 0:
         return str(ordinal)
-    step, snapshot = divmod(ordinal - V4_BASE, 2)
-    name = f"V{4 + step // 100}_{step // 10 % 10}_{step % 10}"
-    return name if snapshot else f"{name}_SNAPSHOT"
+    if ordinal < len(_V3_0_0_ALL):
+        return f"V3_0_0_{_V3_0_0_ALL[ordinal]}"
+    for base, first_minor, first_patch, patches in _V_RUNS:
+        if ordinal >= base:
+            step, release = divmod(ordinal - base, 2)
+            major, minor = divmod(first_minor + step // patches, 10)
+            name = f"V{3 + major}_{minor}_{first_patch + step % patches}"
+            return name if release else f"{name}_SNAPSHOT"
+    return str(ordinal)
+
+
+_V3_0_0_ALL: Final = (
+    *("SNAPSHOT", "ALPHA1", *(f"BETA{i}" for i in range(1, 6))),
+    *(f"BETA{i}{s}" for i in range(6, 10) for s in ("_SNAPSHOT", "")),
+    "FINAL",
+)  # ordinals 0-15: V3_0_0_SNAPSHOT ... V3_0_0_FINAL
+# (first ordinal, its minor counted from 3.0, its first patch, patches per minor), latest first
+_V_RUNS: Final = ((V4_BASE, 10, 0, 10), (86, 3, 1, 9), (46, 1, 0, 10), (16, 0, 1, 15))
 
 
 class Connections:

@@ -32,9 +32,9 @@ def register(dispatcher: Dispatcher, connections: Connections) -> None:
 
 def heard_ours(connections: Connections, cmd: RemotingCommand, client_id: str, group: str, producer: str) -> None:
     """Our client's HEART_BEAT: a group consumer (its topics, each read with its one filter)
-    or a producer announcing its group. Not one made inside this broker (``local``): that is a
-    4.x client's, translated, or the broker's own."""
-    if cmd.local:
+    or a producer announcing its group. Not one made inside this broker (no connection of its
+    own): that is a 4.x client's, translated (the dialect notes it), or the broker's own."""
+    if cmd.channel is None:
         return
     consumers = None
     if group:

@@ -98,7 +98,7 @@ async def heartbeat(ctx: ConsumersContext, cmd: RemotingCommand) -> RemotingComm
 async def unregister(ctx: ConsumersContext, cmd: RemotingCommand) -> RemotingCommand:
     group, producer = _groups(cmd)
     client_id = get_str(cmd, "clientId")
-    if not cmd.local:  # a 4.x client's, translated: its own entry is the dialect's to change
+    if cmd.channel is not None:  # else a 4.x client's, translated: its entry is the dialect's to change
         ctx.connections.leave(client_id, group or None, producer or None)
     if group:
         ctx.groups.unregister(group, client_id)

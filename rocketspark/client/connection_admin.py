@@ -52,8 +52,13 @@ class ClientConnection:
         }
 
 
+def _by_topic(subscribed: Subscribed) -> str:
+    return subscribed.topic
+
+
 def merged(seen: list[tuple[str, Mapping[str, Any]]]) -> list[ClientConnection]:
-    """(broker name, a broker's entry) pairs as one connection per client id, sorted by id."""
+    """(broker name, a broker's entry) pairs as one connection per client id, sorted by id (its
+    subscriptions by topic)."""
     latest: dict[str, Mapping[str, Any]] = {}
     brokers: dict[str, set[str]] = {}
     for broker, entry in seen:
@@ -70,7 +75,7 @@ def merged(seen: list[tuple[str, Mapping[str, Any]]]) -> list[ClientConnection]:
             str(entry["protocol"]),
             tuple(sorted(brokers[client_id])),
             int(entry["lastSeenMs"]),
-            tuple(Subscribed.from_wire(s) for s in entry.get("subscriptions") or ()),
+            tuple(sorted((Subscribed.from_wire(s) for s in entry.get("subscriptions") or ()), key=_by_topic)),
         )
         for client_id, entry in sorted(latest.items())
     ]
