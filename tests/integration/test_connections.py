@@ -21,6 +21,7 @@ from rocketspark.client.connection_admin import ClientConnection, Subscribed
 from rocketspark.client.heartbeats import client_version
 from rocketspark.rocketmq4.codes import Code
 from tests import rocketmq4
+from tests.docblocks import blocks_run_by
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.integration
@@ -138,3 +139,20 @@ def test_the_official_v5_producer_and_simple_consumer_are_listed_as_grpc_clients
         eventually(
             lambda: admin.consumer_connections("conn-v5-g") == [] and admin.producer_connections("conn-v5") == []
         )
+
+
+def test_the_docs_connection_commands_run_as_written(cluster: LocalCluster) -> None:
+    [block] = blocks_run_by("tests/integration/test_connections.py::test_the_docs_connection_commands_run_as_written")
+    prefix = ".venv/bin/rocketspark admin "
+    lines = [line.removeprefix(prefix).split("#", 1)[0].strip() for line in block.text.splitlines()]
+    assert lines == ["consumer-connection my-group", "producer-connection DEFAULT_PRODUCER", "producers"]
+    with Producer(cluster.nameserver) as producer:  # in DEFAULT_PRODUCER
+        producer.send(Message("conn-ours", b"x"))
+        with GroupConsumer(cluster.nameserver, "my-group", "conn-ours", lambda _: None) as consumer:
+            outputs = [_cli(cluster, *line.split())["tables"][0]["rows"] for line in lines]
+    members, producers, groups = outputs
+    assert [(r["client id"], r["language"], r["subscriptions"]) for r in members] == [
+        (consumer.client_id, "PYTHON", "conn-ours TAG *")
+    ]
+    assert [(r["producer group"], r["client id"]) for r in producers] == [("DEFAULT_PRODUCER", producer.client_id)]
+    assert ("DEFAULT_PRODUCER", producer.client_id) in [(r["producer group"], r["client id"]) for r in groups]
