@@ -6,29 +6,26 @@ A broker is announced to the first time the producer sends to it (the check on t
 is one set lookup), then every ``HEARTBEAT_INTERVAL_S`` (RocketMQ's ``heartbeatBrokerInterval``,
 30 s) on one background thread, started with the first announcement; a producer that never
 sends starts nothing. Closing the producer unregisters it (UNREGISTER_CLIENT) from each; one
-that dies drops out of the brokers' lists after their ``consumer_expired_ms`` (120 s).
-Announcements are oneway: a broker that is down misses one and hears the next.
+that dies drops out of the brokers' lists when its connections close, or (its host lost) after
+their ``consumer_expired_ms`` (120 s).
+Announcements (and the unregistering) are oneway: a broker that is down misses one and hears
+the next; nothing waits for them.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib.metadata
-import logging
 import threading
 from typing import Final, Protocol
 
 from rocketspark.client.daemon import DaemonThread
-from rocketspark.errors import RocketSparkError
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
-
-log = logging.getLogger(__name__)
 
 DEFAULT_PRODUCER_GROUP: Final = "DEFAULT_PRODUCER"  # RocketMQ's default producer group
 INNER_PRODUCER_GROUP: Final = "CLIENT_INNER_PRODUCER"  # RocketMQ's, for a consumer's sends back to retry
 HEARTBEAT_INTERVAL_S: Final = 30.0
-UNREGISTER_TIMEOUT_MS: Final = 1000
 
 
 @functools.cache
@@ -44,7 +41,6 @@ class Caller(Protocol):
     """The producer's remoting client, as heartbeats use it."""
 
     def invoke_oneway(self, address: str, request: RemotingCommand, timeout_ms: int | None = None) -> None: ...
-    def invoke(self, address: str, request: RemotingCommand, timeout_ms: int | None = None) -> RemotingCommand: ...
 
 
 class ProducerHeartbeats:
@@ -87,13 +83,9 @@ class ProducerHeartbeats:
 
     def close(self) -> None:
         """Stop heartbeating and leave the group on every broker announced to (a broker that
-        does not answer forgets the producer after its expiry)."""
+        misses it forgets the producer when its connection closes, or after its expiry)."""
         with self._lock:
             self._stop.set()
             known, self.known = sorted(self.known), set()
-        for address in known:
-            try:
-                request = RemotingCommand.request(RequestCode.UNREGISTER_CLIENT, self._ext())
-                self.remoting.invoke(address, request, UNREGISTER_TIMEOUT_MS)
-            except RocketSparkError as exc:
-                log.debug("producer %s: broker %s did not hear it leave: %s", self.client_id, address, exc)
+        for address in known:  # oneway: written before the producer's connections close, waited for by nobody
+            self._announce(address, RequestCode.UNREGISTER_CLIENT)

@@ -1,5 +1,6 @@
 """Who is connected: the broker's registry of clients (their groups, expiry, a closed
-connection) and the admin's merge of every broker's view."""
+connection), what v2 settings put in it, a producer's announcements of its group, and the
+admin's merge of every broker's view."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ from collections.abc import Callable
 
 from broker.connections import GRPC, OURS, REMOTING, Connections, Subscribed, version_name
 from rocketspark.client.connection_admin import ClientConnection, merged
+from rocketspark.client.heartbeats import ProducerHeartbeats, client_version
 from rocketspark.grpcv2 import connected
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
+from rocketspark.protocol.codes import RequestCode
+from rocketspark.protocol.command import RemotingCommand
 
 
 class Clock:
@@ -152,3 +156,40 @@ def test_a_v5_producer_is_listed_under_each_topic_and_a_consumer_under_its_group
     assert registry.consumers_of("etl")[0]["subscriptions"] == c["subscriptions"]
     registry.gone("c1")
     assert registry.consumers_of("etl") == []
+
+
+class RecordingCaller:
+    """The producer's remoting client as heartbeats see it (the ``Caller`` seam): what was sent where."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, int, dict[str, object]]] = []
+
+    def invoke_oneway(self, address: str, request: RemotingCommand, timeout_ms: int | None = None) -> None:
+        self.sent.append((address, request.code, dict(request.ext)))
+
+
+def test_a_producer_announces_its_group_once_per_broker_and_leaves_each_when_closed() -> None:
+    caller = RecordingCaller()
+    beats = ProducerHeartbeats(caller, "pg", "host@1@abc", interval_s=3600)
+    for address in ("b:1", "a:1", "b:1", "a:1"):
+        beats.seen(address)
+    assert [(a, c) for a, c, _ in caller.sent] == [("b:1", RequestCode.HEART_BEAT), ("a:1", RequestCode.HEART_BEAT)]
+    assert caller.sent[0][2] == {"producerGroup": "pg", "clientId": "host@1@abc", "clientVersion": client_version()}
+    caller.sent.clear()
+    beats.close()
+    assert sorted((a, c) for a, c, _ in caller.sent) == [
+        ("a:1", RequestCode.UNREGISTER_CLIENT),
+        ("b:1", RequestCode.UNREGISTER_CLIENT),
+    ]
+    caller.sent.clear()
+    beats.seen("c:1")  # closed: nothing more
+    beats.close()
+    assert caller.sent == []
+
+
+def test_a_producer_without_a_group_announces_nothing() -> None:
+    caller = RecordingCaller()
+    beats = ProducerHeartbeats(caller, None, "host@1@abc")
+    beats.seen("a:1")
+    beats.close()
+    assert caller.sent == []
