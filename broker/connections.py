@@ -42,6 +42,7 @@ class Connection:
     language: str
     version: str
     protocol: str
+    version_code: int = 0  # a 4.x client's header version (MQVersion ordinal), as mqadmin reads it; else 0
     heard_ms: int = 0  # epoch ms, for operators
     heard_at: float = 0.0  # monotonic, for expiry
     consumer_groups: dict[str, tuple[Subscribed, ...]] = field(default_factory=dict)
@@ -107,6 +108,7 @@ class Connections:
         channel: Closing | None = None,
         consumers: Mapping[str, Sequence[Subscribed]] | None = None,
         producers: Iterable[str] = (),
+        version_code: int = 0,
     ) -> Connection:
         """A heartbeat (or settings) of ``client_id``: what it says it is, and its groups."""
         entry = self.clients.get(client_id)
@@ -114,6 +116,7 @@ class Connections:
             entry = self.clients[client_id] = Connection(client_id, address, language, version, protocol)
         entry.address = address or entry.address
         entry.language, entry.version, entry.protocol = language or entry.language, version or entry.version, protocol
+        entry.version_code = version_code or entry.version_code
         if channel is not None and entry.channel is not channel:
             entry.channel = channel
             channel.on_close(partial(self._closed, client_id, channel))
@@ -159,11 +162,17 @@ class Connections:
             del self.clients[client_id]
         return sorted(self.clients.values(), key=lambda e: e.client_id)
 
+    def consumers(self, group: str) -> list[Connection]:
+        return [e for e in self.live() if group in e.consumer_groups]
+
+    def producers(self, group: str) -> list[Connection]:
+        return [e for e in self.live() if group in e.producer_groups]
+
     def consumers_of(self, group: str) -> list[dict[str, Any]]:
-        return [e.wire(group) for e in self.live() if group in e.consumer_groups]
+        return [e.wire(group) for e in self.consumers(group)]
 
     def producers_of(self, group: str) -> list[dict[str, Any]]:
-        return [e.wire() for e in self.live() if group in e.producer_groups]
+        return [e.wire() for e in self.producers(group)]
 
     def producer_groups(self) -> dict[str, list[dict[str, Any]]]:
         """Every producer group with its clients, by group name."""

@@ -66,6 +66,7 @@ async def handle_heartbeat(dialect: Dialect, request: RemotingCommand) -> Remoti
         channel=request.channel,
         consumers=subscribed,
         producers=producers,
+        version_code=request.version,
     )
     for group in consumers:
         before = dialect.groups.members(group)

@@ -98,8 +98,9 @@ def test_a_4x_push_consumer_and_producer_are_listed_as_remoting_clients(cluster:
     with rocketmq4.Consumer({**options, "seconds": 120}) as consumer, Admin(cluster.nameserver) as admin:
 
         def listed() -> list[ClientConnection]:
+            """Once it heartbeat with its retry topic's subscription too (its first may come before it subscribed)."""
             assert not consumer.errors or consumer.process.poll() is None, consumer.errors[-5:]
-            return admin.consumer_connections("conn-ons-g")
+            return [c for c in admin.consumer_connections("conn-ons-g") if len(c.subscriptions) == 2]
 
         [member] = eventually(listed, timeout_s=60)
         # ali-ons says what Java's client 3.4.9 says; it subscribes to its group's retry topic too, as Java's does
@@ -113,6 +114,15 @@ def test_a_4x_push_consumer_and_producer_are_listed_as_remoting_clients(cluster:
             [sender] = admin.producer_connections("conn-ons-pg")
             assert (sender.client_id, sender.protocol, sender.brokers) == ("10.0.0.9@9", "remoting", ("broker-a",))
             assert (sender.language, sender.version) == ("PYTHON", "V5_3_3")  # what the raw client's frames say
+            # mqadmin's consumerConnection and producerConnection, in RocketMQ's JSON
+            answer = json.loads(raw.call(Code.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": "conn-ons-g"}).body)
+            [seen] = answer["connectionSet"]  # broker-a's view: its own connection from the client
+            assert (seen["clientId"], seen["language"], seen["version"]) == (member.client_id, "JAVA", 121)
+            assert seen["clientAddr"].startswith("127.0.0.1:")
+            assert answer["subscriptionTable"]["conn-ons"]["subString"] == "T1 || T2"
+            assert answer["subscriptionTable"]["conn-ons"]["tagsSet"] == ["T1", "T2"]
+            answer = json.loads(raw.call(Code.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": "conn-ons-pg"}).body)
+            assert [c["clientId"] for c in answer["connectionSet"]] == ["10.0.0.9@9"]
         eventually(lambda: admin.producer_connections("conn-ons-pg") == [])  # its connection closed
         consumer.stop()  # SIGTERM: its connections close
         eventually(lambda: admin.consumer_connections("conn-ons-g") == [], timeout_s=30)
