@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from broker import rocketmq4
 from broker.config import BrokerConfig
+from broker.connections import Connections
 from broker.consumers import ConsumerGroups
 from broker.counters import BrokerCounters
 from broker.dedupe import ProducerTable
@@ -20,7 +21,7 @@ from broker.diskuse import DiskUse
 from broker.ha.epochs import EpochFile
 from broker.ha.replication import Replication
 from broker.ha.role import Role
-from broker.handlers import admin, consumers, ha, lookup, offsets, pull, send, static
+from broker.handlers import admin, connections, consumers, ha, lookup, offsets, pull, send, static
 from broker.longpoll import LongPollHub
 from broker.offsets import ConsumerOffsets
 from broker.registry import Registry
@@ -58,6 +59,7 @@ class Parts(Protocol):
     keys: KeyIndex | None
     longpoll: LongPollHub
     consumers: ConsumerGroups
+    connections: Connections
     acl: AclStore
     dispatcher: Dispatcher
     role: Role
@@ -122,7 +124,10 @@ def register_handlers(b: Parts) -> Handlers:
     send.register(d, send_context)
     pull.register(d, pull_context)
     offsets.register(d, offsets.OffsetsContext(topics, store, b.offsets, role, static_, b.consumers))
-    consumers.register(d, consumers.ConsumersContext(b.consumers, topics, store, role, registry, b.offsets))
+    consumers.register(
+        d, consumers.ConsumersContext(b.consumers, topics, store, role, registry, b.offsets, b.connections)
+    )
+    connections.register(d, b.connections)
     lookup.register(d, lookup.LookupContext(b.name, topics, static_, store, b.keys, address))
     admin.register(d, admin_context)
     static.register(d, static_context)
@@ -144,6 +149,7 @@ def _dialect(b: Parts, address: Callable[[], str]) -> Dialect:
         queues,
         Members(b.consumers),
         b.consumers,
+        b.connections,
         b.store,
         BrokerHeld(queues, b.delay, b.transactions),
         Filters(),

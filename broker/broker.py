@@ -17,6 +17,7 @@ from grpc import aio
 
 from broker.assembly import register_handlers
 from broker.config import BrokerConfig
+from broker.connections import Connections
 from broker.consumers import ConsumerGroups
 from broker.counters import BrokerCounters
 from broker.dedupe import ProducerTable
@@ -118,6 +119,7 @@ class Broker:
         self.keys = KeyIndex(self.data_dir / "index" / "keys.db", self.store) if config.key_index_enable else None
         self.longpoll = LongPollHub()
         self.consumers = ConsumerGroups(config.consumer_expired_ms)
+        self.connections = Connections(config.consumer_expired_ms)
         self.acl = config.acl_store(self.data_dir / "config" / "acl.json")
         self.dispatcher = Dispatcher(
             f"broker {self.name}",
@@ -185,6 +187,7 @@ class Broker:
             config.pop_limits(),
             config.check_rules(),
             self.trace,
+            self.connections,
         )
         self.delay = DelayScheduler(self.clients, self.host)
         self.transactions = Transactions(self.clients, self.host, self.host.checks)
@@ -280,10 +283,7 @@ class Broker:
             log.warning(
                 "broker %s: producer %s's sequence on %s/%d covered records lost in recovery; its resend will be "
                 "stored again",
-                self.name,
-                pid,
-                topic,
-                queue_id,
+                *(self.name, pid, topic, queue_id),
             )
         self.topics.set_auto_create(
             self.config.auto_create_topic_enable, self.config.default_topic_queue_nums, self.store.log_max_offset

@@ -11,13 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
+from broker.connections import Connections
 from broker.consumers import ConsumerGroups
 from broker.ha.role import Role
+from broker.handlers.connections import heard_ours
 from broker.offsets import ConsumerOffsets
 from broker.registry import Registry
 from broker.store.store import MessageStore
 from broker.topics import TopicTable
-from rocketspark.errors import IllegalTopicNameError
+from rocketspark.errors import IllegalTopicNameError, InvalidParameterError
 from rocketspark.protocol.bodies import pack, unpack
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
@@ -36,6 +38,7 @@ class ConsumersContext:
     role: Role
     registry: Registry
     offsets: ConsumerOffsets
+    connections: Connections
 
 
 async def ensure_group_topics(ctx: ConsumersContext, group: str) -> None:
@@ -68,8 +71,24 @@ def register(dispatcher: Dispatcher, ctx: ConsumersContext) -> None:
         dispatcher.register(code, partial(handler, ctx))
 
 
+def _groups(cmd: RemotingCommand) -> tuple[str, str]:
+    """(consumer group, producer group) of a HEART_BEAT or UNREGISTER_CLIENT: one at least."""
+    consumer, producer = str(cmd.ext.get("consumerGroup") or ""), str(cmd.ext.get("producerGroup") or "")
+    if not consumer and not producer:
+        raise InvalidParameterError(
+            "a client's HEART_BEAT or UNREGISTER_CLIENT names its consumerGroup or its producerGroup; it has neither"
+        )
+    return consumer, producer
+
+
 async def heartbeat(ctx: ConsumersContext, cmd: RemotingCommand) -> RemotingCommand:
-    group, client_id = get_str(cmd, "consumerGroup"), get_str(cmd, "clientId")
+    """A member's heartbeat (answered with the group's members and resets), or a producer's
+    announcement of its group; either one is noted in ``connections`` for operators."""
+    group, producer = _groups(cmd)
+    client_id = get_str(cmd, "clientId")
+    heard_ours(ctx.connections, cmd, client_id, group, producer)
+    if not group:
+        return cmd.response()
     await ensure_group_topics(ctx, group)
     seen = cmd.ext.get("resetsSeen") or {}  # its shape was checked at the edge: MemberHeader
     ctx.groups.heartbeat(group, client_id, {str(t): int(v) for t, v in seen.items()})
@@ -77,8 +96,12 @@ async def heartbeat(ctx: ConsumersContext, cmd: RemotingCommand) -> RemotingComm
 
 
 async def unregister(ctx: ConsumersContext, cmd: RemotingCommand) -> RemotingCommand:
-    group, client_id = get_str(cmd, "consumerGroup"), get_str(cmd, "clientId")
-    ctx.groups.unregister(group, client_id)
+    group, producer = _groups(cmd)
+    client_id = get_str(cmd, "clientId")
+    if cmd.channel is not None:  # else a 4.x client's, translated: its entry is the dialect's to change
+        ctx.connections.leave(client_id, group or None, producer or None)
+    if group:
+        ctx.groups.unregister(group, client_id)
     return cmd.response()
 
 

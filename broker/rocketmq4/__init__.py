@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from broker.rocketmq4 import clients, lookup, offsets, pull, send, sendback, transactions
+from broker.rocketmq4 import clients, connections, lookup, offsets, pull, send, sendback, transactions
 from broker.rocketmq4.context import Dialect
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.remoting.server import Dispatcher
@@ -25,6 +25,8 @@ def register(dispatcher: Dispatcher, dialect: Dialect) -> None:
     r(Code.UNREGISTER_CLIENT, partial(clients.handle_unregister, dialect))
     r(Code.GET_CONSUMER_LIST_BY_GROUP, partial(clients.handle_consumer_list, dialect))
     r(Code.CHECK_CLIENT_CONFIG, partial(clients.handle_check_client_config, dialect))
+    r(Code.GET_CONSUMER_CONNECTION_LIST, partial(connections.handle_consumer_connections, dialect))
+    r(Code.GET_PRODUCER_CONNECTION_LIST, partial(connections.handle_producer_connections, dialect))
     r(Code.LOCK_BATCH_MQ, partial(clients.handle_lock, dialect, lock=True))
     r(Code.UNLOCK_BATCH_MQ, partial(clients.handle_lock, dialect, lock=False))
     r(Code.QUERY_CONSUMER_OFFSET, partial(offsets.handle_query, dialect))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from broker.connections import REMOTING, Subscribed, version_name
 from broker.rocketmq4.context import Dialect
 from broker.rocketmq4.members import SQL92, Subscription
 from rocketspark.errors import MalformedRequestError
@@ -55,6 +56,18 @@ async def handle_heartbeat(dialect: Dialect, request: RemotingCommand) -> Remoti
         str(p["groupName"]) for p in body.get("producerDataSet") or [] if isinstance(p, dict) and p.get("groupName")
     }
     dialect.members.heartbeat(client_id, request.channel, consumers, producers)
+    subscribed = {g: [Subscribed(s.topic, s.expression_type, s.expression) for s in ss] for g, ss in consumers.items()}
+    dialect.connections.heard(
+        client_id,
+        address=getattr(request.channel, "peer", ""),
+        language=request.language or "JAVA",
+        version=version_name(request.version),
+        protocol=REMOTING,
+        channel=request.channel,
+        consumers=subscribed,
+        producers=producers,
+        version_code=request.version,
+    )
     for group in consumers:
         before = dialect.groups.members(group)
         await dialect.queues.ours(RequestCode.HEART_BEAT, {"consumerGroup": group, "clientId": client_id}, request.user)
@@ -68,7 +81,9 @@ async def handle_unregister(dialect: Dialect, request: RemotingCommand) -> Remot
     fields = Fields("UNREGISTER_CLIENT", request.ext)
     client_id = fields.text("clientID")
     group = fields.text("consumerGroup", "")
-    dialect.members.unregister(client_id, group or None, fields.text("producerGroup", "") or None)
+    producer = fields.text("producerGroup", "") or None
+    dialect.members.unregister(client_id, group or None, producer)
+    dialect.connections.leave(client_id, group or None, producer)
     if group:
         await dialect.queues.ours(
             RequestCode.UNREGISTER_CLIENT, {"consumerGroup": group, "clientId": client_id}, request.user

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from broker.config import BrokerConfig
+from broker.connections import Connections
 from broker.consumers import ConsumerGroups
 from broker.rocketmq4.filters import Filters
 from broker.rocketmq4.members import Members
@@ -43,6 +44,7 @@ class Dialect:
     queues: Queues
     members: Members
     groups: ConsumerGroups
+    connections: Connections  # who is connected, for operators
     store: MessageStore
     held: Held
     filters: Filters

@@ -5,6 +5,7 @@
     rocketspark admin -n 127.0.0.1:9876 clusters       the mqadmin equivalents, as tables
     rocketspark admin create-topic orders --queues 8
     rocketspark admin status orders
+    rocketspark admin consumer-connection etl         who is connected: address, language, subscriptions
     rocketspark cluster up --auth --tls                users, permissions and TLS on (a development CA)
     rocketspark admin user create etl                  users and policies, on every server
     rocketspark admin acl set etl Topic:orders Pub,Sub
@@ -27,7 +28,7 @@ import os
 import sys
 from collections.abc import Callable
 
-from rocketspark.cli import acl, admin, cluster_up, ops, package_job
+from rocketspark.cli import acl, admin, cluster_up, connections, ops, package_job
 from rocketspark.cli.common import OUTPUT, add_connection_arguments, fail
 from rocketspark.errors import RocketSparkError
 
@@ -52,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     admin.add_commands(add)
     ops.add_commands(add)
+    connections.add_commands(add)
     acl.add_commands(cmds)
     return parser
 

@@ -11,6 +11,7 @@ attribute             area                                   module
 ``acl``               users and policies                     ``acl_admin``
 ``replicas``          replica groups, switchover             ``replica_admin``
 ``servers``           write permission, counters             ``server_admin``
+``connections``       who is connected, per client group     ``connection_admin``
 ====================  =====================================  ===============================
 
 ``admin.topics()`` lists the topics and ``admin.groups()`` the groups, as they always did;
@@ -28,6 +29,7 @@ from typing import Any
 from rocketspark.client.acl_admin import Acl, AclChange, UserInfo
 from rocketspark.client.admin_core import AdminConnection
 from rocketspark.client.browse import DEFAULT_LIMIT, MessagePage, browse_messages
+from rocketspark.client.connection_admin import ClientConnection, Connections, Subscribed
 from rocketspark.client.group_admin import ConsumerProgress, GroupInfo, Groups
 from rocketspark.client.message_admin import CONSUME_COUNT, CONSUME_WAIT_S, QUERY_MAX_MESSAGES, SEND_COUNT, Messages
 from rocketspark.client.replica_admin import Replicas
@@ -43,12 +45,14 @@ from rocketspark.security.acl import Decision
 
 __all__ = [
     "Admin",
+    "ClientConnection",
     "ConsumerProgress",
     "GroupInfo",
     "GroupTopic",
     "MessagePage",
     "QueueStatus",
     "SegmentStatus",
+    "Subscribed",
     "TopicInfo",
 ]
 
@@ -85,6 +89,10 @@ class Admin(AdminConnection):
     @cached_property
     def servers(self) -> Servers:
         return Servers(self)
+
+    @cached_property
+    def connections(self) -> Connections:
+        return Connections(self)
 
     # -- topics -------------------------------------------------------------------------------
 
@@ -167,6 +175,21 @@ class Admin(AdminConnection):
         """``groups.reset_offset``: move the group's offsets on ``topic`` to a time, the earliest
         or the latest message; its running consumers follow. Returns queue -> offset."""
         return self.groups.reset_offset(group, topic, timestamp_ms=timestamp_ms, earliest=earliest, latest=latest)
+
+    # -- client connections -------------------------------------------------------------------
+
+    def consumer_connections(self, group: str) -> list[ClientConnection]:
+        """``connections.consumers``: the consumer group's clients over every broker (address,
+        language, version, protocol, subscriptions), sorted by client id; [] when none."""
+        return self.connections.consumers(group)
+
+    def producer_connections(self, group: str) -> list[ClientConnection]:
+        """``connections.producers``: the producer group's clients over every broker."""
+        return self.connections.producers(group)
+
+    def producer_groups(self) -> dict[str, list[ClientConnection]]:
+        """``connections.producer_groups``: every producer group any broker knows, sorted."""
+        return self.connections.producer_groups()
 
     # -- messages -----------------------------------------------------------------------------
 

@@ -33,6 +33,7 @@ from typing import Any, Unpack
 
 from rocketspark.client.allocate import STRATEGIES
 from rocketspark.client.consumer import Consumer
+from rocketspark.client.heartbeats import INNER_PRODUCER_GROUP, client_version
 from rocketspark.client.producer import Producer
 from rocketspark.client.pulling import parse_filter
 from rocketspark.client.rebalance import Member, OwnedQueues, QueueKey, Worker
@@ -162,6 +163,8 @@ class GroupConsumer:
     def _heartbeat(self) -> bool:
         """Heartbeat every broker; True when the membership changed."""
         ext: dict[str, object] = {"consumerGroup": self.group, "clientId": self.client_id, "topics": self.topics}
+        ext |= {"clientVersion": client_version(), "expressionType": "SQL92" if self.sql else "TAG"}
+        ext["expression"] = self.sql or self.tags or "*"
         resets = self.owned.resets_seen
         if resets:  # so that a broker that restarted knows what a new reset must exceed
             ext["resetsSeen"] = {t: v for t, v in resets.items() if v > 0}
@@ -296,5 +299,5 @@ class GroupConsumer:
 
     def _producer_for_retries(self) -> Producer:
         if self._producer is None:
-            self._producer = Producer(self._nameserver, **self._security)
+            self._producer = Producer(self._nameserver, group=INNER_PRODUCER_GROUP, **self._security)
         return self._producer

@@ -26,6 +26,8 @@ from typing import Final, Protocol, Unpack
 
 from rocketspark.client.base import ClientBase, ClientKwargs
 from rocketspark.client.fault import LATENCY_MAX_MS, NOT_AVAILABLE_MS, LatencyFaultTolerance
+from rocketspark.client.heartbeats import DEFAULT_PRODUCER_GROUP, ProducerHeartbeats
+from rocketspark.client.route_push import new_client_id
 from rocketspark.client.selection import (
     Pin,
     PublishInfo,
@@ -107,9 +109,13 @@ class Producer(ClientBase):
         not_available_duration_ms: Sequence[int] = NOT_AVAILABLE_MS,
         send_async_pool: PoolFactory = send_pool,
         local: LocalPeer | None = None,
+        group: str | None = DEFAULT_PRODUCER_GROUP,
         **options: Unpack[ClientKwargs],
     ) -> None:
         super().__init__(nameserver, timeout_ms=send_timeout_ms, local=local, **options)
+        self.group = group  # announced to each broker sent to (Admin.producer_connections); None: not announced
+        self.client_id = new_client_id()
+        self.heartbeats = ProducerHeartbeats(self.remoting, group, self.client_id)
         # RocketMQ's sendLatencyFaultEnable (off by default there too): slow or failed brokers
         # are avoided for a while, by the latency table of rocketspark.client.fault.
         self.fault = (
@@ -248,6 +254,7 @@ class Producer(ClientBase):
         master (a hung master is replaced while the attempt waits: the send moves on at once;
         the hung one, fenced by its lease, can acknowledge nothing when it wakes)."""
         address = self.broker_address(info.route, ref.broker_name)
+        self.heartbeats.seen(address)
         request = send_request(info, topic, ref, body, batch=batch, queue_nums=self.default_topic_queue_nums)
         started = time.monotonic()
         wait_ms = retries.attempt_timeout_ms(started, self.send_attempt_timeout_ms)
@@ -376,7 +383,9 @@ class Producer(ClientBase):
         ref = self._target(info, pin_of(message), None)
         body = encode_messages(message.topic, [message], compression_kind=self.compression)
         request = send_request(info, message.topic, ref, body, batch=False, queue_nums=self.default_topic_queue_nums)
-        self.remoting.invoke_oneway(self.broker_address(info.route, ref.broker_name), request)
+        address = self.broker_address(info.route, ref.broker_name)
+        self.heartbeats.seen(address)
+        self.remoting.invoke_oneway(address, request)
 
     def close(self) -> None:
         """Wait for the sends already handed to ``send_async``, then close the connections."""
@@ -385,4 +394,5 @@ class Producer(ClientBase):
             executor = self._executor
         if executor is not None:
             executor.shutdown(wait=True)
+        self.heartbeats.close()
         super().close()

@@ -81,6 +81,7 @@ class EndpointClients:
                     max_message_bytes=self.max_body_bytes,
                     auto_create_topics=False,
                     local=self.local,
+                    group=None,  # the endpoint's v2 producers are listed by it, each under its topics
                     **self.options,
                 )
             return self._producer

@@ -22,6 +22,7 @@ Offset-based pulls, recalls and lite topics answer NOT_IMPLEMENTED (``server``).
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import logging
 import time
@@ -33,7 +34,7 @@ from google.protobuf.message import Message
 from grpc import aio
 
 from rocketspark.errors import RocketSparkError
-from rocketspark.grpcv2 import settings, translate
+from rocketspark.grpcv2 import connected, settings, translate
 from rocketspark.grpcv2.clients import EndpointClients, in_thread
 from rocketspark.grpcv2.consuming import Consuming, client_id
 from rocketspark.grpcv2.delay import DelayScheduler
@@ -66,6 +67,7 @@ class Host:
     pop: PopLimits
     checks: CheckRules
     trace: Tracer  # what its consumers' receives, acks and nacks give message trace
+    connections: connected.Registry | None = None  # the broker's registry of who is connected, for operators
 
     def is_master(self) -> bool:
         return self.master()
@@ -97,6 +99,7 @@ class Endpoint:
         transactions: Transactions,
     ) -> None:
         self.clients = clients
+        self.connections = host.connections
         self.guard = guard
         self.address = address  # host:port this endpoint is reached at (known once it is bound)
         self.host = host
@@ -202,7 +205,12 @@ class Endpoint:
     ) -> sv.HeartbeatResponse:
         async def work() -> sv.HeartbeatResponse:
             self.authorize(context, RequestCode.GET_BROKER_CLUSTER_INFO, {})
-            self.consuming.pop.heard_from(client_id(context))  # its auto-renewed messages stay invisible
+            client = client_id(context)
+            self.consuming.pop.heard_from(client)  # its auto-renewed messages stay invisible
+            if self.connections is not None:
+                consumer = request.client_type != pb.ClientType.PRODUCER
+                group = request.group.name if consumer else ""
+                connected.heartbeat(self.connections, client, _metadata(context), context.peer(), group)
             return sv.HeartbeatResponse(status=translate.status(translate.OK))
 
         return await self.answer(request, work, lambda s: sv.HeartbeatResponse(status=s))
@@ -221,6 +229,8 @@ class Endpoint:
                 self.authorize(context, RequestCode.GET_BROKER_CLUSTER_INFO, {})
             client = client_id(context)
             self.presence.terminated(client, time.monotonic())
+            if self.connections is not None:
+                self.connections.gone(client)
             if group:
                 self.consuming.pop.release(client, "it said it terminates", group)
             return sv.NotifyClientTerminationResponse(status=translate.status(translate.OK))
@@ -240,7 +250,8 @@ class Endpoint:
             return
         client = client_id(context)
         session = Session(frozenset(), asyncio.Queue(), asyncio.get_running_loop())
-        reader = asyncio.create_task(self._read_telemetry(requests, session))
+        noted = functools.partial(self._noted, client, _metadata(context), context.peer())
+        reader = asyncio.create_task(self._read_telemetry(requests, session, noted))
         self.presence.opened(client, time.monotonic())
         try:
             while (command := await session.outbox.get()) is not None:
@@ -250,9 +261,18 @@ class Endpoint:
             reader.cancel()
             self.sessions.discard(session)
 
-    async def _read_telemetry(self, requests: AsyncIterator[sv.TelemetryCommand], session: Session) -> None:
-        """The client's side of a Telemetry stream: its settings are answered, and a producer's
-        topics are noted (it may be asked how its transactions ended)."""
+    def _noted(self, client: str, metadata: dict[str, Any], peer: str, client_settings: pb.Settings) -> None:
+        if self.connections is not None:
+            connected.noted(self.connections, client, metadata, peer, client_settings)
+
+    async def _read_telemetry(
+        self,
+        requests: AsyncIterator[sv.TelemetryCommand],
+        session: Session,
+        noted: Callable[[pb.Settings], None],
+    ) -> None:
+        """The client's side of a Telemetry stream: its settings are answered and noted for
+        operators, and a producer's topics are kept (it may be asked how its transactions ended)."""
         try:
             async for command in requests:
                 if not command.HasField("settings"):
@@ -266,10 +286,15 @@ class Endpoint:
                     self.sessions.discard(session)
                     session.topics = frozenset(t.name for t in command.settings.publishing.topics)
                     self.sessions.add(session)
+                noted(command.settings)
                 answer = settings.merged(command.settings, self.clients.max_body_bytes, self.host.pop.max_attempts)
                 session.outbox.put_nowait(sv.TelemetryCommand(status=translate.status(translate.OK), settings=answer))
         finally:
             session.outbox.put_nowait(None)
+
+
+def _metadata(context: aio.ServicerContext[Any, Any]) -> dict[str, Any]:
+    return dict(context.invocation_metadata() or ())
 
 
 def _endpoints(address: str) -> pb.Endpoints:

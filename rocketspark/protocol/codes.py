@@ -35,6 +35,8 @@ code  name                                 served by
 106   GET_BROKER_CLUSTER_INFO              nameserver
 322   QUERY_DATA_VERSION                   nameserver (a broker asks: do you hold my registration?)
 202   GET_TOPIC_STATS_INFO                 broker
+203   GET_CONSUMER_CONNECTION_LIST         broker (a consumer group's clients: address, language...)
+204   GET_PRODUCER_CONNECTION_LIST         broker (a producer group's clients)
 206   GET_ALL_TOPIC_LIST_FROM_NAMESERVER   nameserver
 205   WIPE_WRITE_PERM_OF_BROKER            nameserver
 215   DELETE_TOPIC_IN_BROKER               broker
@@ -42,6 +44,7 @@ code  name                                 served by
 216   DELETE_TOPIC_IN_NAMESRV              nameserver
 320   SEND_BATCH_MESSAGE                   broker
 327   ADD_WRITE_PERM_OF_BROKER             nameserver
+328   GET_ALL_PRODUCER_INFO                broker (every producer group and its clients)
 351   GET_TOPIC_CONFIG                     broker (config, and the mapping of a static topic)
 513   UPDATE_AND_CREATE_STATIC_TOPIC       broker
 904   BROKER_HEARTBEAT                     controller: a replica's heartbeat (its offset)
@@ -103,6 +106,8 @@ class RequestCode(IntEnum):
     GET_ROUTEINFO_BY_TOPIC = 105
     GET_BROKER_CLUSTER_INFO = 106
     GET_TOPIC_STATS_INFO = 202
+    GET_CONSUMER_CONNECTION_LIST = 203
+    GET_PRODUCER_CONNECTION_LIST = 204
     GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
     WIPE_WRITE_PERM_OF_BROKER = 205
     DELETE_TOPIC_IN_BROKER = 215
@@ -111,6 +116,7 @@ class RequestCode(IntEnum):
     SEND_BATCH_MESSAGE = 320
     QUERY_DATA_VERSION = 322
     ADD_WRITE_PERM_OF_BROKER = 327
+    GET_ALL_PRODUCER_INFO = 328
     GET_TOPIC_CONFIG = 351
     UPDATE_AND_CREATE_STATIC_TOPIC = 513
     BROKER_HEARTBEAT = 904

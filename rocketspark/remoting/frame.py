@@ -50,6 +50,8 @@ VERSION: Final = 479  # RocketMQ's MQVersion ordinal we speak as (V5_3_3): route
 STOP_STREAM_FIELD: Final = "streamOpaque"  # STOP_STREAM's header field: the opaque of the stream to end
 STREAM_END_FIELD: Final = "streamEnd"  # the header field of the empty frame that ends a stream
 
+# RocketMQ's LanguageCode by the byte a binary header carries
+LANGUAGES: Final = ("JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP", "GO", "PHP", "OMS")
 _BIN_HEAD = struct.Struct(">hbhii")  # code, language, version, opaque, flag
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -176,7 +178,7 @@ def _binary_command(header: bytes | memoryview) -> RemotingCommand:
         return data[at : at + size].decode()
 
     try:
-        code, _language, version, opaque, flag = _BIN_HEAD.unpack_from(data, 0)
+        code, language, version, opaque, flag = _BIN_HEAD.unpack_from(data, 0)
         at = _BIN_HEAD.size
         (size,) = _I32.unpack_from(data, at)
         remark = text(at + 4, size)
@@ -198,4 +200,5 @@ def _binary_command(header: bytes | memoryview) -> RemotingCommand:
         raise MalformedCommand("a ROCKETMQ binary header's lengths do not add up")
     command = RemotingCommand(code, opaque=opaque, flag=flag, remark=remark, ext=ext, serialize=ROCKETMQ)
     command.version = version
+    command.language = LANGUAGES[language] if 0 <= language < len(LANGUAGES) else str(language)
     return command

@@ -35,6 +35,8 @@ class Code(IntEnum):
     CHECK_CLIENT_CONFIG = 46
     GET_ROUTEINFO_BY_TOPIC = 105
     GET_BROKER_CLUSTER_INFO = 106
+    GET_CONSUMER_CONNECTION_LIST = 203
+    GET_PRODUCER_CONNECTION_LIST = 204
     SEND_MESSAGE_V2 = 310
     SEND_BATCH_MESSAGE = 320
 
@@ -64,6 +66,8 @@ SERVED: Final[dict[Code, tuple[str, str]]] = {
     Code.CHECK_CLIENT_CONFIG: ("broker", "a consumer's SQL92 subscription compiles"),
     Code.LOCK_BATCH_MQ: ("broker", "orderly consumption: a group member's queue locks"),
     Code.UNLOCK_BATCH_MQ: ("broker", "gives queue locks up"),
+    Code.GET_CONSUMER_CONNECTION_LIST: ("broker", "mqadmin consumerConnection: a group's clients, subscriptions"),
+    Code.GET_PRODUCER_CONNECTION_LIST: ("broker", "mqadmin producerConnection: a producer group's clients"),
 }
 
 NAMES: Final[dict[int, str]] = {

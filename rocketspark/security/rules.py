@@ -86,6 +86,13 @@ def group(*actions: Action) -> Rule:
     return Rule(NEEDS, lambda r: [Need(f"Group:{r.ext['consumerGroup']}", wanted)])
 
 
+def member() -> Rule:
+    """Sub on the consumer group a member heartbeats or leaves; a producer announcing its
+    group needs nothing more than to be a user (RocketMQ checks producer heartbeats no further)."""
+    wanted = frozenset({Action.SUB})
+    return Rule(NEEDS, lambda r: [Need(f"Group:{g}", wanted)] if (g := r.ext.get("consumerGroup")) else [])
+
+
 def topics(*actions: Action) -> Rule:
     wanted = frozenset(actions)
     return Rule(NEEDS, lambda r: [topic_need(t, wanted) for t in r.ext.get("topics") or ()])
@@ -120,12 +127,15 @@ RULES: Final[dict[int, Rule]] = {
     # broker: consumer groups
     _C.QUERY_CONSUMER_OFFSET: topic_and_group(Action.SUB),
     _C.UPDATE_CONSUMER_OFFSET: topic_and_group(Action.SUB),
-    _C.HEART_BEAT: group(Action.SUB),
-    _C.UNREGISTER_CLIENT: group(Action.SUB),
+    _C.HEART_BEAT: member(),
+    _C.UNREGISTER_CLIENT: member(),
     _C.LOCK_BATCH_MQ: topic_and_group(Action.SUB),
     _C.UNLOCK_BATCH_MQ: topic_and_group(Action.SUB),
     _C.GET_CONSUMER_LIST_BY_GROUP: group(Action.SUB, Action.GET),
     _C.GET_ALL_CONSUMER_OFFSET: cluster(Action.LIST, Action.GET),
+    _C.GET_CONSUMER_CONNECTION_LIST: group(Action.GET),
+    _C.GET_PRODUCER_CONNECTION_LIST: cluster(Action.GET),
+    _C.GET_ALL_PRODUCER_INFO: cluster(Action.LIST, Action.GET),
     _C.INVOKE_BROKER_TO_RESET_OFFSET: topic_and_group(Action.UPDATE),
     # broker: administration
     _C.UPDATE_AND_CREATE_TOPIC: topic(Action.CREATE, Action.UPDATE),
