@@ -20,6 +20,23 @@ from rocketspark.errors import InvalidParameterError
 PAGE = re.compile(r"/(?:(?:topics|messages|groups)(?:/[^/]+)?|producers|dlq)?/?")
 
 
+class ConsoleAdmin(
+    cluster_views.ClusterReader,
+    topic_views.TopicReader,
+    message_views.MessageReader,
+    group_views.GroupReader,
+    Protocol,
+):
+    """Everything the views read and the changes below make: the console's view of an ``Admin``
+    (the server hands its ``Admin`` over as this, so mypy checks one against the other)."""
+
+    def create_topic(self, topic: str, queues: int = ...) -> list[str]: ...
+
+    def reset_offset(
+        self, group: str, topic: str, *, timestamp_ms: int | None = None, earliest: bool = False, latest: bool = False
+    ) -> dict[int, int]: ...
+
+
 class Calls(Protocol):
     """What a route uses of the console: its admin calls (one at a time) and the sampler."""
 

@@ -115,8 +115,10 @@ class Console:
         self.admin.close()
 
     def call(self, view: Callable[..., Any], *args: Any) -> Any:
+        """``view(admin, *args)``, one admin call at a time."""
+        admin: routes.ConsoleAdmin = self.admin  # what the views may use of it
         with self.lock:
-            return view(self.admin, *args)
+            return view(admin, *args)
 
 
 class _Locked:
