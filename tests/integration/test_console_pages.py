@@ -204,6 +204,8 @@ def test_topics_and_a_topic_show_queues_route_config_groups_and_a_static_topics_
         'svg[data-topic="events"] rect.segment', "rs => rs.map(r => [r.dataset.queue, r.dataset.broker])"
     )
     assert sorted(map(tuple, segments)) == [("0", "broker-a"), ("0", "broker-b"), ("1", "broker-a")]  # queue 0 moved
+    ends = page.eval_on_selector_all("rect.segment", "rs => rs.map(r => r.x.baseVal.value + r.width.baseVal.value)")
+    assert max(ends) <= 900  # the viewBox's width: the short segment is drawn whole, not cut off
     labels = page.locator("svg.timeline text.segment-label").all_text_contents()
     assert labels == ["broker-a · gen 0", "broker-a · gen 0"]  # whole; the short segment's is in its tooltip
     short = page.locator('rect.segment[data-broker="broker-b"] title').text_content()

@@ -4,7 +4,7 @@
 // left out of it: the segment's tooltip (its <title>) and the legend say the same.
 import { colorOf, svg } from "./dom.js";
 
-const ROW = 22, LABEL = 70, WIDTH = 900, CHAR = 6.3;
+const ROW = 22, LABEL = 70, WIDTH = 900, CHAR = 6.3, MIN = 24;
 
 function labelFor(segment, width) {
   for (const text of [`${segment.broker} · gen ${segment.gen}`, `gen ${segment.gen}`]) {
@@ -20,10 +20,11 @@ export function drawTimeline(topic) {
     box.append(svg("text", { x: 0, y: y + 15, class: "queue-label" }, `queue ${queue.queueId}`));
     const weights = queue.segments.map((s) => Math.max(1, s.messages));
     const total = weights.reduce((a, b) => a + b, 0);
-    const usable = WIDTH - LABEL - 12 * Math.max(0, queue.segments.length - 1);
+    // each segment at least MIN wide, the rest shared by messages: the row never overflows
+    const spare = WIDTH - LABEL - 12 * Math.max(0, queue.segments.length - 1) - MIN * queue.segments.length;
     let x = LABEL;
     queue.segments.forEach((segment, i) => {
-      const w = Math.max(24, (weights[i] / total) * usable);
+      const w = MIN + (weights[i] / total) * spare;
       const rect = svg("rect", {
         x, y, width: w, height: ROW - 4, rx: 3, fill: colorOf(segment.broker), class: "segment",
         "data-broker": segment.broker, "data-gen": segment.gen, "data-queue": queue.queueId, "data-state": segment.state,
