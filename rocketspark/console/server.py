@@ -1,17 +1,22 @@
-"""The console's HTTP server: the page and its assets from the package, and a JSON API.
+"""The console's HTTP server: the page and its assets from the package, and a JSON API. Every
+page address (``/topics/orders``, ``/messages/<id>`` ...) is answered with the one page, whose
+script draws what the address names; which addresses and API routes there are is
+:mod:`rocketspark.console.routes`' table, who is signed in :mod:`rocketspark.console.sessions`';
+this module is the HTTP around them: headers, cookies, the checks below, errors to statuses.
 
-Reading needs nothing: anyone who can reach the console sees what it shows (with security on,
-what the admin sees: keep the console on 127.0.0.1, its default, or behind your own access
-control). A request must name the console by the host it listens on (a loopback console
-answers only to loopback names), so a page of another site cannot reach it through DNS
-rebinding. Changing anything (creating a topic, resetting a group's
-offsets) needs a session, opened by signing in with the admin's access key and secret (the
-cluster's admin user with security on; otherwise the console's own secret). The session is
-an HttpOnly, SameSite=Strict cookie (and Secure over HTTPS); every change must also carry the
-``X-Console`` header, which a page of another site cannot send without a preflight this server
-never grants. Wrong sign-ins are slowed down (:mod:`rocketspark.console.throttle`): past a few,
-a sign-in is answered 429 with ``Retry-After`` until an exponentially growing wait is over,
-while a browser that signed in before (its device cookie) is judged by its own failures only.
+Reading the cluster's shape needs nothing: anyone who can reach the console sees it (with
+security on, what the admin sees: keep the console on 127.0.0.1, its default, or behind your
+own access control); messages, whose bodies are data, need a session. A request must name the
+console by the host it listens on (a loopback console answers only to loopback names), so a
+page of another site cannot reach it through DNS rebinding. Changing anything (creating a
+topic, resetting a group's offsets, resending a message) needs a session, opened by signing in
+with the admin's access key and secret (the cluster's admin user with security on; otherwise
+the console's own secret). The session is an HttpOnly, SameSite=Strict cookie (and Secure over
+HTTPS); every change must also carry the ``X-Console`` header, which a page of another site
+cannot send without a preflight this server never grants. Wrong sign-ins are slowed down
+(:mod:`rocketspark.console.throttle`): past a few, a sign-in is answered 429 with
+``Retry-After`` until an exponentially growing wait is over, while a browser that signed in
+before (its device cookie) is judged by its own failures only.
 
 When the cluster runs TLS the console serves HTTPS with the servers' certificate (no client
 certificate asked: signing in is the console's access control), so the admin's secret never
@@ -21,22 +26,22 @@ crosses in the clear; a plain-HTTP request is answered 400, saying to use https.
 from __future__ import annotations
 
 import dataclasses
-import hmac
 import ipaddress
 import json
 import logging
-import secrets
+import re
 import threading
-import time
 from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from importlib import resources
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlparse
+from urllib.parse import parse_qs, unquote, urlparse
 
-from rocketspark.console import views
-from rocketspark.console.throttle import DeviceCookies, SignInThrottle, Throttled
+from rocketspark.console import routes
+from rocketspark.console.sessions import SESSION_S, Sessions
+from rocketspark.console.throttle import Throttled
+from rocketspark.console.throughput import Throughput
 from rocketspark.errors import (
     BrokerNotExistError,
     ConfigError,
@@ -58,11 +63,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SESSION_S = 8 * 3600
 COOKIE = "rocketspark_console"
 DEVICE_COOKIE = "rocketspark_console_device"  # a browser that signed in before (see throttle)
 DEVICE_S = 90 * 24 * 3600
-ASSETS = {"index.html": "text/html", "console.js": "text/javascript", "console.css": "text/css"}
+ASSET = re.compile(r"[a-z][a-z0-9-]*\.(html|js|css)")  # a file of static/, by name
+KINDS = {"html": "text/html", "js": "text/javascript", "css": "text/css"}
 HEADERS = {
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
     "X-Content-Type-Options": "nosniff",
@@ -77,11 +82,8 @@ class Console:
         self.admin = admin
         self.signer = signer
         self.lock = threading.Lock()  # one admin call at a time
-        self.sessions: dict[str, float] = {}  # token -> expiry (epoch seconds)
-        self._sessions_lock = threading.Lock()
-        self.throughput = views.Throughput(_Locked(admin, self.lock), sample_interval_s)
-        self.throttle = SignInThrottle()
-        self.devices = DeviceCookies(signer.secret_key)
+        self.sessions = Sessions(signer)
+        self.throughput = Throughput(_Locked(admin, self.lock), sample_interval_s)
         self.httpd: http.Server | None = None
         self.url = ""
         self.secure = False  # served over HTTPS
@@ -112,49 +114,11 @@ class Console:
             self.httpd = None
         self.admin.close()
 
-    # -- sessions ------------------------------------------------------------------------------
-
-    def sign_in(
-        self, access_key: str, secret: str, address: str = "", device_cookie: str | None = None
-    ) -> tuple[str, str | None]:
-        """A new session for the admin, and a device cookie to set (None: the browser's is
-        valid); PermissionError for wrong credentials, Throttled while ``address`` (or the
-        device) must wait after wrong sign-ins."""
-
-        def right() -> bool:
-            return hmac.compare_digest(access_key.encode(), self.signer.access_key.encode()) & hmac.compare_digest(
-                secret.encode(), self.signer.secret_key.encode()
-            )
-
-        device = self.devices.device(device_cookie, access_key)
-        verdict = self.throttle.attempt(address, device, right)
-        if not verdict.right:
-            left = verdict.tries_left
-            more = f"{left} more before each wrong one makes you wait" if left else "the next one must wait"
-            raise PermissionError(f"wrong access key or secret: sign in as the cluster's admin ({more})")
-        return self._open_session(), None if device is not None else self.devices.issue(access_key)
-
-    def _open_session(self) -> str:
-        token = secrets.token_urlsafe(32)
-        now = time.time()
-        with self._sessions_lock:
-            for old in [t for t, expiry in self.sessions.items() if expiry <= now]:
-                del self.sessions[old]
-            self.sessions[token] = now + SESSION_S
-        return token
-
-    def sign_out(self, token: str | None) -> None:
-        with self._sessions_lock:
-            self.sessions.pop(token or "", None)
-
-    def signed_in(self, token: str | None) -> bool:
-        with self._sessions_lock:
-            expiry = self.sessions.get(token or "")
-        return expiry is not None and expiry > time.time()
-
     def call(self, view: Callable[..., Any], *args: Any) -> Any:
+        """``view(admin, *args)``, one admin call at a time."""
+        admin: routes.ConsoleAdmin = self.admin  # what the views may use of it
         with self.lock:
-            return view(self.admin, *args)
+            return view(admin, *args)
 
 
 class _Locked:
@@ -225,45 +189,42 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         if not self._host_ok():
             return
-        path = urlparse(self.path).path
-        if path in ("/", "/index.html"):
-            self._asset("index.html")
-        elif path.startswith("/static/") and path[8:] in ASSETS:
+        path = unquote(urlparse(self.path).path)
+        if path.startswith("/static/") and ASSET.fullmatch(path[8:]):
             self._asset(path[8:])
-        elif path == "/favicon.ico":
-            self._send(204, b"", "image/x-icon")
         elif path.startswith("/api/"):
             self._api_get(path[5:])
+        elif path == "/favicon.ico":
+            self._send(204, b"", "image/x-icon")
+        elif routes.PAGE.fullmatch(path) or path == "/index.html":
+            self._asset("index.html")  # every page is the one page: its script draws what the path names
         else:
-            self._error(404, f"no page {path}")
+            self._error(404, f"no page {path}: the pages are /, /topics, /messages, /groups, /producers and /dlq")
 
     def _asset(self, name: str) -> None:
-        body = resources.files("rocketspark.console").joinpath("static", name).read_bytes()
-        self._send(200, body, ASSETS[name] + "; charset=utf-8")
+        try:
+            body = resources.files("rocketspark.console").joinpath("static", name).read_bytes()
+        except FileNotFoundError:
+            self._error(404, f"no file /static/{name}")
+            return
+        self._send(200, body, KINDS[name.rpartition(".")[2]] + "; charset=utf-8")
 
-    def _api_get(self, route: str) -> None:
+    def _api_get(self, path: str) -> None:
         owner = self.owner
         try:
-            if route == "overview":
-                self._json(owner.call(views.overview))
-            elif route == "topics":
-                self._json(owner.call(views.topics))
-            elif route.startswith("topics/"):
-                self._json(owner.call(views.topic, unquote(route[7:])))
-            elif route == "groups":
-                self._json(owner.call(views.groups))
-            elif route.startswith("messages/"):
-                if not owner.signed_in(self._token()):  # a body is the cluster's data, not its shape
-                    self._error(403, "sign in as the admin to look messages up")
-                    return
-                self._json(owner.call(views.message, unquote(route[9:])))
-            elif route == "throughput":
-                self._json(owner.throughput.series())
-            elif route == "session":
-                admin = owner.signed_in(self._token())
+            if path == "session":
+                admin = owner.sessions.signed_in(self._token())
                 self._json({"admin": admin, "user": owner.signer.access_key if admin else None})
-            else:
-                self._error(404, f"no API /api/{route}")
+                return
+            found = routes.find(routes.GETS, path)
+            if found is None:
+                self._error(404, f"no API /api/{path}")
+                return
+            route, match = found
+            if route.signed_in and not owner.sessions.signed_in(self._token()):  # a body is the cluster's data
+                self._error(403, "sign in as the admin to look messages up")
+                return
+            self._json(route.handler(owner, match, parse_qs(urlparse(self.path).query)))
         except RocketSparkError as exc:
             self._error(_status(exc), exc.message)
         except Exception as exc:  # never a dropped connection: the page shows what went wrong
@@ -292,7 +253,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.headers.get("X-Console") != "1":
             self._error(403, "changes must come from the console page (X-Console header missing)")
             return False
-        if urlparse(self.path).path != "/api/session" and not self.owner.signed_in(self._token()):
+        if urlparse(self.path).path != "/api/session" and not self.owner.sessions.signed_in(self._token()):
             self._error(401, "sign in as admin to change anything; reading needs no sign-in")
             return False
         return True
@@ -305,17 +266,13 @@ class _Handler(BaseHTTPRequestHandler):
             body = self._body()
             if route == "/api/session":
                 self._sign_in(body)
-            elif route == "/api/topics":
-                queues = body.get("queues", 8)
-                if not isinstance(queues, int) or isinstance(queues, bool):
-                    raise InvalidParameterError(f"queues must be a whole number of queues, not {queues!r}")
-                created = self.owner.call(lambda a: a.create_topic(str(body.get("name", "")), queues=queues))
-                self._json({"created": created})
-            elif route.startswith("/api/groups/") and route.endswith("/reset"):
-                group = unquote(route[len("/api/groups/") : -len("/reset")])
-                self._json({"offsets": self.owner.call(lambda a: _reset(a, group, body))})
-            else:
-                self._error(404, f"no API {route}")
+                return
+            for pattern, change in routes.POSTS:
+                match = pattern.fullmatch(unquote(route[len("/api/") :])) if route.startswith("/api/") else None
+                if match is not None:
+                    self._json(change(self.owner, match, body))
+                    return
+            self._error(404, f"no API {route}")
         except Throttled as exc:
             self._error(429, str(exc), {"Retry-After": str(exc.retry_after_s)})
         except PermissionError as exc:
@@ -327,7 +284,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(500, f"the console failed: {exc}")
 
     def _sign_in(self, body: dict[str, Any]) -> None:
-        token, device = self.owner.sign_in(
+        token, device = self.owner.sessions.sign_in(
             str(body.get("accessKey", "")),
             str(body.get("secret", "")),
             self.client_address[0],
@@ -345,20 +302,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(403, "changes must come from the console page (X-Console header missing)")
             return
         if urlparse(self.path).path == "/api/session":
-            self.owner.sign_out(self._token())
+            self.owner.sessions.sign_out(self._token())
             self._json({"admin": False}, cookies=(self._cookie(f"{COOKIE}=", 0),))
         else:
             self._error(404, f"no API {self.path}")
-
-
-def _reset(admin: Admin, group: str, body: dict[str, Any]) -> dict[int, int]:
-    to = str(body.get("to", ""))
-    topic = str(body.get("topic", ""))
-    if to in ("earliest", "latest"):
-        return admin.reset_offset(group, topic, earliest=to == "earliest", latest=to == "latest")
-    if to.isdigit():
-        return admin.reset_offset(group, topic, timestamp_ms=int(to))
-    raise InvalidParameterError('reset "to" must be "earliest", "latest" or a time in milliseconds')
 
 
 _NOT_FOUND = (TopicNotExistError, BrokerNotExistError, MessageNotFoundError)
