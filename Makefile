@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 DEPS := $(VENV)/.deps-installed
 INSTALLED := $(VENV)/.project-installed
-SOURCES := $(shell find rocketspark broker nameserver -name '*.py' 2>/dev/null)
+SOURCES := $(shell find rocketspark broker nameserver -type f -not -path '*/__pycache__/*' 2>/dev/null)
 
 .PHONY: test run check docs bench bench-rocketmq4 bench-wire bench-spark bench-resilience bench-security protos clean
 

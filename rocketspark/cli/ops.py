@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from rocketspark.cli.common import OUTPUT, admin_client, ms, say, table
@@ -18,6 +17,7 @@ from rocketspark.client.message_admin import CONSUME_COUNT, CONSUME_WAIT_S, QUER
 from rocketspark.errors import InvalidParameterError, RocketSparkError
 from rocketspark.protocol.group_topics import retry_topic
 from rocketspark.protocol.types import MessageExt, SendResult
+from rocketspark.times import parse_time
 
 if TYPE_CHECKING:
     from rocketspark.client.admin import Admin
@@ -161,21 +161,6 @@ def admin_resend_msg(args: argparse.Namespace) -> None:
         [(result.msg_id, retry_topic(args.group), result.broker_name, result.queue_offset, result.status.name)],
     )
     say(f"only group {args.group} consumes it again (its group consumers and RocketMQ 4.x push consumers)")
-
-
-def parse_time(text: str, option: str = "--timestamp") -> int:
-    """Milliseconds since the epoch, or an ISO 8601 time: UTC unless it names its zone
-    (``2026-11-26T11:33:49``, ``2026-11-26T12:33:49+01:00``, ``2026-11-26T11:33:49Z``)."""
-    if text.isdigit():
-        return int(text)
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise InvalidParameterError(
-            f"{option} {text!r} is neither milliseconds since the epoch nor an ISO 8601 time such as "
-            "2026-11-23T08:00:00 (UTC) or 2026-11-23T09:00:00+01:00"
-        ) from None
-    return int((moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp() * 1000)
 
 
 def admin_reset_offset(args: argparse.Namespace) -> None:

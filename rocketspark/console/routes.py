@@ -10,10 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from rocketspark.cli.ops import parse_time
 from rocketspark.console import cluster_views, group_views, message_views, topic_views
 from rocketspark.console.throughput import Throughput
 from rocketspark.errors import InvalidParameterError
+from rocketspark.times import parse_time
 
 # the console's pages: /, /topics, /topics/<name>, /messages, /messages/<id>, /groups,
 # /groups/<name>, /producers, /dlq
