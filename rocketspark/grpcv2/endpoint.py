@@ -14,9 +14,10 @@ broker's users, request by request, with the permission rule of the equivalent r
 Served here: routes, heartbeats, settings and transaction check-backs (``Telemetry``) and
 client termination (a client that ends, or whose Telemetry stream ends for good, has what it
 held made visible again: :mod:`rocketspark.grpcv2.presence`); sending (normal, FIFO, delay,
-transactional) by :mod:`rocketspark.grpcv2.sending`, pop consumption by
-:mod:`rocketspark.grpcv2.consuming`.
-Offset-based pulls, recalls and lite topics answer NOT_IMPLEMENTED (``server``).
+transactional, priority; recalls of delay messages) by :mod:`rocketspark.grpcv2.sending`, pop
+consumption by :mod:`rocketspark.grpcv2.consuming`.
+Offset-based pulls and lite topics answer NOT_IMPLEMENTED (``server``, ``limits``), with a
+sentence saying what to use instead.
 """
 
 from __future__ import annotations
@@ -54,7 +55,13 @@ from rocketspark.security.signing import AUTH_HEADER, DATE_HEADER
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-ACCEPTED: Final = (pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY, pb.MessageType.TRANSACTION)
+ACCEPTED: Final = (
+    pb.MessageType.NORMAL,
+    pb.MessageType.FIFO,
+    pb.MessageType.DELAY,
+    pb.MessageType.TRANSACTION,
+    pb.MessageType.PRIORITY,
+)
 
 
 @dataclass(frozen=True, slots=True)
