@@ -339,8 +339,8 @@ def _settings(path: str) -> tuple[Rule, ...]:
         ),
         Number(f"{path}subscription.receive_batch_size", 0, MAX_RECEIVE_BATCH, why="RocketMQ's pop limit"),
         Span(f"{path}subscription.long_polling_timeout", 0, LONGEST_WAIT_MS, pb.Code.ILLEGAL_POLLING_TIME),
-        Number(f"{path}subscription.lite_subscription_quota", 0, 0, NOT_SERVED, why=NO_LITE),
-        Number(f"{path}subscription.max_lite_topic_size", 0, 0, NOT_SERVED, why=NO_LITE),
+        Number(f"{path}subscription.lite_subscription_quota", 0, 0, why=NO_LITE),
+        Number(f"{path}subscription.max_lite_topic_size", 0, 0, why=NO_LITE),
         Choice(f"{path}user_agent.language", pb.Language),
         *_endpoints(f"{path}metric.endpoints"),
     )
