@@ -64,6 +64,7 @@ NO_LITE: Final = (
     "topic with a message_group per session (each group is consumed in order) and consume it with a "
     "SimpleConsumer or PushConsumer"
 )
+LITE_CLIENTS: Final = (pb.ClientType.LITE_PUSH_CONSUMER, pb.ClientType.LITE_SIMPLE_CONSUMER)
 
 
 class Rule(Protocol):
@@ -304,8 +305,7 @@ def _receive(pop: PopLimits) -> tuple[Rule, ...]:
 
 def _client_type(path: str) -> tuple[Rule, ...]:
     """A client type the protocol defines; a lite consumer's is not served."""
-    lite = (pb.ClientType.LITE_PUSH_CONSUMER, pb.ClientType.LITE_SIMPLE_CONSUMER)
-    served = tuple(t for t in pb.ClientType.values() if t not in lite)
+    served = tuple(t for t in pb.ClientType.values() if t not in LITE_CLIENTS)
     return (
         Choice(path, pb.ClientType, code=pb.Code.UNRECOGNIZED_CLIENT_TYPE),
         Choice(path, pb.ClientType, served, NOT_SERVED, why=NO_LITE),
