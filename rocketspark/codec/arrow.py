@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from rocketspark.codec.columns import Columns
 from rocketspark.codec.heads import I64
-from rocketspark.protocol.properties import UNIQ_KEY
+from rocketspark.protocol.properties import UNIQ_KEY, priority_of
 
 UTC = "UTC"
 # What a consumer's columnar read yields (the Spark source's schema, as Arrow, with properties).
@@ -38,6 +38,7 @@ SCHEMA = pa.schema(
         ("bornTimestamp", pa.timestamp("us", tz=UTC)),
         ("storeTimestamp", pa.timestamp("us", tz=UTC)),
         ("brokerName", pa.string()),
+        ("priority", pa.int32()),  # a priority message's (RocketMQ 5.4), else null
         ("properties", pa.map_(pa.string(), pa.string())),
     ]
 )
@@ -217,6 +218,7 @@ def to_record_batch(columns: Columns, source: Source, schema: pa.Schema) -> pa.R
         keys, props = _extras(data, columns)
         out["msgId"] = msg_ids(columns, source.host, [p.get(UNIQ_KEY) if p else None for p in props])
         out["keys"] = pa.array([k or None for k in keys], pa.list_(pa.string()))
+        out["priority"] = pa.array([priority_of(p) for p in props], pa.int32())
         if "properties" in schema.names:
             out["properties"] = pa.array(
                 [list(p.items()) if p else None for p in props], schema.field("properties").type
@@ -224,6 +226,7 @@ def to_record_batch(columns: Columns, source: Source, schema: pa.Schema) -> pa.R
     else:
         out["msgId"] = msg_ids(columns, source.host)
         out["keys"] = pa.nulls(n, pa.list_(pa.string()))
+        out["priority"] = pa.nulls(n, pa.int32())
         if "properties" in schema.names:
             out["properties"] = pa.nulls(n, schema.field("properties").type)
     return pa.RecordBatch.from_arrays([out[name].cast(schema.field(name).type) for name in schema.names], schema=schema)

@@ -4,6 +4,10 @@ SimpleConsumer and PushConsumer; the state they change is :mod:`rocketspark.grpc
 Each request is authorized as a read of the topic by the group (Sub on both, the rule of
 ``UPDATE_CONSUMER_OFFSET``). A receive always ends its stream with a status and a
 ``delivery_timestamp`` frame, as RocketMQ's proxy does: the PushConsumer needs that frame.
+
+A lite consumer (RocketMQ 5.5, RIP-83), known by the client type of its heartbeat or settings,
+is refused its receives with NOT_IMPLEMENTED: its request names no lite topic, and served as a
+SimpleConsumer's it would get its bind topic's messages as if it had subscribed to them.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from grpc import aio
 from rocketspark.errors import InvalidParameterError, RocketSparkError
 from rocketspark.filtering import compile_cached
 from rocketspark.grpcv2 import translate
+from rocketspark.grpcv2.limits import LITE_CLIENTS, NO_LITE
 from rocketspark.grpcv2.pop import Pop
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
 from rocketspark.grpcv2.stubs import service_pb2 as sv
@@ -29,6 +34,7 @@ T = TypeVar("T")
 Context: TypeAlias = aio.ServicerContext[Any, Any]
 MAX_WAIT_S = 30.0  # the longest a receive long-polls, whatever it asks
 CLIENT_ID_HEADER = "x-mq-client-id"
+MOST_LITE_CLIENTS = 10_000  # lite clients remembered (the oldest forgotten first), bounding memory
 
 
 class Edge(Protocol):
@@ -49,6 +55,17 @@ class Consuming:
     def __init__(self, edge: Edge, pop: Pop) -> None:
         self.edge = edge
         self.pop = pop
+        self.lite_clients: dict[str, None] = {}  # client ids, in the order they were heard
+
+    def client_type(self, client: str, kind: int) -> None:
+        """What a heartbeat or the settings said the client is: a lite consumer is refused."""
+        if kind in LITE_CLIENTS and client:
+            self.lite_clients[client] = None
+            while len(self.lite_clients) > MOST_LITE_CLIENTS:
+                del self.lite_clients[next(iter(self.lite_clients))]
+
+    def forget(self, client: str) -> None:
+        self.lite_clients.pop(client, None)
 
     def _reader(self, context: Context, group: pb.Resource, topic: pb.Resource) -> None:
         if not group.name:
@@ -79,6 +96,8 @@ class Consuming:
 
     async def _receive(self, request: sv.ReceiveMessageRequest, context: Context) -> list[sv.ReceiveMessageResponse]:
         self.edge.check(request)
+        if client_id(context) in self.lite_clients:
+            raise translate.Refused(pb.Code.NOT_IMPLEMENTED, f"a lite consumer's receive: {NO_LITE}")
         topic = request.message_queue.topic.name
         self._reader(context, request.group, request.message_queue.topic)
         invisible_ms = (

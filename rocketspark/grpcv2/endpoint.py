@@ -14,9 +14,10 @@ broker's users, request by request, with the permission rule of the equivalent r
 Served here: routes, heartbeats, settings and transaction check-backs (``Telemetry``) and
 client termination (a client that ends, or whose Telemetry stream ends for good, has what it
 held made visible again: :mod:`rocketspark.grpcv2.presence`); sending (normal, FIFO, delay,
-transactional) by :mod:`rocketspark.grpcv2.sending`, pop consumption by
-:mod:`rocketspark.grpcv2.consuming`.
-Offset-based pulls, recalls and lite topics answer NOT_IMPLEMENTED (``server``).
+transactional, priority; recalls of delay messages) by :mod:`rocketspark.grpcv2.sending`, pop
+consumption by :mod:`rocketspark.grpcv2.consuming`.
+Offset-based pulls and lite topics answer NOT_IMPLEMENTED (``server``, ``limits``), with a
+sentence saying what to use instead.
 """
 
 from __future__ import annotations
@@ -54,7 +55,13 @@ from rocketspark.security.signing import AUTH_HEADER, DATE_HEADER
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-ACCEPTED: Final = (pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY, pb.MessageType.TRANSACTION)
+ACCEPTED: Final = (
+    pb.MessageType.NORMAL,
+    pb.MessageType.FIFO,
+    pb.MessageType.DELAY,
+    pb.MessageType.TRANSACTION,
+    pb.MessageType.PRIORITY,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +210,8 @@ class Endpoint:
     async def Heartbeat(  # noqa: N802
         self, request: sv.HeartbeatRequest, context: aio.ServicerContext[Any, Any]
     ) -> sv.HeartbeatResponse:
+        self.consuming.client_type(client_id(context), request.client_type)  # before a lite one is refused
+
         async def work() -> sv.HeartbeatResponse:
             self.authorize(context, RequestCode.GET_BROKER_CLUSTER_INFO, {})
             client = client_id(context)
@@ -229,6 +238,7 @@ class Endpoint:
                 self.authorize(context, RequestCode.GET_BROKER_CLUSTER_INFO, {})
             client = client_id(context)
             self.presence.terminated(client, time.monotonic())
+            self.consuming.forget(client)
             if self.connections is not None:
                 self.connections.gone(client)
             if group:
@@ -251,7 +261,7 @@ class Endpoint:
         client = client_id(context)
         session = Session(frozenset(), asyncio.Queue(), asyncio.get_running_loop())
         noted = functools.partial(self._noted, client, _metadata(context), context.peer())
-        reader = asyncio.create_task(self._read_telemetry(requests, session, noted))
+        reader = asyncio.create_task(self._read_telemetry(requests, session, noted, client))
         self.presence.opened(client, time.monotonic())
         try:
             while (command := await session.outbox.get()) is not None:
@@ -270,6 +280,7 @@ class Endpoint:
         requests: AsyncIterator[sv.TelemetryCommand],
         session: Session,
         noted: Callable[[pb.Settings], None],
+        client: str,
     ) -> None:
         """The client's side of a Telemetry stream: its settings are answered and noted for
         operators, and a producer's topics are kept (it may be asked how its transactions ended)."""
@@ -277,6 +288,7 @@ class Endpoint:
             async for command in requests:
                 if not command.HasField("settings"):
                     continue
+                self.consuming.client_type(client, command.settings.client_type)  # before a lite one is refused
                 try:
                     self.check(command)
                 except RocketSparkError as exc:  # answered, not acted on; the stream goes on

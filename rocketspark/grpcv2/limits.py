@@ -31,6 +31,7 @@ from google.protobuf.message import Message
 
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
 from rocketspark.grpcv2.translate import FIRST_SECOND, LAST_MILLI, LAST_SECOND, Refused, millis
+from rocketspark.protocol.properties import MAX_PRIORITY
 
 MAX_DELAY_MS: Final = 3 * 24 * 3_600_000  # RocketMQ's timerMaxDelaySec: a delay message is at most 72 h ahead
 MAX_RECEIVE_BATCH: Final = 32  # RocketMQ's pop takes at most 32 messages a call
@@ -54,7 +55,16 @@ SERVED_TYPES: Final = (
     pb.MessageType.FIFO,
     pb.MessageType.DELAY,
     pb.MessageType.TRANSACTION,
+    pb.MessageType.PRIORITY,
 )
+NOT_SERVED: Final = pb.Code.NOT_IMPLEMENTED
+# What a LiteTopic (RIP-83) client hears: not served, and what to use instead.
+NO_LITE: Final = (
+    "lite topics (RocketMQ 5.5, RIP-83) are not supported by rocketspark's v2 endpoint; send to a normal "
+    "topic with a message_group per session (each group is consumed in order) and consume it with a "
+    "SimpleConsumer or PushConsumer"
+)
+LITE_CLIENTS: Final = (pb.ClientType.LITE_PUSH_CONSUMER, pb.ClientType.LITE_SIMPLE_CONSUMER)
 
 
 class Rule(Protocol):
@@ -163,6 +173,20 @@ class Moment:
 
 
 @dataclass(frozen=True, slots=True)
+class Absent:
+    """A field the endpoint does not serve: set at all (even empty, where it has presence), it
+    is refused with ``code`` and ``why``."""
+
+    path: str
+    code: int = BAD
+    why: str = ""
+    required: bool = False
+
+    def problem(self, value: Any, now_ms: int) -> str | None:
+        return f"is set ({value!r}): {self.why}"
+
+
+@dataclass(frozen=True, slots=True)
 class PopLimits:
     """The broker's limits on pop consumption (``pop_*`` keys of ``broker.config``, where
     their defaults are): invisible durations a receive may ask, deliveries before the DLQ."""
@@ -188,10 +212,11 @@ def declared(pop: PopLimits) -> dict[str, tuple[Rule, ...]]:
     return {
         "QueryRouteRequest": _endpoints("endpoints"),
         "QueryAssignmentRequest": _endpoints("endpoints"),
-        "HeartbeatRequest": (Choice("client_type", pb.ClientType, code=pb.Code.UNRECOGNIZED_CLIENT_TYPE),),
+        "HeartbeatRequest": _client_type("client_type"),
         "SendMessageRequest": _send(pop),
         "ReceiveMessageRequest": _receive(pop),
-        "AckMessageRequest": (),
+        "AckMessageRequest": (Absent("entries[].lite_topic", NOT_SERVED, NO_LITE),),
+        "RecallMessageRequest": (),
         "ChangeInvisibleDurationRequest": (
             Span(
                 "invisible_duration",
@@ -201,10 +226,12 @@ def declared(pop: PopLimits) -> dict[str, tuple[Rule, ...]]:
                 why="a nack's backoff may be short; at most the broker's pop_max_invisible_ms",
                 required=True,
             ),
+            Absent("lite_topic", NOT_SERVED, NO_LITE),
         ),
         "ForwardMessageToDeadLetterQueueRequest": (
             Number("delivery_attempt", 1, attempts, why=_per_broker(pop)),
             Number("max_delivery_attempts", 1, attempts, why=_per_broker(pop)),
+            Absent("lite_topic", NOT_SERVED, NO_LITE),
         ),
         "EndTransactionRequest": (
             Choice(
@@ -229,7 +256,9 @@ def _send(pop: PopLimits) -> tuple[Rule, ...]:
     return (
         Choice(message + "body_digest.type", pb.DigestType),
         Choice(message + "body_encoding", pb.Encoding),
-        Choice(message + "message_type", pb.MessageType, SERVED_TYPES, why="lite and priority messages are not served"),
+        Choice(message + "message_type", pb.MessageType),
+        Choice(message + "message_type", pb.MessageType, SERVED_TYPES, NOT_SERVED, why=NO_LITE),
+        Absent(message + "lite_topic", NOT_SERVED, NO_LITE),
         Moment(message + "born_timestamp"),
         Moment(message + "store_timestamp"),
         Moment(
@@ -243,7 +272,7 @@ def _send(pop: PopLimits) -> tuple[Rule, ...]:
         Span(message + "invisible_duration", 0, pop.max_invisible_ms, pb.Code.ILLEGAL_INVISIBLE_TIME),
         Number(message + "delivery_attempt", 0, pop.max_attempts, why=_per_broker(pop)),
         Span(message + "orphaned_transaction_recovery_duration", 0, LONGEST_RECOVERY_MS),
-        Number(message + "priority", 0, 0, why="priority messages are not served"),
+        Number(message + "priority", 0, MAX_PRIORITY, why="RocketMQ's priorities are 0 and up, higher first"),
     )
 
 
@@ -274,6 +303,15 @@ def _receive(pop: PopLimits) -> tuple[Rule, ...]:
     )
 
 
+def _client_type(path: str) -> tuple[Rule, ...]:
+    """A client type the protocol defines; a lite consumer's is not served."""
+    served = tuple(t for t in pb.ClientType.values() if t not in LITE_CLIENTS)
+    return (
+        Choice(path, pb.ClientType, code=pb.Code.UNRECOGNIZED_CLIENT_TYPE),
+        Choice(path, pb.ClientType, served, NOT_SERVED, why=NO_LITE),
+    )
+
+
 def _endpoints(path: str) -> tuple[Rule, ...]:
     code = pb.Code.ILLEGAL_ACCESS_POINT
     return (
@@ -285,7 +323,7 @@ def _endpoints(path: str) -> tuple[Rule, ...]:
 def _settings(path: str) -> tuple[Rule, ...]:
     backoff = f"{path}backoff_policy."
     return (
-        Choice(f"{path}client_type", pb.ClientType, code=pb.Code.UNRECOGNIZED_CLIENT_TYPE),
+        *_client_type(f"{path}client_type"),
         *_endpoints(f"{path}access_point"),
         Number(backoff + "max_attempts", 0, MOST_ATTEMPTS),
         Span(backoff + "exponential_backoff.initial", 0, LONGEST_WAIT_MS),
@@ -301,8 +339,8 @@ def _settings(path: str) -> tuple[Rule, ...]:
         ),
         Number(f"{path}subscription.receive_batch_size", 0, MAX_RECEIVE_BATCH, why="RocketMQ's pop limit"),
         Span(f"{path}subscription.long_polling_timeout", 0, LONGEST_WAIT_MS, pb.Code.ILLEGAL_POLLING_TIME),
-        Number(f"{path}subscription.lite_subscription_quota", 0, 0, why="lite topics are not served"),
-        Number(f"{path}subscription.max_lite_topic_size", 0, 0, why="lite topics are not served"),
+        Number(f"{path}subscription.lite_subscription_quota", 0, 0, why=NO_LITE),
+        Number(f"{path}subscription.max_lite_topic_size", 0, 0, why=NO_LITE),
         Choice(f"{path}user_agent.language", pb.Language),
         *_endpoints(f"{path}metric.endpoints"),
     )

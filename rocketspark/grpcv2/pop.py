@@ -16,6 +16,10 @@ Each delivery remembers the client it went to. When that client is gone (it said
 Telemetry stream ended and it did not come back: :mod:`rocketspark.grpcv2.presence`), what it
 held is made visible at once for the group's other consumers here, rather than at the end of its
 invisible time (up to a minute for a PushConsumer, whose deliveries are renewed while it lives).
+
+Priority messages (RocketMQ 5.4, RIP-80) sit in the queue of their priority; once a group's
+topic has had one, a receive takes from its highest queue down (RocketMQ's default pop order),
+not in turn; within a queue, higher priority first (``popstate``).
 """
 
 from __future__ import annotations
@@ -200,11 +204,16 @@ class Pop:
         return PopQueue(queue_id, start, start if committed is not None else -1)
 
     def _take(self, state: GroupTopic, first_queue: int, wanted: int, invisible_s: float) -> list[Inflight]:
+        """From the queue the client named on, in turn; with priority messages, highest first."""
         ids = sorted(state.owned)
-        start = ids.index(first_queue) if first_queue in state.owned else 0
+        if any(state.queues[q].prioritized for q in ids):
+            order = ids[::-1]
+        else:
+            start = ids.index(first_queue) if first_queue in state.owned else 0
+            order = ids[start:] + ids[:start]
         taken: list[Inflight] = []
         now = time.monotonic()
-        for queue_id in ids[start:] + ids[:start]:
+        for queue_id in order:
             queue = state.queues[queue_id]
             taken += queue.take(wanted - len(taken), now, invisible_s, self.limits.max_attempts, MAX_INFLIGHT)
             if len(taken) >= wanted:

@@ -18,6 +18,13 @@ Order per message group: a message with a message group is not handed out while 
 of the same group from this queue is in flight, so a group's messages are consumed in order
 by every consumer, FIFO or not.
 
+Priority (RocketMQ 5.4, RIP-80): once a queue has had a priority message, its visible messages
+(those read ahead and those visible again) are handed out higher priority first, then in
+offset order; a message without a priority comes after every priority, as RocketMQ's
+``getPriority()`` of -1 says. RocketMQ puts a priority message in the queue of its priority, so
+there it is the queue that orders them (the endpoint serves the highest queue first); here the
+messages of one queue are ordered too, those above the topic's highest queue included.
+
 Pure logic, no I/O: the endpoint fetches and commits (:mod:`rocketspark.grpcv2.pop`).
 ``GroupTopic`` gathers a group's queues of one topic.
 """
@@ -29,7 +36,7 @@ import secrets
 import time
 from dataclasses import dataclass, field
 
-from rocketspark.protocol.properties import SHARDING_KEY
+from rocketspark.protocol.properties import PRIORITY, SHARDING_KEY, priority_of
 from rocketspark.protocol.types import MessageExt
 
 
@@ -69,8 +76,9 @@ class PopQueue:
     queue_id: int
     next_offset: int  # the first offset not read into pending yet
     committed: int  # the watermark last stored on the broker
-    pending: list[MessageExt] = field(default_factory=list)
+    pending: list[MessageExt] = field(default_factory=list)  # in offset order
     inflight: dict[int, Inflight] = field(default_factory=dict)
+    prioritized: bool = False  # it had a priority message: higher priority first
 
     def watermark(self) -> int:
         """Everything below is acknowledged or dead-lettered."""
@@ -83,8 +91,10 @@ class PopQueue:
 
     def add(self, messages: list[MessageExt], next_offset: int) -> None:
         """Messages read from the queue at ``next_offset``'s predecessor range."""
-        self.pending.extend(m for m in messages if m.queue_offset >= self.next_offset)
+        fresh = [m for m in messages if m.queue_offset >= self.next_offset]
+        self.pending.extend(fresh)
         self.next_offset = max(self.next_offset, next_offset)
+        self.prioritized = self.prioritized or any(PRIORITY in m.properties for m in fresh)
 
     def expired(self, now: float, max_attempts: int) -> list[Inflight]:
         """In-flight messages whose invisibility ended after their last attempt, marked dead:
@@ -106,11 +116,12 @@ class PopQueue:
     def take(self, wanted: int, now: float, invisible_s: float, max_attempts: int, max_inflight: int) -> list[Inflight]:
         """Up to ``wanted`` messages to hand out now: those whose invisibility ended first (the
         oldest first), then new ones while fewer than ``max_inflight`` are out; none that an
-        earlier one of its message group holds up, none that had its last attempt."""
+        earlier one of its message group holds up, none that had its last attempt. In a queue
+        that had priority messages, higher priority first within each of the two."""
         busy = {_group(f.message) for f in self.inflight.values() if f.visible_at > now or f.dead}
         busy.discard(None)
         taken: list[Inflight] = []
-        for f in sorted(self.inflight.values(), key=lambda f: f.message.queue_offset):
+        for f in sorted(self.inflight.values(), key=lambda f: self._order(f.message)):
             if len(taken) >= wanted:
                 return taken
             group = _group(f.message)
@@ -120,19 +131,27 @@ class PopQueue:
             taken.append(self._deliver(f, now, invisible_s))
             if group is not None:
                 busy.add(group)
-        kept: list[MessageExt] = []
-        for message in self.pending:
+        for message in sorted(self.pending, key=self._order) if self.prioritized else self.pending:
             group = _group(message)
-            if len(taken) >= wanted or group in busy or len(self.inflight) >= max_inflight:
-                kept.append(message)
+            if len(taken) >= wanted or len(self.inflight) >= max_inflight:
+                break
+            if group in busy:
                 continue
             fresh = Inflight(message, 1, 0.0, "")
             self.inflight[message.queue_offset] = fresh
             taken.append(self._deliver(fresh, now, invisible_s))
             if group is not None:
                 busy.add(group)
-        self.pending = kept
+        if taken:
+            self.pending = [m for m in self.pending if m.queue_offset not in self.inflight]
         return taken
+
+    def _order(self, message: MessageExt) -> tuple[int, int]:
+        """Offset order, or in a queue that had priority messages higher priority first."""
+        if not self.prioritized:
+            return (0, message.queue_offset)
+        priority = priority_of(message.properties)
+        return (1 if priority is None else -priority, message.queue_offset)
 
     def _deliver(self, f: Inflight, now: float, invisible_s: float) -> Inflight:
         f.visible_at = now + invisible_s

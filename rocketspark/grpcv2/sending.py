@@ -1,11 +1,14 @@
-"""The v2 service's sending methods: ``SendMessage`` (normal, FIFO, delay and transactional
-messages) and ``EndTransaction``.
+"""The v2 service's sending methods: ``SendMessage`` (normal, FIFO, priority, delay and
+transactional messages), ``EndTransaction`` and ``RecallMessage``.
 
 A normal or FIFO message goes to its topic through our producer, which picks the logical queue
-(by ``message_group`` for FIFO, else round robin), as RocketMQ's proxy does. A delay message
-whose time has not come is held by the broker's timer (:mod:`rocketspark.grpcv2.delay`); a
-transactional one is a half message until its transaction ends
-(:mod:`rocketspark.grpcv2.transactions`).
+(by ``message_group`` for FIFO, else round robin), as RocketMQ's proxy does. A priority message
+(RocketMQ 5.4, RIP-80) goes to the queue of its priority, ``min(priority, queues - 1)``, as
+RocketMQ's broker puts it: pop consumers are served the highest queue first
+(:mod:`rocketspark.grpcv2.pop`). A delay message whose time has not come is held by the
+broker's timer (:mod:`rocketspark.grpcv2.delay`), and its send answers a recall handle that
+cancels it until then (:mod:`rocketspark.grpcv2.recall`); a transactional one is a half message
+until its transaction ends (:mod:`rocketspark.grpcv2.transactions`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from rocketspark.errors import InvalidParameterError, RocketSparkError
 from rocketspark.grpcv2 import translate
 from rocketspark.grpcv2.clients import in_thread
 from rocketspark.grpcv2.delay import DelayScheduler
+from rocketspark.grpcv2.recall import RecallHandle, recall
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
 from rocketspark.grpcv2.stubs import service_pb2 as sv
 from rocketspark.grpcv2.transactions import Transactions
@@ -104,9 +108,15 @@ class Sending:
             entry.transaction_id = await in_thread(self.transactions.half, one.message)
             return entry
         if one.deliver_at_ms is not None and one.deliver_at_ms > time.time() * 1000:
-            await in_thread(self.delay.store, one.message, one.deliver_at_ms)
+            offset = await in_thread(self.delay.store, one.message, one.deliver_at_ms)
+            broker = self.delay.holder.broker_name
+            handle = RecallHandle(one.message.topic, broker, one.deliver_at_ms, one.message_id, offset)
+            entry.recall_handle = handle.encode()
             return entry
         producer, local = self.clients.producer, self.clients.local
+        if one.priority is not None:  # its queue is its priority, as far as the topic has queues
+            queues = await in_thread(producer.queue_count, one.message.topic)
+            one.message.queue_id = max(0, min(one.priority, queues - 1))
         result = None
         attempt = producer.first_attempt(one.message, born_ms=one.born_ms)
         if attempt is not None:
@@ -136,3 +146,15 @@ class Sending:
             return sv.EndTransactionResponse(status=translate.OK_STATUS)
 
         return await self.edge.answer(request, work, lambda s: sv.EndTransactionResponse(status=s))
+
+    async def RecallMessage(  # noqa: N802
+        self, request: sv.RecallMessageRequest, context: Context
+    ) -> sv.RecallMessageResponse:
+        """Cancel a delay message not due yet, by the recall handle its send answered."""
+
+        async def work() -> sv.RecallMessageResponse:
+            self.edge.authorize(context, RequestCode.SEND_MESSAGE, {"topic": request.topic.name})
+            message_id = await in_thread(recall, self.delay, request.topic.name, request.recall_handle)
+            return sv.RecallMessageResponse(status=translate.OK_STATUS, message_id=message_id)
+
+        return await self.edge.answer(request, work, lambda s: sv.RecallMessageResponse(status=s))

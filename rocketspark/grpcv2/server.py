@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, Final
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -15,6 +15,7 @@ from grpc import aio
 
 from rocketspark.grpcv2 import translate
 from rocketspark.grpcv2.endpoint import Endpoint
+from rocketspark.grpcv2.limits import NO_LITE
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
 from rocketspark.grpcv2.stubs import service_pb2 as sv
 from rocketspark.remoting.server import RequestObserver
@@ -47,10 +48,16 @@ def method_handlers(*servicers: object, observer: RequestObserver | None = None)
     return grpc.method_handlers_generic_handler(service.full_name, handlers)
 
 
+# Why a method is not served, and what to use instead, where there is more to say than its name.
+NOT_SERVED_WHY: Final = {"SyncLiteSubscription": NO_LITE}
+
+
 def _not_served(name: str, response: Any) -> Any:
-    """A method of the service this endpoint does not serve (offset-based pulls, recalls, lite
-    topics): one response whose status says so."""
-    status = translate.status(pb.Code.NOT_IMPLEMENTED, f"{name} is not served by rocketspark's v2 endpoint")
+    """A method of the service this endpoint does not serve (offset-based pulls, lite topics):
+    one response whose status says so."""
+    why = NOT_SERVED_WHY.get(name)
+    message = f"{name} is not served by rocketspark's v2 endpoint" + (f": {why}" if why else "")
+    status = translate.status(pb.Code.NOT_IMPLEMENTED, message)
 
     async def unary(request: Any, context: Any) -> Any:
         return response(status=status)

@@ -2,11 +2,15 @@
 
 A v2 message becomes one of ours with the same body, tag and keys. Its ``message_group``
 becomes our sharding key (the same group always lands on the same logical queue) and the
-``__SHARDINGKEY`` property; the id the client made, ``UNIQ_KEY``, as RocketMQ stores it (it stays
-the message's id everywhere: ``MessageExt.msg_id``, the key index, ``admin query-msg --id``); its
-user properties stay as they are; its born time becomes the record's born timestamp. Back to a v2
-consumer, a message's ``message_id`` is its ``msg_id``: the client's ``UNIQ_KEY``, or for a message
-our own producers sent, the client id its batch gives it (``codec.ids``).
+``__SHARDINGKEY`` property; a priority message's ``priority`` (RocketMQ 5.4, RIP-80) the
+``_SYS_MSG_PRIORITY_`` property, kept only on a message of no other type (a delay, FIFO or
+transactional message drops it, as RocketMQ's broker does); the id the client made,
+``UNIQ_KEY``, as RocketMQ stores it (it stays the message's id everywhere:
+``MessageExt.msg_id``, the key index, ``admin query-msg --id``); its user properties stay as
+they are; its born time becomes the record's born timestamp. Back to a v2 consumer, a message's
+``message_id`` is its ``msg_id``: the client's ``UNIQ_KEY``, or for a message our own producers
+sent, the client id its batch gives it (``codec.ids``); its priority, if it has one, its
+``priority``, as a PRIORITY message.
 
 Times are read as the official clients write them (``millis``): the Java client sends seconds
 and nanos; the Python client (5.x) writes the number it is given into ``Timestamp.seconds``, and
@@ -44,11 +48,11 @@ from rocketspark.errors import (
 )
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
 from rocketspark.protocol.group_topics import DUE_AT_MS, ORIGIN_MESSAGE_ID, RECONSUME_TIME, RETRY_TOPIC
-from rocketspark.protocol.properties import DELIVER_MS, REAL_TOPIC, SHARDING_KEY, UNIQ_KEY
+from rocketspark.protocol.properties import DELIVER_MS, PRIORITY, REAL_TOPIC, SHARDING_KEY, UNIQ_KEY, priority_of
 from rocketspark.protocol.types import Message, MessageExt
 from rocketspark.protocol.validation import HELD_TOPIC_PREFIXES
 
-RESERVED: Final = frozenset({UNIQ_KEY, SHARDING_KEY})
+RESERVED: Final = frozenset({UNIQ_KEY, SHARDING_KEY, PRIORITY})
 HELD: Final = frozenset({REAL_TOPIC, DELIVER_MS})  # what a held message carries
 # What a group consumer writes on a message it sends back: a producer may not forge them.
 SENT_BACK: Final = frozenset({RECONSUME_TIME, RETRY_TOPIC, ORIGIN_MESSAGE_ID, DUE_AT_MS})
@@ -72,6 +76,7 @@ class Incoming:
     born_ms: int | None
     deliver_at_ms: int | None = None  # a delay message's time
     transactional: bool = False  # a half message, held until its transaction ends
+    priority: int | None = None  # a priority message's priority (it picks the queue)
 
 
 def to_message(v2: pb.Message, max_body_bytes: int) -> Incoming:
@@ -101,6 +106,11 @@ def to_message(v2: pb.Message, max_body_bytes: int) -> Incoming:
         properties[SHARDING_KEY] = group
     if system.message_id:
         properties[UNIQ_KEY] = system.message_id
+    priority = system.priority if system.HasField("priority") else None
+    if group or deliver_at is not None or transactional:
+        priority = None  # a message of another type: RocketMQ's broker drops its priority too
+    if priority is not None:
+        properties[PRIORITY] = str(priority)
     message = Message(
         topic,
         body,
@@ -110,7 +120,7 @@ def to_message(v2: pb.Message, max_body_bytes: int) -> Incoming:
         sharding_key=group or None,
     )
     born = millis(system.born_timestamp) if system.HasField("born_timestamp") else None
-    return Incoming(message, system.message_id, born or None, deliver_at, transactional)
+    return Incoming(message, system.message_id, born or None, deliver_at, transactional, priority)
 
 
 def _body(data: bytes, encoding: int, max_body_bytes: int) -> bytes:
@@ -145,6 +155,9 @@ def to_v2(message: MessageExt, topic: str) -> pb.Message:
     system.message_type = pb.MessageType.FIFO if group else pb.MessageType.NORMAL
     if group:
         system.message_group = group
+    elif (priority := priority_of(properties)) is not None:
+        system.message_type = pb.MessageType.PRIORITY
+        system.priority = priority
     if message.tags:
         system.tag = message.tags
     system.keys.extend(message.keys)

@@ -1,7 +1,8 @@
 """Label values as RocketMQ 5 writes them: request and response codes by name, in lower snake
 case (its ``RemotingMetricsConstant`` lower-cases the field names of ``RequestCode`` and
 ``ResponseCode``: ``send_message``, ``pull_message``, ``success``, ``system_busy``), and a
-message's type (``normal``, ``fifo``, ``delay``, ``transaction``) for the messages-in series.
+message's type (``normal``, ``fifo``, ``delay``, ``transaction``, ``priority``) for the messages-in
+series.
 
 A code without a name keeps its number, so that nothing is lost; a request code nobody serves
 is labelled ``unserved`` before it gets here (``rocketspark.remoting.server.UNSERVED``).
@@ -18,6 +19,7 @@ from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.properties import (
     DELAY_LEVEL,
     DELIVER_MS,
+    PRIORITY,
     SHARDING_KEY,
     START_DELIVER_TIME,
     TIMER_DELAY_MS,
@@ -34,17 +36,19 @@ class MessageType(StrEnum):
     FIFO = "fifo"
     DELAY = "delay"
     TRANSACTION = "transaction"
+    PRIORITY = "priority"  # RocketMQ 5.4 (RIP-80)
 
 
 MESSAGE_TYPES = tuple(t.value for t in MessageType)
 
 # The properties that make a message one of a kind: a transaction's half message, a delay (a
-# level, or a due time), a sharding key (fifo).
+# level, or a due time), a sharding key (fifo), a priority.
 DELAY_PROPERTIES = (DELAY_LEVEL, START_DELIVER_TIME, DELIVER_MS, TIMER_DELAY_SEC, TIMER_DELAY_MS)
 
 
 def message_type(properties: Mapping[str, str]) -> MessageType:
-    """A message's type from its properties: transaction first, then delay, then fifo."""
+    """A message's type from its properties: transaction first, then delay, then fifo, then
+    priority (RocketMQ's ``TopicMessageType.parseFromMessageProperty`` order)."""
     if not properties:
         return MessageType.NORMAL
     if properties.get(TRANSACTION_PREPARED) == "true":
@@ -55,6 +59,8 @@ def message_type(properties: Mapping[str, str]) -> MessageType:
             return MessageType.DELAY
     if properties.get(SHARDING_KEY):
         return MessageType.FIFO
+    if properties.get(PRIORITY):
+        return MessageType.PRIORITY
     return MessageType.NORMAL
 
 

@@ -65,8 +65,9 @@ class RocketMQDataSource(Guarded, DataSource):
 
     Source columns: topic, queueId (logical queue), queueOffset (logical offset), msgId (the
     id its send returned, RocketMQ's UNIQ_KEY: what ``rocketspark admin query-msg --id``
-    finds), tag, keys, body, bornTimestamp, storeTimestamp, brokerName (the segment's broker)
-    and, with ``includeProperties``, properties. One Spark partition per logical queue.
+    finds), tag, keys, body, bornTimestamp, storeTimestamp, brokerName (the segment's broker),
+    priority (a RocketMQ 5.4 priority message's, else null) and, with ``includeProperties``,
+    properties. One Spark partition per logical queue.
     """
 
     @classmethod

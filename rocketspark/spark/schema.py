@@ -1,4 +1,8 @@
-"""The source schema, as Spark sees it (its Arrow twin is in :mod:`rocketspark.spark.arrow`)."""
+"""The source schema, as Spark sees it (its Arrow twin is in :mod:`rocketspark.spark.arrow`).
+
+``priority`` is a priority message's priority (RocketMQ 5.4, RIP-80: higher is served first to
+pop consumers), null for any other message.
+"""
 
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ def source_schema(include_properties: bool) -> StructType:
         StructField("bornTimestamp", TimestampType()),
         StructField("storeTimestamp", TimestampType()),
         StructField("brokerName", StringType()),
+        StructField("priority", IntegerType()),
     ]
     if include_properties:
         fields.append(StructField("properties", MapType(StringType(), StringType())))

@@ -143,13 +143,14 @@ def _send_4x(client: rocketmq4.RawClient, topic: str, body: bytes, properties: d
     return client.call(Code.SEND_MESSAGE_V2, header, body).code
 
 
-def test_message_type_tells_fifo_and_delay_messages_from_normal_ones() -> None:
+def test_message_type_tells_fifo_delay_and_priority_messages_from_normal_ones() -> None:
     with LocalCluster(brokers=1) as cluster, Admin(cluster.nameserver) as admin:
         admin.create_topic("typed", 1)
         url = cluster.metrics_urls["broker-a"]
         with Producer(cluster.nameserver) as producer:
             producer.send_batch([Message("typed", b"n" * 10, queue_id=0) for _ in range(3)])
             producer.send(Message("typed", b"fifo", properties={"__SHARDINGKEY": "order-7"}))
+            producer.send(Message("typed", b"urgent", properties={"_SYS_MSG_PRIORITY_": "5"}))  # RocketMQ 5.4
             mixed = [Message("typed", b"f", properties={"__SHARDINGKEY": "o"}), Message("typed", b"n")]
             producer.send_batch([*(m for m in mixed for _ in range(20))])  # the numpy check of a larger batch
         with rocketmq4.RawClient(cluster.brokers["broker-a"]) as client:
@@ -159,13 +160,14 @@ def test_message_type_tells_fifo_and_delay_messages_from_normal_ones() -> None:
             samples = scrape(url)
             found = {
                 k: value(samples, "rocketmq_messages_in_total", topic="typed", message_type=k)
-                for k in ("normal", "fifo", "delay", "transaction")
+                for k in ("normal", "fifo", "delay", "transaction", "priority")
             }
             return found if found["delay"] else None
 
-        assert eventually(typed, 30) == {"normal": 3 + 20, "fifo": 1 + 20, "delay": 1, "transaction": 0}
+        expected = {"normal": 3 + 20, "fifo": 1 + 20, "delay": 1, "transaction": 0, "priority": 1}
+        assert eventually(typed, 30) == expected
         samples = scrape(url)
-        assert value(samples, "rocketmq_messages_in_total", topic="typed") == 45
+        assert value(samples, "rocketmq_messages_in_total", topic="typed") == 46
         assert value(samples, "rocketmq_throughput_in_total", topic="typed", message_type="fifo") > 0
         held = [
             labels

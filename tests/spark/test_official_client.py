@@ -116,3 +116,23 @@ def test_the_official_simple_consumer_reads_everything_the_spark_sink_wrote(spar
         assert message.properties == {"job": "nightly"}
         assert message.born_timestamp > 0 and message.message_id
     assert {m.message_group for m in got.values()} == {f"account-{g}" for g in range(5)}
+
+
+def test_a_priority_messages_priority_is_a_column_and_null_for_any_other(spark: Any, cluster: LocalCluster) -> None:
+    with Admin(cluster.nameserver) as admin:
+        admin.create_topic("ranked-orders", queues=2)
+    producer = Producer(ClientConfiguration(cluster.grpc_endpoint, Credentials()), ("ranked-orders",))
+    producer.startup()
+    try:
+        for body, priority in ((b"urgent", 5), (b"lowest", 0), (b"plain", None)):
+            message = V2Message()
+            message.topic, message.body = "ranked-orders", body
+            if priority is not None:
+                message.priority = priority
+            producer.send(message)
+    finally:
+        producer.shutdown()
+    frame = spark.read.format("rocketmq").option("nameserver", cluster.nameserver).option("topic", "ranked-orders")
+    loaded = frame.load()
+    assert loaded.schema["priority"].dataType.simpleString() == "int" and loaded.schema["priority"].nullable
+    assert {bytes(r.body): r.priority for r in loaded.collect()} == {b"urgent": 5, b"lowest": 0, b"plain": None}

@@ -458,6 +458,7 @@ def test_to_record_batch_fills_every_column() -> None:
     assert columns["body"] == [m.body for m in sample_messages()]
     assert columns["keys"] == [None, None, ["k1", "k2"], None, ["single"]]
     assert columns["properties"] == [None, None, None, [("p", "v"), ("ü", "ö")], [("a", "b")]]
+    assert columns["priority"] == [None] * 5
     assert batch.column("bornTimestamp").cast(pa.int64()).to_pylist() == [born * 1000] * 5
     assert batch.column("storeTimestamp").cast(pa.int64()).to_pylist() == [9000] * 5
 
@@ -465,6 +466,17 @@ def test_to_record_batch_fills_every_column() -> None:
 def test_to_record_batch_without_keys_or_properties_has_null_columns() -> None:
     batch, _ = arrow_batch(tagged("A", None), Source(TOPIC, 0, 0, BROKER))
     assert batch.column("keys").null_count == 2 and batch.column("properties").null_count == 2
+    assert batch.column("priority").null_count == 2
+
+
+def test_a_priority_messages_priority_is_its_own_column() -> None:
+    sent = [
+        message(b"a", properties={"_SYS_MSG_PRIORITY_": "7"}),
+        message(b"b", properties={"_SYS_MSG_PRIORITY_": "high"}),  # by hand, not a number: null
+        message(b"c", properties={"other": "x"}),
+    ]
+    batch, _ = arrow_batch(sent, Source(TOPIC, 0, 0, BROKER))
+    assert batch.column("priority").to_pylist() == [7, None, None]
 
 
 def test_to_record_batch_slices_bodies_and_tags_of_every_length() -> None:

@@ -1,5 +1,6 @@
 """The declared limits of every served v2 request: complete, and each refusal a 4xx sentence
-naming the field, the value and what is allowed."""
+naming the field, the value and what is allowed (or, for a lite topic's field, NOT_IMPLEMENTED
+saying what to use instead)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from rocketspark.grpcv2.consuming import Consuming
 from rocketspark.grpcv2.endpoint import Endpoint
-from rocketspark.grpcv2.limits import Limits, PopLimits
+from rocketspark.grpcv2.limits import Absent, Limits, PopLimits
 from rocketspark.grpcv2.sending import Sending
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
 from rocketspark.grpcv2.stubs import service_pb2 as sv
@@ -51,14 +52,16 @@ def test_every_numeric_enum_time_and_duration_field_of_every_served_request_has_
         fields = set(checked_fields(descriptor))
         if method == "Telemetry":  # only settings are acted on; other commands are ignored whole
             fields = {f for f in fields if f.startswith("settings.")}
-        declared = {rule.path for rule in LIMITS.rules[descriptor.name]}
+        # Absent rules refuse a field not served (a lite topic's), strings included.
+        declared = {rule.path for rule in LIMITS.rules[descriptor.name] if not isinstance(rule, Absent)}
         assert fields == declared, (method, sorted(fields ^ declared))
 
 
 def refusal(request: object) -> Refused:
     with pytest.raises(Refused) as refused:
         LIMITS.check(request, now_ms=NOW_MS)  # type: ignore[arg-type]
-    assert 40000 <= refused.value.v2_code < 50000
+    code = refused.value.v2_code
+    assert 40000 <= code < 50000 or code == pb.Code.NOT_IMPLEMENTED  # never an internal error
     return refused.value
 
 
@@ -117,7 +120,24 @@ def test_durations_counts_and_enums_out_of_range_are_refused_with_their_own_code
     lite_request = sv.SendMessageRequest(messages=[pb.Message()])  # a message type not served
     lite_request.messages[0].system_properties.message_type = pb.MessageType.LITE
     lite = refusal(lite_request)
-    assert "message_type is LITE; allowed: MESSAGE_TYPE_UNSPECIFIED, NORMAL, FIFO, DELAY, TRANSACTION" in lite.message
+    assert lite.v2_code == pb.Code.NOT_IMPLEMENTED
+    assert "message_type is LITE; allowed: MESSAGE_TYPE_UNSPECIFIED, NORMAL, FIFO, DELAY, TRANSACTION, PRIORITY" in (
+        lite.message
+    )
+    assert "lite topics (RocketMQ 5.5, RIP-83) are not supported" in lite.message
+    lite_request.messages[0].system_properties.message_type = pb.MessageType.NORMAL
+    lite_request.messages[0].system_properties.lite_topic = "session-1"
+    named = refusal(lite_request)
+    assert named.v2_code == pb.Code.NOT_IMPLEMENTED
+    assert named.message.startswith("messages[0].system_properties.lite_topic is set ('session-1'): lite topics")
+    lite_consumer = refusal(sv.HeartbeatRequest(client_type=pb.ClientType.LITE_SIMPLE_CONSUMER))
+    assert lite_consumer.v2_code == pb.Code.NOT_IMPLEMENTED
+    assert lite_consumer.message.startswith("client_type is LITE_SIMPLE_CONSUMER; allowed: ")
+    assert "consume it with a SimpleConsumer or PushConsumer" in lite_consumer.message
+    negative = sv.SendMessageRequest(messages=[pb.Message()])
+    negative.messages[0].system_properties.priority = -1
+    below = refusal(negative).message
+    assert below.startswith("messages[0].system_properties.priority is -1; allowed: 0 to 2147483647")
     settings = sv.TelemetryCommand(settings=pb.Settings())
     settings.settings.backoff_policy.exponential_backoff.multiplier = float("nan")
     assert "multiplier is nan; allowed: 0 to 100" in refusal(settings).message

@@ -144,3 +144,29 @@ def test_times_read_as_the_official_clients_write_them() -> None:
     java_client = v2()  # seconds and nanos
     java_client.system_properties.born_timestamp.FromMilliseconds(1_795_693_879_631)
     assert translate.to_message(java_client, 1024).born_ms == 1_795_693_879_631
+
+
+def test_a_priority_is_kept_as_rocketmqs_property_on_a_priority_message_only() -> None:
+    incoming = translate.to_message(v2(message_type=pb.MessageType.PRIORITY, priority=7), 1024)
+    assert incoming.priority == 7 and incoming.message.properties["_SYS_MSG_PRIORITY_"] == "7"
+    lowest = translate.to_message(v2(priority=0), 1024)
+    assert lowest.priority == 0 and lowest.message.properties["_SYS_MSG_PRIORITY_"] == "0"
+    grouped = translate.to_message(v2(priority=7, message_group="g"), 1024)  # FIFO wins, as in RocketMQ
+    assert grouped.priority is None and "_SYS_MSG_PRIORITY_" not in grouped.message.properties
+    forged = v2()
+    forged.user_properties["_SYS_MSG_PRIORITY_"] = "9"
+    with pytest.raises(InvalidParameterError, match="'_SYS_MSG_PRIORITY_' is reserved"):
+        translate.to_message(forged, 1024)
+
+
+def test_a_stored_priority_goes_back_as_a_priority_message() -> None:
+    from rocketspark.protocol.types import MessageExt
+
+    def back(properties: dict[str, str]) -> pb.SystemProperties:
+        stored = MessageExt("t", 0, 0, b"b", None, [], properties, 1, 2, 0, "broker-a")
+        return translate.to_v2(stored, "t").system_properties
+
+    system = back({"_SYS_MSG_PRIORITY_": "3"})
+    assert (system.message_type, system.priority) == (pb.MessageType.PRIORITY, 3)
+    hand_written = back({"_SYS_MSG_PRIORITY_": "high"})  # not a number: a normal message, property dropped
+    assert hand_written.message_type == pb.MessageType.NORMAL and not hand_written.HasField("priority")

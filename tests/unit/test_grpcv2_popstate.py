@@ -160,3 +160,30 @@ def test_a_released_message_still_acks_with_its_handle_until_it_is_handed_out_ag
     queue.release("c", now=1.0)
     assert queue.ack(receipt)  # the client was alive after all: its late ack counts
     assert take(queue, 1, now=2.0, invisible_s=60) == []
+
+
+def prioritized(offset: int, priority: int | None) -> MessageExt:
+    properties = {} if priority is None else {"_SYS_MSG_PRIORITY_": str(priority)}
+    return MessageExt("t", 0, offset, b"x", None, None, properties, 0, 0, offset * 100, "broker-a")
+
+
+def test_a_queue_with_priority_messages_hands_out_the_highest_first_then_by_offset() -> None:
+    queue = queue_with(prioritized(0, None), prioritized(1, 2), prioritized(2, 9), prioritized(3, 2), prioritized(4, 0))
+    order = [f.message.queue_offset for f in take(queue, 3, now=0.0, invisible_s=10)]
+    assert order == [2, 1, 3]  # 9, then the two of priority 2 in offset order
+    assert [m.queue_offset for m in queue.pending] == [0, 4]  # still in offset order
+    assert queue.watermark() == 0  # the message without a priority holds it
+    assert [f.message.queue_offset for f in take(queue, 5, now=0.0, invisible_s=10)] == [4, 0]
+
+
+def test_redeliveries_of_a_prioritized_queue_come_back_higher_priority_first() -> None:
+    queue = queue_with(prioritized(0, 1), prioritized(1, 5))
+    assert [f.message.queue_offset for f in take(queue, 2, now=0.0, invisible_s=1)] == [1, 0]
+    again = take(queue, 2, now=2.0, invisible_s=1)
+    assert [(f.message.queue_offset, f.attempt) for f in again] == [(1, 2), (0, 2)]
+
+
+def test_a_queue_without_priority_messages_keeps_offset_order() -> None:
+    queue = queue_with(message(0), message(1), message(2))
+    assert not queue.prioritized
+    assert [f.message.queue_offset for f in take(queue, 3, now=0.0, invisible_s=1)] == [0, 1, 2]

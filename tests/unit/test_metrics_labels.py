@@ -35,6 +35,9 @@ def test_codes_are_named_in_lower_snake_case() -> None:
         ({"DELAY": "0"}, MessageType.NORMAL),
         ({"TIMER_DELIVER_MS": "1700000000000", "__SHARDINGKEY": "g"}, MessageType.DELAY),
         ({"TRAN_MSG": "true", "DELAY": "2"}, MessageType.TRANSACTION),
+        ({"_SYS_MSG_PRIORITY_": "3"}, MessageType.PRIORITY),
+        ({"_SYS_MSG_PRIORITY_": "0"}, MessageType.PRIORITY),
+        ({"_SYS_MSG_PRIORITY_": "3", "__SHARDINGKEY": "g"}, MessageType.FIFO),
     ],
 )
 def test_a_message_type_comes_from_its_properties(properties: dict[str, str], kind: MessageType) -> None:
