@@ -91,11 +91,14 @@ class RocketMQDataSource(Guarded, DataSource):
         return RocketMQStreamReader(options)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        from rocketspark.spark.source import RocketMQBatchReader
+        from rocketspark.spark.pushdown import spark_pushes_filters
+        from rocketspark.spark.source import RocketMQBatchReader, RocketMQFilteringReader
 
         options = _refused_or(lambda: parse_reader(self.options, streaming=False))
         if isinstance(options, OptionError):
             raise options
+        if spark_pushes_filters():
+            return RocketMQFilteringReader(options)
         return RocketMQBatchReader(options)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
@@ -142,6 +145,18 @@ def register(spark: SparkSession) -> None:
         conf = {}
     check_packaged(conf)
     spark.dataSource.register(RocketMQDataSource)
+    enable_pushdown(spark)
+
+
+PUSHDOWN_SETTING = "spark.sql.python.filterPushdown.enabled"
+
+
+def enable_pushdown(spark: SparkSession) -> None:
+    """Turn on Spark's filter pushdown into Python sources (off by default), unless the session
+    set it itself: a filtered batch read then pulls only what its filters keep. Other Python
+    sources gain from it too: one that takes no filters is given them back unchanged."""
+    if PUSHDOWN_SETTING not in spark.conf.getAll:  # the settings made, not the defaults
+        spark.conf.set(PUSHDOWN_SETTING, "true")
 
 
 def check_submit() -> None:
