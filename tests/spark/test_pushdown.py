@@ -184,3 +184,20 @@ def test_filters_on_a_static_topic_after_a_remap(spark: Any, cluster: LocalClust
         assertDataFrameEqual(rows, expected)
         assert count == len(expected) == (wanted or len(expected)), where
     assert later > 0
+
+
+def test_register_turns_pushdown_on_unless_the_session_set_it(spark: Any) -> None:
+    import rocketspark
+
+    before = spark.conf.getAll.get(SETTING)
+    try:
+        spark.conf.unset(SETTING)
+        rocketspark.register(spark)
+        assert spark.conf.get(SETTING) == "true"
+        spark.conf.set(SETTING, "false")
+        rocketspark.register(spark)
+        assert spark.conf.get(SETTING) == "false"
+    finally:
+        spark.conf.unset(SETTING)
+        if before is not None:
+            spark.conf.set(SETTING, before)
