@@ -18,6 +18,7 @@ import pytest
 from pyspark.testing import assertDataFrameEqual
 
 from rocketspark import Admin, LocalCluster, Message, Producer
+from tests.docblocks import blocks_run_by
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -201,3 +202,19 @@ def test_register_turns_pushdown_on_unless_the_session_set_it(spark: Any) -> Non
         spark.conf.unset(SETTING)
         if before is not None:
             spark.conf.set(SETTING, before)
+
+
+def test_the_docs_example_runs_as_written(
+    spark: Any, cluster: LocalCluster, plain: tuple[str, str], capsys: Any
+) -> None:
+    [block] = blocks_run_by("tests/spark/test_pushdown.py::test_the_docs_example_runs_as_written")
+    before = spark.conf.getAll.get(SETTING)
+    start = served(cluster.nameserver, plain[0])
+    try:
+        exec(block.text, {"spark": spark, "nameserver": cluster.nameserver, "topic": plain[0]})
+    finally:
+        spark.conf.unset(SETTING)
+        if before is not None:
+            spark.conf.set(SETTING, before)
+    assert "50 rows of queue 1 from offset 200" in capsys.readouterr().out
+    assert served(cluster.nameserver, plain[0]) - start == 50
