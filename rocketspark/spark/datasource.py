@@ -138,25 +138,15 @@ def register(spark: SparkSession) -> None:
     a packaged job (``rocketspark package-job``), whose executors' interpreter is the shipped
     archive. It checks first that the interpreter spark-submit was told to run is one an
     archive of the job provides: a mistake is reported here, naming the option to fix, not as
-    a failed executor later."""
+    a failed executor later. It leaves ``spark.sql.python.filterPushdown.enabled`` as the
+    session has it: with pyspark 4.1-4.3 that setting can make a reused DataFrame read too few
+    rows (docs/spark/pushdown.md), so turning it on is the user's choice."""
     try:
         conf = dict(spark.sparkContext.getConf().getAll())
     except AttributeError:  # a Spark Connect session has no SparkContext: its server launches the workers
         conf = {}
     check_packaged(conf)
     spark.dataSource.register(RocketMQDataSource)
-    enable_pushdown(spark)
-
-
-PUSHDOWN_SETTING = "spark.sql.python.filterPushdown.enabled"
-
-
-def enable_pushdown(spark: SparkSession) -> None:
-    """Turn on Spark's filter pushdown into Python sources (off by default), unless the session
-    set it itself: a filtered batch read then pulls only what its filters keep. Other Python
-    sources gain from it too: one that takes no filters is given them back unchanged."""
-    if PUSHDOWN_SETTING not in spark.conf.getAll:  # the settings made, not the defaults
-        spark.conf.set(PUSHDOWN_SETTING, "true")
 
 
 def check_submit() -> None:
