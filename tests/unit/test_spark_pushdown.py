@@ -136,3 +136,11 @@ def test_the_filtering_reader_is_offered_only_to_spark_s_pushdown_worker() -> No
     scope: dict[str, object] = {"ask": spark_pushes_filters}
     exec(compile("def _main():\n    return ask()\n", worker, "exec"), scope)
     assert scope["_main"]() is True  # type: ignore[operator]
+
+
+def test_topic_filters_rule_out_the_other_topics_of_a_pattern() -> None:
+    pushed, back = push([In(("topic",), ["a", "b"]), EqualTo(("topic",), "b")], tags_allowed=True)
+    assert back == [] and pushed.topics == {"b"}
+    assert pushed.keeps("b", 3) and not pushed.keeps("a", 3)
+    low, high = narrow({"a": {0: 0}, "b": {0: 5}}, {"a": {0: 9}, "b": {0: 9}}, pushed, lambda t, q, ms: 0)
+    assert (low, high) == ({"b": {0: 5}}, {"b": {0: 9}})
