@@ -229,6 +229,6 @@ class RocketMQFilteringReader(RocketMQBatchReader):
         pushed, back = push(filters, tags_allowed=self.options.sql is None)
         tags = tags_read(pushed, self.options.tags)
         self.pushed = dataclasses.replace(pushed, tags=tags)
-        if tags is not None and tags:
+        if tags:
             self.options = dataclasses.replace(self.options, tags=tuple(sorted(tags)))
         return back
