@@ -13,21 +13,32 @@ Prints, for 100-byte messages:
   written: ``body`` (default), ``sharded`` (``body``, ``shardingKey`` and ``tag``, the shape of
   examples/streaming_etl.py) or ``keyed`` (``sharded`` plus a ``keys`` array).
 
+- filtered batch reads: ``spark.read`` of a ``--filtered-rows`` topic (8 queues, 1,000-message
+  batches of one tag each, tags A and B taking turns) with no filter and with
+  ``queueId = 1``, ``queueOffset >= `` (the last fifth of each queue) and ``tag = 'A'``, with
+  ``spark.sql.python.filterPushdown.enabled`` off (Spark filters) and on (the filters cut the
+  read plan): the messages and bytes the brokers serve (their per-topic ``messagesOut`` and
+  ``rocketmq_throughput_out``) and the time into the noop sink, best of two.
+  ``--filtered-only`` runs just this part.
+
 Rates are rows per second of micro-batch processing (``triggerExecution``), the median over
 batches after the first (which pays for starting Python workers); each read rate is the best
 of two runs. Usage:
-``python benchmarks/bench_spark.py [--rows N] [--per-batch N] [--sink-columns body|sharded|keyed]``.
+``python benchmarks/bench_spark.py [--rows N] [--per-batch N] [--sink-columns body|sharded|keyed]
+[--filtered-rows N] [--filtered-only]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -169,11 +180,70 @@ def fill(nameserver: str, topic: str, rows: int) -> float:
     return per_thread * 4 * 1000 / (time.perf_counter() - start)
 
 
+PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
+FILTERS = ("true", "queueId = 1", "queueOffset >= {tail}", "tag = 'A'")
+
+
+def fill_tagged(nameserver: str, topic: str, rows: int) -> None:
+    """``rows`` messages over the queues in 1,000-message batches of one tag, A and B by turns."""
+    with Producer(nameserver) as producer:
+        for k in range(rows // 1000 // QUEUES):
+            for q in range(QUEUES):
+                body = os.urandom(BODY)
+                producer.send_batch([Message(topic, body, queue_id=q, tags="AB"[k % 2]) for _ in range(1000)])
+
+
+def served(cluster: LocalCluster, admin: Admin, topic: str) -> tuple[int, int]:
+    """Messages (the brokers' counters) and bytes (their ``/metrics``) of ``topic`` served so far."""
+    messages = size = 0
+    line = re.compile(
+        r'^rocketmq_throughput_out(?:_total)?\{[^}]*topic="' + re.escape(topic) + r'"[^}]*\} (\S+)$', re.M
+    )
+    for name, url in cluster.metrics_urls.items():
+        if name == "nameserver":
+            continue
+        messages += admin.broker_counters(name)["topics"].get(topic, {}).get("messagesOut", 0)
+        with urllib.request.urlopen(urllib.request.Request(url, headers=cluster.metrics_headers), timeout=10) as r:
+            size += sum(float(v) for v in line.findall(r.read().decode()))
+    return messages, int(size)
+
+
+def filtered_reads(spark: Any, cluster: LocalCluster, topic: str, rows: int) -> list[tuple[str, bool, int, int, float]]:
+    """(filter, pushdown on, messages served, bytes served, seconds) of each filtered batch read."""
+    out = []
+    with Admin(cluster.nameserver) as admin:
+        for where in FILTERS:
+            where = where.format(tail=rows // QUEUES * 4 // 5)
+            for on in (False, True):
+                spark.conf.set(PUSHDOWN, str(on).lower())
+                best = float("inf")
+                for _ in range(ROUNDS):
+                    before = served(cluster, admin, topic)
+                    start = time.perf_counter()
+                    # loaded afresh: Spark 4.3 reuses a loaded DataFrame's pushed plan (docs/spark/pushdown.md)
+                    df = spark.read.format("rocketmq").option("nameserver", cluster.nameserver).option("topic", topic)
+                    df.load().where(where).write.format("noop").mode("overwrite").save()
+                    best = min(best, time.perf_counter() - start)
+                    after = served(cluster, admin, topic)
+                out.append((where, on, after[0] - before[0], after[1] - before[1], best))
+    spark.conf.unset(PUSHDOWN)
+    return out
+
+
+def print_filtered(figures: list[tuple[str, bool, int, int, float]], rows: int) -> None:
+    print(f"\nfiltered batch reads: {rows:,} messages of {BODY} B, {QUEUES} queues, 1,000-message batches, 1 broker")
+    print(f"  {'filter':<24} {'pushdown':<9} {'messages served':>16} {'bytes served':>14} {'seconds':>8}")
+    for where, on, messages, size, seconds in figures:
+        print(f"  {where:<24} {'on' if on else 'off':<9} {messages:>16,} {size:>14,} {seconds:>8.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--per-batch", type=int, default=500_000)
     parser.add_argument("--sink-columns", choices=sorted(SINK_COLUMNS), default="body")
+    parser.add_argument("--filtered-rows", type=int, default=400_000)
+    parser.add_argument("--filtered-only", action="store_true", help="only the filtered batch reads")
     args = parser.parse_args()
     from pyspark.sql import SparkSession
 
@@ -189,6 +259,14 @@ def main() -> None:
     work = tempfile.mkdtemp(prefix="rocketspark-bench-")
     with LocalCluster(brokers=1, processes=True) as cluster:
         ns = cluster.nameserver
+        with Admin(ns) as admin:
+            admin.create_static_topic("filtered", QUEUES)
+        fill_tagged(ns, "filtered", args.filtered_rows)
+        filtered = filtered_reads(spark, cluster, "filtered", args.filtered_rows)
+        if args.filtered_only:
+            spark.stop()
+            print_filtered(filtered, args.filtered_rows)
+            return
         with Admin(ns) as admin:
             admin.create_static_topic("backlog", QUEUES)
             admin.create_static_topic("sunk", QUEUES)
@@ -268,6 +346,7 @@ def main() -> None:
     print(f"      Spark rate source -> noop  {rate:>12,.0f} rows/s")
     print(f"write rate -> rocketmq           {write:>12,.0f} rows/s   columns: {args.sink_columns} (target >= 500,000)")
     print(f"      client batched ingest      {ingest:>12,.0f} msg/s    ratio {write / ingest:.2f}")
+    print_filtered(filtered, args.filtered_rows)
 
 
 if __name__ == "__main__":

@@ -92,11 +92,14 @@ class RocketMQDataSource(Guarded, DataSource):
         return RocketMQStreamReader(options)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        from rocketspark.spark.source import RocketMQBatchReader
+        from rocketspark.spark.pushdown import spark_pushes_filters
+        from rocketspark.spark.source import RocketMQBatchReader, RocketMQFilteringReader
 
         options = _refused_or(lambda: parse_reader(self.options, streaming=False))
         if isinstance(options, OptionError):
             raise options
+        if spark_pushes_filters():
+            return RocketMQFilteringReader(options)
         return RocketMQBatchReader(options)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
@@ -136,7 +139,9 @@ def register(spark: SparkSession) -> None:
     a packaged job (``rocketspark package-job``), whose executors' interpreter is the shipped
     archive. It checks first that the interpreter spark-submit was told to run is one an
     archive of the job provides: a mistake is reported here, naming the option to fix, not as
-    a failed executor later."""
+    a failed executor later. It leaves ``spark.sql.python.filterPushdown.enabled`` as the
+    session has it: with pyspark 4.1-4.3 that setting can make a reused DataFrame read too few
+    rows (docs/spark/pushdown.md), so turning it on is the user's choice."""
     try:
         conf = dict(spark.sparkContext.getConf().getAll())
     except AttributeError:  # a Spark Connect session has no SparkContext: its server launches the workers

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, Filter, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from rocketspark.client.logical import SegmentRange, advance, count, plan_ranges
@@ -30,6 +30,7 @@ from rocketspark.spark.data_loss import lost
 from rocketspark.spark.executor_imports import Guarded
 from rocketspark.spark.options import ReaderOptions
 from rocketspark.spark.planning import distribute, split
+from rocketspark.spark.pushdown import Pushed, narrow, push, tags_read
 from rocketspark.spark.reading import ReadSpec, read_range
 
 log = logging.getLogger(__name__)
@@ -188,13 +189,18 @@ class RocketMQStreamReader(Guarded, _Planner, DataSourceStreamReader, SupportsTr
 
 
 class RocketMQBatchReader(Guarded, _Planner, DataSourceReader):
-    """``spark.read``: from startingOffsets (default earliest) to endingOffsets (default latest)."""
+    """``spark.read``: from startingOffsets (default earliest) to endingOffsets (default latest),
+    cut to what the filters Spark pushed keep (:class:`RocketMQFilteringReader`)."""
+
+    pushed = Pushed()  # nothing pushed: every queue, whole
 
     def __init__(self, options: ReaderOptions) -> None:
         self.options = options
         self._catalog = None
 
     def partitions(self) -> list[RocketMQPartition]:
+        if self.pushed.nothing:
+            return []
         start = self.catalog.starting_offsets()
         end = self.catalog.ending_offsets()
         for topic, queues in end.items():
@@ -205,6 +211,24 @@ class RocketMQBatchReader(Guarded, _Planner, DataSourceReader):
                         f"endingOffsets {high} of {topic} queue {q} is before its startingOffsets {low}"
                     )
         try:
+            if self.pushed != Pushed():
+                start, end = narrow(start, end, self.pushed, self.catalog.consumer.offset_for_timestamp)
             return self.plan(start, end)
         finally:
             self.stop()
+
+
+class RocketMQFilteringReader(RocketMQBatchReader):
+    """The batch reader Spark pushes filters into: made only where Spark calls ``pushFilters``
+    (``pushdown.spark_pushes_filters``), because a reader that merely defines it makes Spark
+    refuse filtered reads while ``spark.sql.python.filterPushdown.enabled`` is false."""
+
+    def pushFilters(self, filters: list[Filter]) -> list[Filter]:
+        """Take the filters that narrow the plan (:mod:`rocketspark.spark.pushdown`); hand back
+        those Spark must still apply."""
+        pushed, back = push(filters, tags_allowed=self.options.sql is None)
+        tags = tags_read(pushed, self.options.tags)
+        self.pushed = dataclasses.replace(pushed, tags=tags)
+        if tags:
+            self.options = dataclasses.replace(self.options, tags=tuple(sorted(tags)))
+        return back
