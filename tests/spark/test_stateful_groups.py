@@ -1,6 +1,7 @@
 """transformWithState keyed on the message group (examples/customer_sessions.py): per-customer
-running totals and sessions closed by a timer, exactly once across a stop, a re-run of the last
-micro-batch and a restart from the same checkpoint with more messages.
+running totals and sessions closed by a timer, exactly once across a stop mid-way (messages
+left unread, maybe a batch cut short), a re-run of the last micro-batch and a restart from the
+same checkpoint with more messages.
 
 What the output must be is a plain Python fold over the messages as sent, group by group. The
 sessions' boundaries depend on when batches ran (a processing-time timeout), so for them the
@@ -115,9 +116,8 @@ def test_per_group_totals_and_sessions_are_exactly_once_across_a_restart(
     try:
         send(ns, source, first)
         query = start()
-        eventually(lambda: paid_out(query, ns, target, len(first)), 120, 0.5)
-        query.stop()
-        assert sum(1 for p in query.recentProgress if p["numInputRows"]) >= 3  # stopped after several batches
+        eventually(lambda: paid_out(query, ns, target, len(first) // 2), 120, 0.5)
+        query.stop()  # mid-way: 60 messages a batch, so 2 or 3 batches in, maybe one cut short
         forget_last_commit(checkpoint)  # and as if the driver had died before recording the last one
         send(ns, source, second)
         query = start()
