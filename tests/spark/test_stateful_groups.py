@@ -140,6 +140,7 @@ def test_per_group_totals_and_sessions_are_exactly_once_across_a_restart(
         assert [s["firstOffset"] for s in closed] == [offsets[0]] + [
             offsets[offsets.index(s["lastOffset"]) + 1] for s in closed[:-1]
         ], f"{group}'s sessions do not cover its payments once, in order"
+        assert closed[-1]["lastOffset"] == offsets[-1], f"{group}'s last session was not closed by its timer"
         for s in closed:
             span = expected[group][offsets.index(s["firstOffset"]) : offsets.index(s["lastOffset"]) + 1]
             assert (s["payments"], s["amount"], s["total"]) == (len(span), sum(a for a, _ in span), span[-1][1])
