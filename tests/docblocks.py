@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RUN = ("bash", "python")
 NOT_CODE = ("text", "toml", "yaml", "json", "java", "mermaid")  # shown, never run here
 # The pages whose blocks start Spark: run by tests/spark/test_docs_blocks.py, one JVM each.
-SPARK_PAGES = ("README.md", "docs/spark/index.md")
+SPARK_PAGES = ("README.md", "docs/spark/index.md", "docs/spark/stateful.md")
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 _MARKER = re.compile(r"^\s*<!--\s*(?P<kind>not run|run by)\b:?(?P<rest>.*?)-->\s*$")
 _COMMENT = re.compile(r"^\s*<!--.*-->\s*$")

@@ -15,8 +15,12 @@ pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.slow]
 
 
 # What each page's query says it did: 1,000 messages sent by the CLI (and the README's one
-# from Python) read back through Spark.
-COPIED = {"README.md": "copied 1001 new messages", "docs/spark/index.md": "1000 rows copied"}
+# from Python) read back through Spark; the stateful page's first customer's closed session.
+COPIED = {
+    "README.md": "copied 1001 new messages",
+    "docs/spark/index.md": "1000 rows copied",
+    "docs/spark/stateful.md": "c-1: 3 payments, 1500 cents, total 1500",
+}
 
 
 @pytest.mark.parametrize("page", SPARK_PAGES)
