@@ -123,7 +123,7 @@ def register_handlers(b: Parts) -> Handlers:
     d = b.dispatcher
     send.register(d, send_context)
     pull.register(d, pull_context)
-    offsets.register(d, offsets.OffsetsContext(topics, store, b.offsets, role, static_, b.consumers))
+    offsets.register(d, offsets.OffsetsContext(topics, store, b.offsets, role, static_, b.consumers, b.trace))
     consumers.register(
         d, consumers.ConsumersContext(b.consumers, topics, store, role, registry, b.offsets, b.connections)
     )

@@ -22,7 +22,7 @@ from rocketspark.codec.build import encode_messages
 from rocketspark.errors import InvalidParameterError, MessageTooLargeError
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.group_topics import DLQ_PREFIX, MAX_RECONSUME_TIMES, RETRY_PREFIX
-from rocketspark.protocol.properties import TRANSACTION_PREPARED
+from rocketspark.protocol.properties import PRODUCER_GROUP, TRANSACTION_PREPARED
 from rocketspark.protocol.types import Message
 from rocketspark.protocol.validation import DEFAULT_TOPIC_QUEUE_NUMS, validate_topic_name
 from rocketspark.rocketmq4 import records
@@ -111,7 +111,7 @@ async def _delayed(dialect: Dialect, request: RemotingCommand, message: Message,
 async def _half(dialect: Dialect, request: RemotingCommand, message: Message, fields: Fields) -> RemotingCommand:
     """A half message: held until its producer ends the transaction. The reply's ``msgId`` and
     ``queueOffset`` name it (Java sends them back in END_TRANSACTION)."""
-    message.properties.setdefault("PGROUP", fields.text("producerGroup", ""))
+    message.properties.setdefault(PRODUCER_GROUP, fields.text("producerGroup", ""))
     half = await dialect.held.half(message, request.user)
     return request.response(
         ext={

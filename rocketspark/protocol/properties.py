@@ -12,6 +12,7 @@ DELIVER_MS: Final = "TIMER_DELIVER_MS"  # a delay message's time
 TAGS: Final = "TAGS"  # a message's tag, as RocketMQ's properties hold it (SQL92 filters read it by this name)
 KEYS: Final = "KEYS"  # its keys, joined by spaces
 TRANSACTION_PREPARED: Final = "TRAN_MSG"  # "true": a transaction's half message
+PRODUCER_GROUP: Final = "PGROUP"  # a 4.x half message's producer group (who to check it with)
 # A delay, as each client family writes it: a level (4.x), a due time (ali-ons, Aliyun ONS), or
 # RocketMQ 5's delay from now (DELIVER_MS above is its due time).
 DELAY_LEVEL: Final = "DELAY"
