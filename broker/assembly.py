@@ -104,6 +104,7 @@ def register_handlers(b: Parts) -> Handlers:
         b.disk,
         address,
         b.trace,
+        b.connections,
     )
     pull_context = pull.PullContext(b.config, topics, static_, store, longpoll, b.trace)
     static_context = static.StaticContext(b.name, topics, static_, store, longpoll, role, registry, b.producers)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from broker.config import BrokerConfig
+from broker.connections import Connections
 from broker.dedupe import ProducerTable
 from broker.diskuse import DiskUse
 from broker.ha.replication import Replication
@@ -60,6 +61,7 @@ class SendContext:
     disk: DiskUse
     address: Callable[[], str]  # this broker's advertised host:port, as offset ids name it
     trace: TraceRecorder
+    connections: Connections  # who sent a traced batch: its producer group and client id
 
 
 def register(dispatcher: Dispatcher, ctx: SendContext) -> None:
@@ -215,8 +217,16 @@ def _trace_sent(
     first_id: str,
     started: float,
 ) -> None:
-    """One tuple for the trace recorder: the record stored, by whom, how long it took here."""
+    """One tuple for the trace recorder: the record stored, by whom, how long it took here.
+    The producer group is the send's (a 4.x send names it; the v2 endpoint names a v5
+    producer's), else the one its client announced here (ours, by heartbeat)."""
     queue_id, delta = queue
+    group, client, named = str(cmd.ext.get("producerGroup", "")), client_of(cmd), str(cmd.ext.get("clientId", ""))
+    who = ctx.connections.sender(cmd.channel, named)
+    if who is not None and not group:
+        group = topic if topic in who.producer_groups else ",".join(sorted(who.producer_groups))
+    if who is not None or named:  # a translated send names a client another broker may have heard
+        client = f"{who.client_id if who is not None else named} at {client}"
     ctx.trace.sent(
         topic,
         queue_id,
@@ -226,8 +236,8 @@ def _trace_sent(
         first_id,
         born_ms(record),
         (time.perf_counter() - started) * 1000,
-        str(cmd.ext.get("producerGroup", "")),
-        client_of(cmd),
+        group,
+        client,
     )
 
 

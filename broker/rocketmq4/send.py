@@ -57,6 +57,9 @@ async def handle_send(dialect: Dialect, request: RemotingCommand, *, short: bool
     if due is not None:
         return await _delayed(dialect, request, first, due)
     ext = client_labels(request, "producerGroup", fields.text("producerGroup", ""))
+    sender = dialect.connections.sender(request.channel)
+    if sender is not None:  # the client id its heartbeat gave, for message trace
+        ext["clientId"] = sender.client_id
     default_topic = fields.text("defaultTopic", "")
     if default_topic and not dialect.topic_exists(topic):  # 4.x clients always name TBW102; only a new topic needs it
         queue_nums = fields.integer("defaultTopicQueueNums", DEFAULT_TOPIC_QUEUE_NUMS)
