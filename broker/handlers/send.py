@@ -40,7 +40,7 @@ from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.headers import get_int, get_str
 from rocketspark.protocol.types import SendStatus, TopicConfig
-from rocketspark.protocol.validation import DEFAULT_TOPIC_QUEUE_NUMS, validate_topic_name
+from rocketspark.protocol.validation import DEFAULT_TOPIC_QUEUE_NUMS, HELD_TOPIC_PREFIXES, validate_topic_name
 from rocketspark.remoting.server import Dispatcher
 
 
@@ -178,7 +178,8 @@ async def handle_send(ctx: SendContext, cmd: RemotingCommand) -> RemotingCommand
         first = bytes.fromhex(ids.client_id_at(first, skipped))  # drop_front's record starts there
     summary = batch.tag_summary if not skipped else tag_summary_of(body)
     result = ctx.store.put(topic, queue_id, body, count - skipped, summary)
-    if batch.kinds:  # fifo, delay or transaction messages (the metrics' message_type)
+    if batch.kinds and not topic.startswith(HELD_TOPIC_PREFIXES):  # the metrics' message_type: fifo, delay...
+        # ...or transaction, counted once, where the message reaches its topic: its held copy is no send of its own
         ctx.store.stats.typed(topic, batch.kinds, result.count, len(body))
     if batch.producer_id:
         ctx.producers.stored(key, batch.producer_epoch, batch.base_sequence + skipped, result.count, result.end_offset)

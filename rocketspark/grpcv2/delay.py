@@ -25,7 +25,6 @@ from typing import Final
 from rocketspark.errors import NoRouteInfoError, RocketSparkError, TopicNotExistError
 from rocketspark.grpcv2.clients import Clients
 from rocketspark.grpcv2.held import Broker, HeldLog, Holder, placed
-from rocketspark.grpcv2.translate import HELD
 from rocketspark.protocol.properties import DELIVER_MS, PRODUCER_GROUP, REAL_TOPIC
 from rocketspark.protocol.trace import Tracer
 from rocketspark.protocol.types import Message, MessageExt
@@ -103,7 +102,7 @@ class DelayScheduler:
             )
             held.mark_done(message.queue_offset, "malformed")
             return 0
-        properties = {k: v for k, v in message.properties.items() if k not in HELD}
+        properties = {k: v for k, v in message.properties.items() if k != REAL_TOPIC}  # its due time stays: delay
         out = Message(topic, message.body, tags=message.tags, keys=message.keys, properties=properties)
         try:
             sent = self.clients.producer.send(out, born_ms=message.born_timestamp)

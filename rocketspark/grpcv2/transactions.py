@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from rocketspark.grpcv2.clients import Clients
 from rocketspark.grpcv2.held import Broker, Holder, placed
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
-from rocketspark.grpcv2.translate import HELD, Refused
-from rocketspark.protocol.properties import PRODUCER_GROUP, REAL_TOPIC, UNIQ_KEY
+from rocketspark.grpcv2.translate import Refused
+from rocketspark.protocol.properties import PRODUCER_GROUP, REAL_TOPIC, TRANSACTION_PREPARED, UNIQ_KEY
 from rocketspark.protocol.trace import Tracer
 from rocketspark.protocol.types import Message, MessageExt, SendResult
 
@@ -189,8 +189,10 @@ class Transactions:
 
 
 def _released(message: MessageExt) -> Message:
-    """A committed half message as its topic gets it."""
-    properties = {k: v for k, v in message.properties.items() if k not in HELD}
+    """A committed half message as its topic gets it: a transaction message (for the metrics'
+    message_type, where it is counted, its held copy being the broker's own write)."""
+    properties = {k: v for k, v in message.properties.items() if k != REAL_TOPIC}
+    properties[TRANSACTION_PREPARED] = "true"
     return Message(
         message.properties[REAL_TOPIC], message.body, tags=message.tags, keys=message.keys, properties=properties
     )

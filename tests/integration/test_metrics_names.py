@@ -150,6 +150,7 @@ def test_message_type_tells_fifo_and_delay_messages_from_normal_ones() -> None:
         with Producer(cluster.nameserver) as producer:
             producer.send_batch([Message("typed", b"n" * 10, queue_id=0) for _ in range(3)])
             producer.send(Message("typed", b"fifo", properties={"__SHARDINGKEY": "order-7"}))
+            keyed = producer.send(Message("typed", b"keyed", sharding_key="order-8"))  # written as __SHARDINGKEY
             mixed = [Message("typed", b"f", properties={"__SHARDINGKEY": "o"}), Message("typed", b"n")]
             producer.send_batch([*(m for m in mixed for _ in range(20))])  # the numpy check of a larger batch
         with rocketmq4.RawClient(cluster.brokers["broker-a"]) as client:
@@ -163,13 +164,14 @@ def test_message_type_tells_fifo_and_delay_messages_from_normal_ones() -> None:
             }
             return found if found["delay"] else None
 
-        assert eventually(typed, 30) == {"normal": 3 + 20, "fifo": 1 + 20, "delay": 1, "transaction": 0}
+        assert eventually(typed, 30) == {"normal": 3 + 20, "fifo": 1 + 1 + 20, "delay": 1, "transaction": 0}
         samples = scrape(url)
-        assert value(samples, "rocketmq_messages_in_total", topic="typed") == 45
+        assert value(samples, "rocketmq_messages_in_total", topic="typed") == 46
+        assert admin.query_message_by_id(keyed.msg_id).properties["__SHARDINGKEY"] == "order-8"
         assert value(samples, "rocketmq_throughput_in_total", topic="typed", message_type="fifo") > 0
         held = [
             labels
             for labels, _ in samples["rocketmq_messages_in_total"]
             if labels["topic"].startswith("rmq_sys_wheel_timer-")
         ]
-        assert {labels["message_type"] for labels in held} >= {"delay"}  # where it was held
+        assert {labels["message_type"] for labels in held} == {"normal"}  # its held copy: typed once, above
