@@ -28,6 +28,8 @@ from rocketmq import Producer as V2Producer
 from rocketspark import Admin, Consumer, LocalCluster, Message, Producer
 from rocketspark.errors import MessageNotFoundError
 from rocketspark.protocol.trace import ACKNOWLEDGED, READ_AHEAD, TraceEvent
+from rocketspark.rocketmq4 import records
+from rocketspark.rocketmq4.codes import Code
 from tests import rocketmq4
 from tests.docblocks import blocks_run_by
 from tests.helpers import eventually
@@ -35,6 +37,7 @@ from tests.helpers import eventually
 pytestmark = pytest.mark.integration
 
 DOCS_ID = "C0A80002A1B2C3D4E5F60718293A4B5C"  # the sample id of docs/operations/trace.md
+DELAYED_ID = "7F00000100002A9F0000000000000D1A"  # a 4.x client's id (UNIQ_KEY) of a delay message
 
 
 @pytest.fixture(scope="module")
@@ -186,6 +189,17 @@ def test_a_v5_delay_message_and_transactions_show_their_resolution(cluster: Loca
         assert [e.event for e in committed].index("prepared") < [e.event for e in committed].index("committed")
         rolled = trace(admin, ids["rollback"], "prepared", "rolled back")
         assert "stored" not in {e.event for e in rolled}
+
+
+def test_a_rocketmq_4_delay_level_shows_scheduled_and_delivered(cluster: LocalCluster) -> None:
+    with rocketmq4.RawClient(cluster.brokers["broker-a"]) as client:  # as Java's client sends it, level 1: 1 s here
+        header = {"a": "raw-pg", "b": "traced", "c": "TBW102", "d": 4, "e": 0, "f": 0, "g": int(time.time() * 1000)}
+        header |= {"h": 0, "i": records.properties_string({"DELAY": "1", "UNIQ_KEY": DELAYED_ID}), "j": 0, "k": "false"}
+        assert client.call(Code.SEND_MESSAGE_V2, header, b"later").code == 0
+    with Admin(cluster.nameserver) as admin:
+        events = trace(admin, DELAYED_ID, "scheduled", "delivered to its topic", "stored")
+    scheduled = next(e for e in events if e.event == "scheduled")
+    assert scheduled.detail.startswith("due at ") and scheduled.detail.endswith("for traced")
 
 
 def test_an_untraced_topic_records_nothing(cluster: LocalCluster) -> None:
