@@ -45,7 +45,8 @@ answer counts its size: a burst of large pulls must not hold much memory) wait; 
 dropped, counted (``dropped``, the broker counters' ``traceEventsDropped``) and logged at most
 every ``DROP_LOG_S``, never held against a send. A slave records nothing (it takes no writes):
 pulls served by a slave are not traced. The delay and transaction holders record from their
-worker threads: an append to a list, which the flush swaps out on the loop.
+worker threads (``noted``): their appends and the flush's swap of the list take a lock, so that
+none lands in a list already stored; the loop's own appends need none.
 
 *Acknowledged by commit.* Pull consumers (ours, 4.x, Spark) acknowledge by committing a
 queue's offset, not a message: a commit of a traced queue that moves it forward is one event
@@ -58,6 +59,7 @@ from __future__ import annotations
 
 import logging
 import struct
+import threading
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -159,6 +161,7 @@ class TraceRecorder:
         self.recorded = 0  # trace messages stored
         self.dropped = 0  # events lost: over MAX_PENDING or max_pending_bytes, on a slave, or a failed write
         self._logged_drops, self._logged_at = 0, 0.0
+        self._swap = threading.Lock()  # worker threads' appends vs the flush's swap
 
     def traced(self, config: TopicConfig | None) -> bool:
         """Whether sends and pulls of this topic are recorded."""
@@ -238,7 +241,8 @@ class TraceRecorder:
         """Something that befell one stored message (sent back for a retry, to the DLQ,
         acknowledged, scheduled, prepared...), recorded against its record wherever it is
         stored."""
-        self._add((NOTE, int(time.time() * 1000), kind, message, group, client, detail), len(message.body))
+        with self._swap:
+            self._add((NOTE, int(time.time() * 1000), kind, message, group, client, detail), len(message.body))
 
     # -- the background flush --------------------------------------------------------------
 
@@ -246,7 +250,8 @@ class TraceRecorder:
         """Store what is pending (the broker's loop, every ``FLUSH_MS``)."""
         if not self.pending:
             return
-        pending, self.pending, self.pending_bytes = self.pending, [], 0
+        with self._swap:
+            pending, self.pending, self.pending_bytes = self.pending, [], 0
         if not self.office.is_master:
             self._drop(len(pending), "a slave records nothing")
             return
