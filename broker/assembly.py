@@ -104,6 +104,7 @@ def register_handlers(b: Parts) -> Handlers:
         b.disk,
         address,
         b.trace,
+        b.connections,
     )
     pull_context = pull.PullContext(b.config, topics, static_, store, longpoll, b.trace)
     static_context = static.StaticContext(b.name, topics, static_, store, longpoll, role, registry, b.producers)
@@ -123,7 +124,7 @@ def register_handlers(b: Parts) -> Handlers:
     d = b.dispatcher
     send.register(d, send_context)
     pull.register(d, pull_context)
-    offsets.register(d, offsets.OffsetsContext(topics, store, b.offsets, role, static_, b.consumers))
+    offsets.register(d, offsets.OffsetsContext(topics, store, b.offsets, role, static_, b.consumers, b.trace))
     consumers.register(
         d, consumers.ConsumersContext(b.consumers, topics, store, role, registry, b.offsets, b.connections)
     )

@@ -88,7 +88,7 @@ class Broker:
         self._build_state(config)
         self._build_replication(config, nameserver_transport)
         self.trace = TraceRecorder(
-            self.name, self.topics, self.dispatcher.serve_local, self.role, self.store, everything=config.trace_enable
+            self.name, self.topics, self.dispatcher.serve_local, self.role, self.store, config.trace_settings()
         )
         self._build_v2(config)
         self.counters = BrokerCounters(
@@ -98,6 +98,7 @@ class Broker:
             self.store.scrub_stats,
             long_polls_waiting=lambda: self.longpoll.waiting,
             duplicates_dropped=lambda: self.producers.duplicates_dropped,
+            trace_dropped=lambda: self.trace.dropped,
         )
         if self.metrics is not None:
             self.metrics.add(BrokerCollector(self.metrics.families, self._readings()))
@@ -189,8 +190,8 @@ class Broker:
             self.trace,
             self.connections,
         )
-        self.delay = DelayScheduler(self.clients, self.host)
-        self.transactions = Transactions(self.clients, self.host, self.host.checks)
+        self.delay = DelayScheduler(self.clients, self.host, self.trace)
+        self.transactions = Transactions(self.clients, self.host, self.host.checks, self.trace)
         self.grpc_endpoint = (
             GrpcEndpoint(
                 self.clients, self.dispatcher.guard, lambda: self.grpc_address, self.host, self.delay, self.transactions

@@ -5,7 +5,7 @@ in the names. ``conf/broker-a.toml`` lists every key with its default.
 
 Every setting is declared here once, with its default, under the flat key a user writes. The
 parts that take a subset get it as a dataclass of their own without defaults, built here
-from these keys (``store_config``, ``pop_limits``, ``check_rules``): the store's
+from these keys (``store_config``, ``pop_limits``, ``check_rules``, ``trace_settings``): the store's
 ``StoreConfig``, the v2 endpoint's ``PopLimits`` and the transaction check-back's ``CheckRules``.
 """
 
@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.store.store import StoreConfig
+from broker.trace import TraceSettings
 from rocketspark import configfile
 from rocketspark.errors import ConfigError
 from rocketspark.grpcv2.limits import PopLimits
@@ -87,6 +88,9 @@ class BrokerConfig(SecuritySettings):
     # record every topic's messages' lives (sent, stored, delivered...) in RMQ_SYS_TRACE_TOPIC, for admin trace;
     # off, only topics created with --trace are (broker.trace)
     trace_enable: bool = False
+    # trace events waiting to be stored hold at most this many bytes (a pull's answer counts its size); past it
+    # new events are dropped and counted (admin counters' traceEventsDropped)
+    trace_max_pending_bytes: int = 32 * MiB
     dedupe_retention_hours: float = 24.0  # how long idempotent producers (the Spark sink) are remembered
 
     # a replica of the group broker_name (brokers sharing broker_name, each its own replica_id), taking its role
@@ -268,6 +272,9 @@ class BrokerConfig(SecuritySettings):
             max_invisible_ms=self.pop_max_invisible_ms,
             max_reconsume_times=self.pop_max_reconsume_times,
         )
+
+    def trace_settings(self) -> TraceSettings:
+        return TraceSettings(everything=self.trace_enable, max_pending_bytes=self.trace_max_pending_bytes)
 
     def check_rules(self) -> CheckRules:
         return CheckRules(

@@ -11,7 +11,9 @@ when its connection closes (where the transport says so), when the client unregi
 it has not been heard from for ``consumer_expired_ms`` (as ``broker.consumers`` drops a member).
 
 This is what operators see; it drives nothing. Group membership for rebalancing stays in
-``broker.consumers``. Nothing here is on the send path: only heartbeats and settings feed it.
+``broker.consumers``. Nothing here is on the send path: only heartbeats and settings feed it;
+message trace looks a traced send's client up (``sender``: by the client id a translated send
+names, else by its connection), one dictionary look-up per traced batch.
 """
 
 from __future__ import annotations
@@ -96,6 +98,7 @@ class Connections:
         self.expired_s = expired_ms / 1000
         self.clock = clock
         self.clients: dict[str, Connection] = {}
+        self.by_channel: dict[int, str] = {}  # id(connection) -> the client id last heard on it
 
     def heard(
         self,
@@ -119,6 +122,7 @@ class Connections:
         entry.version_code = version_code or entry.version_code
         if channel is not None and entry.channel is not channel:
             entry.channel = channel
+            self.by_channel[id(channel)] = client_id
             channel.on_close(partial(self._closed, client_id, channel))
         for group, subscriptions in (consumers or {}).items():
             entry.consumer_groups[group] = tuple(subscriptions)
@@ -150,7 +154,18 @@ class Connections:
         """The client ended (a v2 client's termination)."""
         self.clients.pop(client_id, None)
 
+    def sender(self, channel: object | None, client_id: str = "") -> Connection | None:
+        """The client a send came from, if known here: the one ``client_id`` names (a send the
+        v2 endpoint or the 4.x dialect translated), else the one heard on ``channel``."""
+        if client_id:
+            return self.clients.get(client_id)
+        if channel is None:
+            return None
+        entry = self.clients.get(self.by_channel.get(id(channel), ""))
+        return entry if entry is not None and entry.channel is channel else None  # not a reused id
+
     def _closed(self, client_id: str, channel: Closing) -> None:
+        self.by_channel.pop(id(channel), None)
         entry = self.clients.get(client_id)
         if entry is not None and entry.channel is channel:
             del self.clients[client_id]  # not if it came back on a newer connection

@@ -27,6 +27,7 @@ class BrokerCounters:
         *,
         long_polls_waiting: Callable[[], int],
         duplicates_dropped: Callable[[], int],
+        trace_dropped: Callable[[], int],
     ) -> None:
         self.requests = requests
         self.budget = budget
@@ -34,6 +35,7 @@ class BrokerCounters:
         self.scrub = scrub
         self.long_polls_waiting = long_polls_waiting
         self.duplicates_dropped = duplicates_dropped
+        self.trace_dropped = trace_dropped
 
     def to_wire(self) -> dict[str, Any]:
         stats, scrub, budget = self.store, self.scrub, self.budget
@@ -52,6 +54,7 @@ class BrokerCounters:
             "scrubDamage": scrub.damage,
             "longPollWaiting": self.long_polls_waiting(),
             "duplicatesDropped": self.duplicates_dropped(),
+            "traceEventsDropped": self.trace_dropped(),  # message trace events lost (broker.trace)
             "systemBusy": budget.refused,  # requests refused: too many bytes in flight
             "inflightRequestBytes": budget.inflight_bytes,
             "inflightRequestBytesPeak": budget.peak_bytes,

@@ -40,24 +40,36 @@ pull keeps its answer's bytes, already built); nothing is encoded or written the
 trace messages and stores them as one batch record per ``FLUSH_BATCH`` events through the
 broker's own send handler (``serve_local``: so the key index, replication and retention
 apply as to any topic). The trace topic is created on demand (one queue), as the retry
-topics are. At most ``MAX_PENDING`` tuples wait; more are dropped and counted (``dropped``),
-never held against a send. A slave records nothing (it takes no writes): pulls served by a
-slave are not traced.
+topics are. At most ``MAX_PENDING`` tuples and ``trace_max_pending_bytes`` bytes (a pull's
+answer counts its size: a burst of large pulls must not hold much memory) wait; more are
+dropped, counted (``dropped``, the broker counters' ``traceEventsDropped``) and logged at most
+every ``DROP_LOG_S``, never held against a send. A slave records nothing (it takes no writes):
+pulls served by a slave are not traced. The delay and transaction holders record from their
+worker threads (``noted``): their appends and the flush's swap of the list take a lock, so that
+none lands in a list already stored; the loop's own appends need none.
+
+*Acknowledged by commit.* Pull consumers (ours, 4.x, Spark) acknowledge by committing a
+queue's offset, not a message: a commit of a traced queue that moves it forward is one event
+(``traceType`` ``Commit``), keyed by the queue, group and minute (``commit_key``), so that
+``Admin.message_trace`` finds, for each group a message was delivered to, the first commit
+past its offset by looking at the minutes from its delivery on.
 """
 
 from __future__ import annotations
 
 import logging
 import struct
+import threading
 import time
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from rocketspark.codec.build import encode_messages
 from rocketspark.codec.layout import BROKER_AT, BROKER_FIELDS, PREFIX
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.protocol.trace import PUB, SUB_BEFORE, TRACE_TOPIC, encode_event, record_key
+from rocketspark.protocol.trace import COMMIT, PUB, SUB_BEFORE, TRACE_TOPIC, commit_key, encode_event, record_key
 from rocketspark.protocol.types import Message, MessageExt, Perm, TopicConfig
 from rocketspark.protocol.validation import HELD_TOPIC_PREFIXES
 
@@ -66,11 +78,21 @@ log = logging.getLogger(__name__)
 FLUSH_MS: Final = 200  # how often pending events are stored
 FLUSH_BATCH: Final = 1000  # trace messages per stored record
 MAX_PENDING: Final = 100_000  # tuples waiting; past it new ones are dropped (counted)
+ITEM_BYTES: Final = 200  # what a pending tuple holds besides a pull's answer or a noted message's body
+DROP_LOG_S: Final = 10.0  # dropped events are logged at most this often
 NOTE: Final = "note"  # a pending tuple of ``noted``
 _COUNT = struct.Struct(">I")  # a record's message count, at byte 52
 _COUNT_AT: Final = 52
 _BORN = struct.Struct(">Q")  # born_ms, at byte 56
 _BORN_AT: Final = 56
+
+
+@dataclass(frozen=True, slots=True)
+class TraceSettings:
+    """The broker's ``trace_*`` settings (``broker.config``, where their defaults are)."""
+
+    everything: bool  # trace_enable
+    max_pending_bytes: int  # trace_max_pending_bytes
 
 
 class TraceTopics(Protocol):
@@ -119,17 +141,27 @@ class TraceRecorder:
     """Pending trace events of one broker, and their flush into the trace topic."""
 
     def __init__(
-        self, broker: str, topics: TraceTopics, serve: Serve, office: Office, log: Log, *, everything: bool
+        self,
+        broker: str,
+        topics: TraceTopics,
+        serve: Serve,
+        office: Office,
+        log: Log,
+        settings: TraceSettings,
     ) -> None:
         self.broker = broker
         self.topics = topics
         self.serve = serve  # the broker's own send handler (Dispatcher.serve_local)
         self.office = office
         self.log = log
-        self.everything = everything
+        self.everything = settings.everything
+        self.max_pending_bytes = settings.max_pending_bytes
         self.pending: list[tuple[Any, ...]] = []
+        self.pending_bytes = 0
         self.recorded = 0  # trace messages stored
-        self.dropped = 0  # events lost: over MAX_PENDING, on a slave, or a failed write
+        self.dropped = 0  # events lost: over MAX_PENDING or max_pending_bytes, on a slave, or a failed write
+        self._logged_drops, self._logged_at = 0, 0.0
+        self._swap = threading.Lock()  # worker threads' appends vs the flush's swap
 
     def traced(self, config: TopicConfig | None) -> bool:
         """Whether sends and pulls of this topic are recorded."""
@@ -137,11 +169,27 @@ class TraceRecorder:
             return False
         return config.trace or (self.everything and not config.name.startswith(HELD_TOPIC_PREFIXES))
 
-    def _add(self, item: tuple[Any, ...]) -> None:
-        if len(self.pending) >= MAX_PENDING:
-            self.dropped += 1
+    def _add(self, item: tuple[Any, ...], size: int = 0) -> None:
+        size += ITEM_BYTES
+        if len(self.pending) >= MAX_PENDING or self.pending_bytes + size > self.max_pending_bytes:
+            self._drop(1, "the buffer is full (trace_max_pending_bytes)")
             return
         self.pending.append(item)
+        self.pending_bytes += size
+
+    def _drop(self, count: int, why: str) -> None:
+        """Count lost events; say so in the log now and then, not once per event."""
+        self.dropped += count
+        now = time.monotonic()
+        if now - self._logged_at >= DROP_LOG_S:
+            log.warning(
+                "broker %s: %d trace events dropped (%d in all): %s",
+                self.broker,
+                self.dropped - self._logged_drops,
+                self.dropped,
+                why,
+            )
+            self._logged_drops, self._logged_at = self.dropped, now
 
     def sent(
         self,
@@ -178,15 +226,23 @@ class TraceRecorder:
         self, topic: str, queue_id: int, from_offset: int, body: bytes, group: str, client: str, via: str
     ) -> None:
         """A pull's answer (whole records, ``body``) read from ``from_offset`` on."""
-        self._add((SUB_BEFORE, int(time.time() * 1000), topic, queue_id, from_offset, body, group, client, via))
+        at_ms = int(time.time() * 1000)
+        self._add((SUB_BEFORE, at_ms, topic, queue_id, from_offset, body, group, client, via), len(body))
+
+    def committed(self, topic: str, queue_id: int, group: str, offset: int, client: str) -> None:
+        """A group committed its progress on a traced queue: the messages before ``offset``
+        are acknowledged (a pull consumer's, the Spark source's, a 4.x consumer's ack)."""
+        self._add((COMMIT, int(time.time() * 1000), topic, queue_id, group, offset, client))
 
     def traced_topic(self, topic: str) -> bool:
         return self.traced(self.topics.get(topic))
 
     def noted(self, kind: str, message: MessageExt, group: str, client: str, detail: str) -> None:
         """Something that befell one stored message (sent back for a retry, to the DLQ,
-        acknowledged...), recorded against its record wherever it is stored."""
-        self._add((NOTE, int(time.time() * 1000), kind, message, group, client, detail))
+        acknowledged, scheduled, prepared...), recorded against its record wherever it is
+        stored."""
+        with self._swap:
+            self._add((NOTE, int(time.time() * 1000), kind, message, group, client, detail), len(message.body))
 
     # -- the background flush --------------------------------------------------------------
 
@@ -194,9 +250,10 @@ class TraceRecorder:
         """Store what is pending (the broker's loop, every ``FLUSH_MS``)."""
         if not self.pending:
             return
-        pending, self.pending = self.pending, []
+        with self._swap:
+            pending, self.pending, self.pending_bytes = self.pending, [], 0
         if not self.office.is_master:
-            self.dropped += len(pending)
+            self._drop(len(pending), "a slave records nothing")
             return
         events: list[tuple[str, dict[str, Any]]] = []
         for item in pending:
@@ -212,6 +269,8 @@ class TraceRecorder:
             return self._sent_events(item)
         if item[0] == SUB_BEFORE:
             return self._delivered_events(item)
+        if item[0] == COMMIT:
+            return self._commit_events(item)
         _, at_ms, kind, message, group, client, detail = item
         fields = self._common(kind, at_ms, message.topic, message.queue_id, group, client)
         fields.update(
@@ -272,6 +331,12 @@ class TraceRecorder:
             pos += size
         return events
 
+    def _commit_events(self, item: tuple[Any, ...]) -> list[tuple[str, dict[str, Any]]]:
+        _, at_ms, topic, queue_id, group, offset, client = item
+        fields = self._common(COMMIT, at_ms, topic, queue_id, group, client)
+        fields.update(commitOffset=offset)
+        return [(commit_key(self.broker, topic, queue_id, group, at_ms), fields)]
+
     def _ensure_topic(self) -> None:
         """The trace topic, created here on first use. The nameservers learn of it with the
         broker's next registration: nobody needs its route (``admin trace`` asks the
@@ -285,7 +350,6 @@ class TraceRecorder:
         request = RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, {"topic": TRACE_TOPIC, "queueId": 0}, record)
         answer = await self.serve(request)
         if answer.code != ResponseCode.SUCCESS:
-            self.dropped += len(events)
-            log.warning("broker %s: %d trace events not stored: %s", self.broker, len(events), answer.remark)
+            self._drop(len(events), f"not stored: {answer.remark}")
             return
         self.recorded += len(events)

@@ -3,6 +3,8 @@
 GET_MIN_OFFSET / GET_MAX_OFFSET / SEARCH_OFFSET_BY_TIMESTAMP answer for one queue;
 UPDATE_CONSUMER_OFFSET / QUERY_CONSUMER_OFFSET keep a group's progress per queue. A query for
 a group that never committed answers QUERY_NOT_FOUND, a status the client turns into "none".
+A commit that moves a traced queue's progress forward is recorded for message trace (the
+acknowledgement of pull consumers, ``broker.trace``): one event per such commit request.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from broker.offsets import ConsumerOffsets
 from broker.static_topics import StaticTopics
 from broker.store.store import MessageStore
 from broker.topics import TopicTable
+from broker.trace import TraceRecorder, client_of
 from rocketspark.errors import InvalidParameterError
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
@@ -35,6 +38,7 @@ class OffsetsContext:
     role: Role
     static: StaticTopics
     groups: ConsumerGroups
+    trace: TraceRecorder
 
 
 def register(dispatcher: Dispatcher, ctx: OffsetsContext) -> None:
@@ -87,7 +91,11 @@ async def update_consumer_offset(ctx: OffsetsContext, cmd: RemotingCommand) -> R
         ctx.static.leader_for_send(topic, queue_id, get_int(cmd, "epoch", -1))
         ctx.offsets.commit(group, LOGICAL_PREFIX + topic, queue_id, offset)
         return cmd.response()
-    ctx.topics.check_readable(topic, queue_id)
+    config = ctx.topics.check_readable(topic, queue_id)
+    if ctx.trace.traced(config):  # forward only: a periodic commit of the same offset says nothing new
+        previous = ctx.offsets.query(group, topic, queue_id)
+        if previous is None or offset > previous:
+            ctx.trace.committed(topic, queue_id, group, offset, client_of(cmd))
     ctx.offsets.commit(group, topic, queue_id, offset)
     return cmd.response()
 

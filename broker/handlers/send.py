@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from broker.config import BrokerConfig
+from broker.connections import Connections
 from broker.dedupe import ProducerTable
 from broker.diskuse import DiskUse
 from broker.ha.replication import Replication
@@ -39,7 +40,7 @@ from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.headers import get_int, get_str
 from rocketspark.protocol.types import SendStatus, TopicConfig
-from rocketspark.protocol.validation import DEFAULT_TOPIC_QUEUE_NUMS, validate_topic_name
+from rocketspark.protocol.validation import DEFAULT_TOPIC_QUEUE_NUMS, HELD_TOPIC_PREFIXES, validate_topic_name
 from rocketspark.remoting.server import Dispatcher
 
 
@@ -60,6 +61,7 @@ class SendContext:
     disk: DiskUse
     address: Callable[[], str]  # this broker's advertised host:port, as offset ids name it
     trace: TraceRecorder
+    connections: Connections  # who sent a traced batch: its producer group and client id
 
 
 def register(dispatcher: Dispatcher, ctx: SendContext) -> None:
@@ -176,7 +178,8 @@ async def handle_send(ctx: SendContext, cmd: RemotingCommand) -> RemotingCommand
         first = bytes.fromhex(ids.client_id_at(first, skipped))  # drop_front's record starts there
     summary = batch.tag_summary if not skipped else tag_summary_of(body)
     result = ctx.store.put(topic, queue_id, body, count - skipped, summary)
-    if batch.kinds:  # fifo, delay or transaction messages (the metrics' message_type)
+    if batch.kinds and not topic.startswith(HELD_TOPIC_PREFIXES):  # the metrics' message_type: fifo, delay...
+        # ...or transaction, counted once, where the message reaches its topic: its held copy is no send of its own
         ctx.store.stats.typed(topic, batch.kinds, result.count, len(body))
     if batch.producer_id:
         ctx.producers.stored(key, batch.producer_epoch, batch.base_sequence + skipped, result.count, result.end_offset)
@@ -215,8 +218,16 @@ def _trace_sent(
     first_id: str,
     started: float,
 ) -> None:
-    """One tuple for the trace recorder: the record stored, by whom, how long it took here."""
+    """One tuple for the trace recorder: the record stored, by whom, how long it took here.
+    The producer group is the send's (a 4.x send names it; the v2 endpoint names a v5
+    producer's), else the one its client announced here (ours, by heartbeat)."""
     queue_id, delta = queue
+    group, client, named = str(cmd.ext.get("producerGroup", "")), client_of(cmd), str(cmd.ext.get("clientId", ""))
+    who = ctx.connections.sender(cmd.channel, named)
+    if who is not None and not group:
+        group = topic if topic in who.producer_groups else ",".join(sorted(who.producer_groups))
+    if who is not None or named:  # a translated send names a client another broker may have heard
+        client = f"{who.client_id if who is not None else named} at {client}"
     ctx.trace.sent(
         topic,
         queue_id,
@@ -226,8 +237,8 @@ def _trace_sent(
         first_id,
         born_ms(record),
         (time.perf_counter() - started) * 1000,
-        str(cmd.ext.get("producerGroup", "")),
-        client_of(cmd),
+        group,
+        client,
     )
 
 

@@ -28,7 +28,6 @@ from rocketspark.protocol.properties import (
 from rocketspark.protocol.types import Message, MessageExt
 from rocketspark.rocketmq4.records import Record, host_of
 
-PRODUCER_GROUP: Final = "PGROUP"
 # What a client adds for itself (the offsets it pulled between, whether to wait for a flush):
 # never stored.
 TRANSIENT: Final = frozenset({"WAIT", "MIN_OFFSET", "MAX_OFFSET"})

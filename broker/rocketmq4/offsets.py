@@ -9,6 +9,7 @@ offset of 0 as -1.
 from __future__ import annotations
 
 from broker.rocketmq4.context import Dialect
+from broker.rocketmq4.queues import client_labels
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.rocketmq4.headers import Fields
@@ -32,7 +33,8 @@ async def handle_update(dialect: Dialect, request: RemotingCommand) -> RemotingC
     group, topic, queue_id = fields.text("consumerGroup"), fields.text("topic"), fields.integer("queueId")
     offset = fields.integer("commitOffset")
     if offset >= 0:
-        await dialect.queues.commit(group, topic, queue_id, offset, request.user)
+        labels = client_labels(request, "consumerGroup", group)  # who acknowledged, for message trace
+        await dialect.queues.commit(group, topic, queue_id, offset, request.user, labels)
     return request.response()
 
 

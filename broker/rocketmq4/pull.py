@@ -41,8 +41,9 @@ async def handle_pull(dialect: Dialect, request: RemotingCommand) -> RemotingCom
         RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": group, "topic": topic, "queueId": queue_id}, request.user
     )
     commit_offset = fields.integer("commitOffset", -1)
+    labels = client_labels(request, "consumerGroup", group, "4.x pull")
     if sys_flag & COMMIT_OFFSET and commit_offset >= 0:
-        await queues.commit(group, topic, queue_id, commit_offset, request.user)
+        await queues.commit(group, topic, queue_id, commit_offset, request.user, labels)
     if sys_flag & SUBSCRIPTION:
         subscription = Subscription.of(topic, fields.text("subscription", "*"), fields.text("expressionType", "TAG"))
     else:
@@ -52,7 +53,6 @@ async def handle_pull(dialect: Dialect, request: RemotingCommand) -> RemotingCom
     if queues.is_static(topic):
         suspend_ms = min(suspend_ms, STATIC_SUSPEND_MS)
     sql = subscription.expression if matches is not None else None
-    labels = client_labels(request, "consumerGroup", group, "4.x pull")
     pulled = await queues.pull(
         topic, queue_id, offset, max_messages, subscription.tags, suspend_ms, request.user, sql, labels
     )

@@ -196,8 +196,11 @@ class Queues:
         answer = await self.ours(RequestCode.QUERY_CONSUMER_OFFSET, ext, user)
         return None if answer.code == ResponseCode.QUERY_NOT_FOUND else int(answer.ext["offset"])
 
-    async def commit(self, group: str, topic: str, queue_id: int, offset: int, user: str | None) -> None:
-        ext: dict[str, object] = {"consumerGroup": group, "topic": topic, "queueId": queue_id, "commitOffset": offset}
+    async def commit(
+        self, group: str, topic: str, queue_id: int, offset: int, user: str | None, labels: dict[str, object]
+    ) -> None:
+        ext: dict[str, object] = {**labels, "consumerGroup": group, "topic": topic, "queueId": queue_id}
+        ext["commitOffset"] = offset
         if self.is_static(topic):
             self.authorize(RequestCode.UPDATE_CONSUMER_OFFSET, ext, user)
             await in_thread(self.clients.consumer.commit_offset, group, topic, queue_id, offset)

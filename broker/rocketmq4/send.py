@@ -22,7 +22,7 @@ from rocketspark.codec.build import encode_messages
 from rocketspark.errors import InvalidParameterError, MessageTooLargeError
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.group_topics import DLQ_PREFIX, MAX_RECONSUME_TIMES, RETRY_PREFIX
-from rocketspark.protocol.properties import TRANSACTION_PREPARED
+from rocketspark.protocol.properties import PRODUCER_GROUP, TRANSACTION_PREPARED
 from rocketspark.protocol.types import Message
 from rocketspark.protocol.validation import DEFAULT_TOPIC_QUEUE_NUMS, validate_topic_name
 from rocketspark.rocketmq4 import records
@@ -57,6 +57,9 @@ async def handle_send(dialect: Dialect, request: RemotingCommand, *, short: bool
     if due is not None:
         return await _delayed(dialect, request, first, due)
     ext = client_labels(request, "producerGroup", fields.text("producerGroup", ""))
+    sender = dialect.connections.sender(request.channel)
+    if sender is not None:  # the client id its heartbeat gave, for message trace
+        ext["clientId"] = sender.client_id
     default_topic = fields.text("defaultTopic", "")
     if default_topic and not dialect.topic_exists(topic):  # 4.x clients always name TBW102; only a new topic needs it
         queue_nums = fields.integer("defaultTopicQueueNums", DEFAULT_TOPIC_QUEUE_NUMS)
@@ -111,7 +114,7 @@ async def _delayed(dialect: Dialect, request: RemotingCommand, message: Message,
 async def _half(dialect: Dialect, request: RemotingCommand, message: Message, fields: Fields) -> RemotingCommand:
     """A half message: held until its producer ends the transaction. The reply's ``msgId`` and
     ``queueOffset`` name it (Java sends them back in END_TRANSACTION)."""
-    message.properties.setdefault("PGROUP", fields.text("producerGroup", ""))
+    message.properties.setdefault(PRODUCER_GROUP, fields.text("producerGroup", ""))
     half = await dialect.held.half(message, request.user)
     return request.response(
         ext={

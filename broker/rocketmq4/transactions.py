@@ -17,12 +17,12 @@ import logging
 from typing import Final
 
 from broker.rocketmq4.context import Dialect
-from broker.rocketmq4.messages import PRODUCER_GROUP, to_record
+from broker.rocketmq4.messages import to_record
 from rocketspark.codec import ids
 from rocketspark.errors import MalformedRequestError
 from rocketspark.protocol.codes import Flag
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.protocol.properties import REAL_TOPIC
+from rocketspark.protocol.properties import PRODUCER_GROUP, REAL_TOPIC
 from rocketspark.protocol.types import MessageExt
 from rocketspark.remoting import frame
 from rocketspark.rocketmq4 import records

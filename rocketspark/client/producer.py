@@ -40,7 +40,7 @@ from rocketspark.client.selection import (
     template_info,
 )
 from rocketspark.client.send_retries import RETRIABLE, RETRY_ON, SendRetries
-from rocketspark.client.send_wire import send_request, send_result
+from rocketspark.client.send_wire import send_request, send_result, stamp_sharding_keys
 from rocketspark.codec.build import BODY, chunk_messages, encode_messages, encode_sent
 from rocketspark.codec.layout import COMPRESSIONS
 from rocketspark.errors import (
@@ -188,6 +188,7 @@ class Producer(ClientBase):
 
     def _check_all(self, topic: str, messages: Sequence[Message]) -> None:
         """``_check`` of messages of one topic: the topic once, the largest body once."""
+        stamp_sharding_keys(messages)
         if not self.routes.has_route(topic):
             validate_topic_name(topic)
         if max(map(len, map(BODY, messages))) > self.max_message_bytes:
@@ -195,6 +196,7 @@ class Producer(ClientBase):
                 self._check(message)  # raises, naming the first one over
 
     def _check(self, message: Message) -> None:
+        stamp_sharding_keys((message,))
         if not self.routes.has_route(message.topic):  # a cached route's name was accepted by the cluster
             validate_topic_name(message.topic)
         if len(message.body) > self.max_message_bytes:

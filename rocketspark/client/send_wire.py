@@ -2,15 +2,31 @@
 
 Kept apart from the producer's choices (which queue, how often, how long) so that every way
 to send (``send``, ``send_batch``, ``send_oneway``, a first attempt delivered by the caller)
-writes the same request and reads the same answer.
+writes the same request and reads the same answer, and its messages carry the same
+properties (``stamp_sharding_keys``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rocketspark.client.selection import PublishInfo, Target
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.protocol.types import SendResult, SendStatus
+from rocketspark.protocol.properties import SHARDING_KEY
+from rocketspark.protocol.types import Message, SendResult, SendStatus
+
+
+def stamp_sharding_keys(messages: Sequence[Message]) -> None:
+    """Write a keyed message's sharding key as its ``__SHARDINGKEY`` property, as RocketMQ's
+    ordered producers do (ONS's ``OrderProducer``; a v5 message group, written by the proxy):
+    what the Spark sink writes, and what the v2 endpoint's FIFO pop, v5 consumers' message
+    group and the metrics' ``fifo`` type read. ``messages`` go to one queue, with one key (the
+    first's tells, so that unkeyed batches cost nothing here); a property set by hand is kept."""
+    key = messages[0].sharding_key if messages else None
+    if key is not None:
+        for message in messages:
+            message.properties.setdefault(SHARDING_KEY, key)
 
 
 def send_request(

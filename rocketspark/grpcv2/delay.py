@@ -8,6 +8,10 @@ is delivered. The scheduler, which runs on the master, looks at the log ten time
 due message is sent to its topic with its id, tag, keys, properties and born time, then marked
 done. After a restart, what is still held is delivered at its time; one that came due while
 the broker was down is delivered at once.
+
+A delay message of a traced topic gives message trace ``scheduled`` when it is held and
+``delivered to its topic`` when it is sent there, recorded against its held copy (same client
+id: ``Admin.message_trace`` finds it with the delivered one).
 """
 
 from __future__ import annotations
@@ -15,13 +19,14 @@ from __future__ import annotations
 import heapq
 import logging
 import time
+from datetime import UTC, datetime
 from typing import Final
 
 from rocketspark.errors import NoRouteInfoError, RocketSparkError, TopicNotExistError
 from rocketspark.grpcv2.clients import Clients
-from rocketspark.grpcv2.held import Broker, HeldLog, Holder
-from rocketspark.grpcv2.translate import HELD
-from rocketspark.protocol.properties import DELIVER_MS, REAL_TOPIC
+from rocketspark.grpcv2.held import Broker, HeldLog, Holder, placed
+from rocketspark.protocol.properties import DELIVER_MS, PRODUCER_GROUP, REAL_TOPIC
+from rocketspark.protocol.trace import Tracer
 from rocketspark.protocol.types import Message, MessageExt
 
 log = logging.getLogger(__name__)
@@ -41,8 +46,9 @@ def timer_done_topic(broker_name: str) -> str:
 
 
 class DelayScheduler:
-    def __init__(self, clients: Clients, broker: Broker) -> None:
+    def __init__(self, clients: Clients, broker: Broker, trace: Tracer) -> None:
         self.clients = clients
+        self.trace = trace
         name = broker.broker_name
         self.holder = Holder(clients, timer_topic(name), timer_done_topic(name), broker)
         self.opened: HeldLog | None = None
@@ -53,7 +59,13 @@ class DelayScheduler:
         """Hold a delay message (a worker thread); its offset in the timer topic."""
         properties = {**message.properties, REAL_TOPIC: message.topic, DELIVER_MS: str(deliver_at_ms)}
         held = Message(message.topic, message.body, tags=message.tags, keys=message.keys, properties=properties)
-        return self.holder.hold(held).queue_offset
+        result = self.holder.hold(held)
+        if self.trace.traced_topic(message.topic):
+            due = datetime.fromtimestamp(deliver_at_ms / 1000, UTC).isoformat(timespec="milliseconds")
+            detail = f"due at {due} for {message.topic}"
+            group = properties.get(PRODUCER_GROUP, "")
+            self.trace.noted("scheduled", placed(result, held), group, "", detail)
+        return result.queue_offset
 
     def step(self) -> None:
         """One round (a worker thread): read new delay messages, deliver the due ones."""
@@ -90,10 +102,10 @@ class DelayScheduler:
             )
             held.mark_done(message.queue_offset, "malformed")
             return 0
-        properties = {k: v for k, v in message.properties.items() if k not in HELD}
+        properties = {k: v for k, v in message.properties.items() if k != REAL_TOPIC}  # its due time stays: delay
         out = Message(topic, message.body, tags=message.tags, keys=message.keys, properties=properties)
         try:
-            self.clients.producer.send(out, born_ms=message.born_timestamp)
+            sent = self.clients.producer.send(out, born_ms=message.born_timestamp)
         except (TopicNotExistError, NoRouteInfoError) as exc:
             log.warning("grpc v2 endpoint: a delay message for %s waits: %s", topic, exc)
             return RETRY_GONE_MS
@@ -101,6 +113,9 @@ class DelayScheduler:
             log.warning("grpc v2 endpoint: a delay message for %s waits: %s", topic, exc)
             return RETRY_MS
         held.mark_done(message.queue_offset, "delivered")
+        if self.trace.traced_topic(topic):
+            detail = f"{topic} queue {sent.queue_id} offset {sent.queue_offset} on {sent.broker_name}"
+            self.trace.noted("delivered to its topic", message, "", "", detail)
         return 0
 
 

@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from rocketspark.client.consumer import Consumer
+from rocketspark.codec import ids
 from rocketspark.errors import NoRouteInfoError, TopicNotExistError
 from rocketspark.grpcv2.clients import Clients
 from rocketspark.protocol.types import Message, MessageExt, PullStatus, SendResult
@@ -36,6 +38,19 @@ log = logging.getLogger(__name__)
 SYSTEM_GROUP = "rmq_sys_endpoint"  # whose offsets are the watermarks
 READ_BATCH = 256
 ENDED_KEPT = 100_000  # outcomes remembered below the watermark (a late repeated EndTransaction)
+
+
+def placed(result: SendResult, message: Message) -> MessageExt:
+    """The held message ``result`` says was stored (alone, as ``Holder.hold`` sends it), as
+    message trace names a stored message: its record's broker, log offset and queue place
+    (without its body: a trace event needs none)."""
+    physical = ids.parse_offset_msg_id(result.offset_msg_id).physical
+    properties = message.properties
+    now = int(time.time() * 1000)
+    return MessageExt(
+        result.topic, result.queue_id, result.queue_offset, b"", message.tags, message.keys, properties, now, now,
+        physical, result.broker_name,
+    )  # fmt: skip
 
 
 class Broker(Protocol):

@@ -13,6 +13,7 @@ until its transaction ends (:mod:`rocketspark.grpcv2.transactions`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -26,6 +27,7 @@ from rocketspark.client.send_retries import RETRIABLE
 from rocketspark.errors import InvalidParameterError, RocketSparkError
 from rocketspark.grpcv2 import translate
 from rocketspark.grpcv2.clients import in_thread
+from rocketspark.grpcv2.consuming import client_id
 from rocketspark.grpcv2.delay import DelayScheduler
 from rocketspark.grpcv2.recall import RecallHandle, recall
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
@@ -84,7 +86,7 @@ class Sending:
             entries = []
             for one in incoming:  # in order; at the first failure the rest are not sent
                 try:
-                    entries.append(await self._send(one))
+                    entries.append(await self._send(one, client_id(context)))
                 except RocketSparkError as exc:  # the entries before it say what was stored
                     failed = translate.status_for(exc)
                     entries.append(sv.SendResultEntry(status=failed, message_id=one.message_id))
@@ -93,13 +95,15 @@ class Sending:
 
         return await self.edge.answer(request, work, lambda s: sv.SendMessageResponse(status=s))
 
-    async def _send(self, one: translate.Incoming) -> sv.SendResultEntry:
+    async def _send(self, one: translate.Incoming, sender: str) -> sv.SendResultEntry:
         """A half message or a delay message not due yet is held; any other goes to its topic.
         There our producer plans the first attempt; one bound for the broker this endpoint runs
         in is handed to it on this event loop, any other goes out from a worker thread. Only a
         failure a send retries (``send_retries.RETRIABLE``: nothing was stored) is sent again,
         by our producer with its retries; any other (a flush or replica timeout: stored, maybe
-        not durable yet) is the answer, as it is to a send."""
+        not durable yet) is the answer, as it is to a send. The first attempt names the v5
+        client for message trace (``clientId``, its ``x-mq-client-id``, and as its producer
+        group the topic, as RocketMQ 5's proxy registers it), whichever broker it goes to."""
         entry = sv.SendResultEntry(status=translate.OK_STATUS, message_id=one.message_id)
         held = one.transactional or (one.deliver_at_ms is not None and one.deliver_at_ms > time.time() * 1000)
         if held:  # its topic must exist now: a message held for a topic nobody has would be lost later
@@ -119,7 +123,13 @@ class Sending:
             one.message.queue_id = max(0, min(one.priority, queues - 1))
         result = None
         attempt = producer.first_attempt(one.message, born_ms=one.born_ms)
+        if attempt is None and sender:  # the route first, so that the send names its client (message trace)
+            with contextlib.suppress(RocketSparkError):  # the send below says what is wrong
+                await in_thread(producer.publish_info, one.message.topic)
+            attempt = producer.first_attempt(one.message, born_ms=one.born_ms)
         if attempt is not None:
+            if sender:
+                attempt.request.ext.update(clientId=sender, producerGroup=one.message.topic)
             try:
                 if local is not None and local.serves(attempt.address):
                     response = await local.call(attempt.request)

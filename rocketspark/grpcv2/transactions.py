@@ -13,6 +13,11 @@ RocketMQ's: a half message older than ``transaction_timeout_ms`` with no outcome
 (``RecoverOrphanedTransactionCommand`` on a ``Telemetry`` stream of a producer that publishes its
 topic) every ``transaction_check_interval_ms``; after ``transaction_check_max`` checks it is
 discarded, with a warning naming it.
+
+A half message of a traced topic gives message trace ``prepared`` when it is held, then
+``checked`` for each check-back, and ``committed``, ``rolled back`` or ``discarded``, recorded
+against its held copy (same client id as the committed message: ``Admin.message_trace`` finds
+both). These are the same for 4.x clients (``broker.rocketmq4.held``) and v5 clients.
 """
 
 from __future__ import annotations
@@ -23,10 +28,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from rocketspark.grpcv2.clients import Clients
-from rocketspark.grpcv2.held import Broker, Holder
+from rocketspark.grpcv2.held import Broker, Holder, placed
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
-from rocketspark.grpcv2.translate import HELD, Refused
-from rocketspark.protocol.properties import REAL_TOPIC, UNIQ_KEY
+from rocketspark.grpcv2.translate import Refused
+from rocketspark.protocol.properties import PRODUCER_GROUP, REAL_TOPIC, TRANSACTION_PREPARED, UNIQ_KEY
+from rocketspark.protocol.trace import Tracer
 from rocketspark.protocol.types import Message, MessageExt, SendResult
 
 log = logging.getLogger(__name__)
@@ -55,8 +61,9 @@ def op_topic(broker_name: str) -> str:
 
 
 class Transactions:
-    def __init__(self, clients: Clients, broker: Broker, rules: CheckRules) -> None:
+    def __init__(self, clients: Clients, broker: Broker, rules: CheckRules, trace: Tracer) -> None:
         self.clients = clients
+        self.trace = trace
         self.broker_name = broker.broker_name
         self.rules = rules
         self.holder = Holder(clients, half_topic(self.broker_name), op_topic(self.broker_name), broker)
@@ -71,7 +78,15 @@ class Transactions:
         """Hold a half message (a worker thread): where it went in the half topic."""
         properties = {**message.properties, REAL_TOPIC: message.topic}
         half = Message(message.topic, message.body, tags=message.tags, keys=message.keys, properties=properties)
-        return self.holder.hold(half)
+        result = self.holder.hold(half)
+        self._note("prepared", placed(result, half), f"transaction {self.transaction_id(result.queue_offset)}")
+        return result
+
+    def _note(self, kind: str, half: MessageExt, detail: str) -> None:
+        """A step of a half message's life, for message trace if its topic is traced."""
+        topic = half.properties.get(REAL_TOPIC, "")
+        if topic and self.trace.traced_topic(topic):
+            self.trace.noted(kind, half, half.properties.get(PRODUCER_GROUP, ""), "", f"{detail} ({topic})")
 
     def transaction_id(self, half_offset: int) -> str:
         return f"{self.broker_name}:{half_offset}"
@@ -105,9 +120,12 @@ class Transactions:
                 )
             self.ending.add(offset)
         try:
+            detail = "by its producer"
             if commit:
-                self.clients.producer.send(_released(message), born_ms=message.born_timestamp)
+                sent = self.clients.producer.send(_released(message), born_ms=message.born_timestamp)
+                detail = f"sent to queue {sent.queue_id} offset {sent.queue_offset} on {sent.broker_name}"
             held.mark_done(offset, wanted)
+            self._note(_past(wanted), message, detail)
         finally:
             with held.lock:
                 self.ending.discard(offset)
@@ -155,9 +173,12 @@ class Transactions:
                 )
                 held.mark_done(message.queue_offset, DISCARD)
                 self.checks.pop(message.queue_offset, None)
+                self._note("discarded", message, f"no outcome after {made} checks")
                 continue
             transaction_id = self.transaction_id(message.queue_offset)
-            if not ask(message.properties[REAL_TOPIC], message, transaction_id):  # counted all the same (RocketMQ)
+            asked = ask(message.properties[REAL_TOPIC], message, transaction_id)
+            self._note("checked", message, f"check {made + 1}: {'asked a producer' if asked else 'no producer to ask'}")
+            if not asked:  # counted all the same (RocketMQ)
                 log.debug(
                     "grpc v2 endpoint: no producer of %s to check %s with",
                     message.properties[REAL_TOPIC],
@@ -168,8 +189,10 @@ class Transactions:
 
 
 def _released(message: MessageExt) -> Message:
-    """A committed half message as its topic gets it."""
-    properties = {k: v for k, v in message.properties.items() if k not in HELD}
+    """A committed half message as its topic gets it: a transaction message (for the metrics'
+    message_type, where it is counted, its held copy being the broker's own write)."""
+    properties = {k: v for k, v in message.properties.items() if k != REAL_TOPIC}
+    properties[TRANSACTION_PREPARED] = "true"
     return Message(
         message.properties[REAL_TOPIC], message.body, tags=message.tags, keys=message.keys, properties=properties
     )

@@ -48,12 +48,23 @@ from rocketspark.errors import (
 )
 from rocketspark.grpcv2.stubs import definition_pb2 as pb
 from rocketspark.protocol.group_topics import DUE_AT_MS, ORIGIN_MESSAGE_ID, RECONSUME_TIME, RETRY_TOPIC
-from rocketspark.protocol.properties import DELIVER_MS, PRIORITY, REAL_TOPIC, SHARDING_KEY, UNIQ_KEY, priority_of
+from rocketspark.protocol.properties import (
+    DELIVER_MS,
+    PRIORITY,
+    REAL_TOPIC,
+    SHARDING_KEY,
+    TRANSACTION_PREPARED,
+    UNIQ_KEY,
+    priority_of,
+)
 from rocketspark.protocol.types import Message, MessageExt
 from rocketspark.protocol.validation import HELD_TOPIC_PREFIXES
 
 RESERVED: Final = frozenset({UNIQ_KEY, SHARDING_KEY, PRIORITY})
 HELD: Final = frozenset({REAL_TOPIC, DELIVER_MS})  # what a held message carries
+# What a delay or transaction message keeps when it reaches its topic (RocketMQ 5 keeps the due
+# time too): its type, for the metrics' message_type; never a user property.
+TYPED: Final = frozenset({DELIVER_MS, TRANSACTION_PREPARED})
 # What a group consumer writes on a message it sends back: a producer may not forge them.
 SENT_BACK: Final = frozenset({RECONSUME_TIME, RETRY_TOPIC, ORIGIN_MESSAGE_ID, DUE_AT_MS})
 FIRST_SECOND: Final = -62_135_596_800  # 0001-01-01T00:00:00Z: the times protobuf and datetime take
@@ -167,7 +178,7 @@ def to_v2(message: MessageExt, topic: str) -> pb.Message:
     system.queue_id = message.queue_id
     system.queue_offset = message.queue_offset
     for key, value in properties.items():
-        if key not in RESERVED and key not in HELD:
+        if key not in RESERVED and key not in HELD and key not in TYPED:
             v2.user_properties[key] = value
     return v2
 

@@ -13,6 +13,7 @@ DELIVER_MS: Final = "TIMER_DELIVER_MS"  # a delay message's time
 TAGS: Final = "TAGS"  # a message's tag, as RocketMQ's properties hold it (SQL92 filters read it by this name)
 KEYS: Final = "KEYS"  # its keys, joined by spaces
 TRANSACTION_PREPARED: Final = "TRAN_MSG"  # "true": a transaction's half message
+PRODUCER_GROUP: Final = "PGROUP"  # a 4.x half message's producer group (who to check it with)
 # A priority message's priority (RocketMQ 5.4, RIP-80: its MessageConst.PROPERTY_PRIORITY), a
 # whole number from 0 up: higher is served first to pop consumers.
 PRIORITY: Final = "_SYS_MSG_PRIORITY_"

@@ -9,7 +9,9 @@ covers one stored batch record (``broker`` and ``recordOffset``, its log offset)
 messages, ``count`` from place ``index``. Its key (``record_key``) names that record, so the
 broker's key index finds every event of a record at once. ``traceType`` is RocketMQ's ``Pub``
 (sent and stored), ``SubBefore`` (delivered to a group), or one of ours for what RocketMQ's
-client-side trace has no type for.
+client-side trace has no type for, among them ``Commit``: a group committed a queue's offset
+(``commitOffset``), which acknowledges the messages before it; it is about a queue, not a record,
+and is keyed by queue, group and minute (``commit_key``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ BROWSE: Final = "browse"  # an admin's look at a topic's messages (Admin.browse_
 NO_DELIVERY: Final = frozenset({READ_AHEAD, BROWSE})  # the pulls' ``via`` values the trace leaves out
 PUB: Final = "Pub"  # a record sent and stored
 SUB_BEFORE: Final = "SubBefore"  # a record delivered to a consumer (group)
+COMMIT: Final = "Commit"  # a group committed a queue's offset (pull consumers' acknowledgement)
+COMMIT_BUCKET_MS: Final = 60_000  # the span of time one commit key covers
+ACKNOWLEDGED: Final = "acknowledged (committed)"  # the event a commit past a message's offset gives it
 
 
 class Tracer(Protocol):
@@ -41,6 +46,11 @@ class Tracer(Protocol):
 def record_key(broker: str, record_offset: int) -> str:
     """The key of every trace message of the record at ``record_offset`` of ``broker``'s log."""
     return f"{broker}@{record_offset}"
+
+
+def commit_key(broker: str, topic: str, queue_id: int, group: str, time_ms: int) -> str:
+    """The key of the commits of ``group`` on a queue of ``broker`` in the minute of ``time_ms``."""
+    return f"commit:{broker}@{topic}@{queue_id}@{group}@{time_ms // COMMIT_BUCKET_MS}"
 
 
 def encode_event(fields: dict[str, Any]) -> bytes:
@@ -120,3 +130,30 @@ def events_of(fields: dict[str, Any], batch_index: int) -> list[TraceEvent]:
     if kind == SUB_BEFORE:
         return [row(fields.get("timeStamp"), "delivered", None, f"by {fields.get('via', 'pull')}")]
     return [row(fields.get("timeStamp"), str(kind), None, str(fields.get("detail", "")))]
+
+
+def acknowledgement(fields: dict[str, Any], delivered: TraceEvent) -> TraceEvent | None:
+    """The row a commit (a decoded ``Commit`` trace body) gives the message ``delivered``
+    names, if it acknowledges it: the group's, on its queue, past its offset, not before."""
+    offset = int(fields.get("commitOffset", -1))
+    at_ms = int(fields.get("timeStamp", 0))
+    if offset <= delivered.queue_offset or at_ms < delivered.time_ms:
+        return None
+    if (fields.get("groupName"), fields.get("topic"), fields.get("queueId")) != (
+        delivered.group,
+        delivered.topic,
+        delivered.queue_id,
+    ):
+        return None
+    return TraceEvent(
+        at_ms,
+        ACKNOWLEDGED,
+        str(fields.get("broker", "")),
+        delivered.topic,
+        delivered.queue_id,
+        delivered.queue_offset,
+        delivered.group,
+        str(fields.get("clientHost", "")),
+        None,
+        f"offset {offset} committed",
+    )

@@ -151,6 +151,7 @@ def test_message_type_tells_fifo_delay_and_priority_messages_from_normal_ones() 
             producer.send_batch([Message("typed", b"n" * 10, queue_id=0) for _ in range(3)])
             producer.send(Message("typed", b"fifo", properties={"__SHARDINGKEY": "order-7"}))
             producer.send(Message("typed", b"urgent", properties={"_SYS_MSG_PRIORITY_": "5"}))  # RocketMQ 5.4
+            keyed = producer.send(Message("typed", b"keyed", sharding_key="order-8"))  # written as __SHARDINGKEY
             mixed = [Message("typed", b"f", properties={"__SHARDINGKEY": "o"}), Message("typed", b"n")]
             producer.send_batch([*(m for m in mixed for _ in range(20))])  # the numpy check of a larger batch
         with rocketmq4.RawClient(cluster.brokers["broker-a"]) as client:
@@ -164,14 +165,15 @@ def test_message_type_tells_fifo_delay_and_priority_messages_from_normal_ones() 
             }
             return found if found["delay"] else None
 
-        expected = {"normal": 3 + 20, "fifo": 1 + 20, "delay": 1, "transaction": 0, "priority": 1}
+        expected = {"normal": 3 + 20, "fifo": 1 + 1 + 20, "delay": 1, "transaction": 0, "priority": 1}
         assert eventually(typed, 30) == expected
         samples = scrape(url)
-        assert value(samples, "rocketmq_messages_in_total", topic="typed") == 46
+        assert value(samples, "rocketmq_messages_in_total", topic="typed") == 47
+        assert admin.query_message_by_id(keyed.msg_id).properties["__SHARDINGKEY"] == "order-8"
         assert value(samples, "rocketmq_throughput_in_total", topic="typed", message_type="fifo") > 0
         held = [
             labels
             for labels, _ in samples["rocketmq_messages_in_total"]
             if labels["topic"].startswith("rmq_sys_wheel_timer-")
         ]
-        assert {labels["message_type"] for labels in held} >= {"delay"}  # where it was held
+        assert {labels["message_type"] for labels in held} == {"normal"}  # its held copy: typed once, above

@@ -14,13 +14,22 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from rocketmq import ClientConfiguration, Credentials, FilterExpression, SimpleConsumer
+from rocketmq import (
+    ClientConfiguration,
+    Credentials,
+    FilterExpression,
+    SimpleConsumer,
+    TransactionChecker,
+    TransactionResolution,
+)
 from rocketmq import Message as V2Message
 from rocketmq import Producer as V2Producer
 
 from rocketspark import Admin, Consumer, LocalCluster, Message, Producer
 from rocketspark.errors import MessageNotFoundError
-from rocketspark.protocol.trace import READ_AHEAD, TraceEvent
+from rocketspark.protocol.trace import ACKNOWLEDGED, READ_AHEAD, TraceEvent
+from rocketspark.rocketmq4 import records
+from rocketspark.rocketmq4.codes import Code
 from tests import rocketmq4
 from tests.docblocks import blocks_run_by
 from tests.helpers import eventually
@@ -28,6 +37,7 @@ from tests.helpers import eventually
 pytestmark = pytest.mark.integration
 
 DOCS_ID = "C0A80002A1B2C3D4E5F60718293A4B5C"  # the sample id of docs/operations/trace.md
+DELAYED_ID = "7F00000100002A9F0000000000000D1A"  # a 4.x client's id (UNIQ_KEY) of a delay message
 
 
 @pytest.fixture(scope="module")
@@ -66,18 +76,25 @@ def read_all(consumer: Consumer, topic: str) -> int:
     return sum(len(consumer.pull(topic, q, 0, 1000).messages) for q in range(len(consumer.queues(topic))))
 
 
-def test_our_clients_message_shows_sent_stored_and_delivered(cluster: LocalCluster) -> None:
+def test_our_clients_message_shows_sent_by_its_group_stored_delivered_and_acknowledged(cluster: LocalCluster) -> None:
     ns = cluster.nameserver
-    with Producer(ns) as producer, Consumer(ns) as consumer, Admin(ns) as admin:
+    labels = {"consumerGroup": "trace-cg"}
+    with Producer(ns, group="trace-pg") as producer, Consumer(ns, labels=labels) as consumer, Admin(ns) as admin:
         one = producer.send(Message("traced", b"single", queue_id=0))
         batch = producer.send_batch([Message("traced", f"b{i}".encode(), queue_id=1) for i in range(100)])[0]
         assert read_all(consumer, "traced") >= 101
         events = trace(admin, one.msg_id, "sent", "stored", "delivered")
         assert [e.event for e in events][:3] == ["sent", "stored", "delivered"]
-        stored = events[1]
+        sent, stored = events[0], events[1]
+        consumer.commit_offset("trace-cg", "traced", stored.queue_id, one.queue_offset + 1, broker_name=stored.broker)
+        events = trace(admin, one.msg_id, ACKNOWLEDGED)
         assert (stored.topic, stored.queue_id, stored.queue_offset) == ("traced", 0, one.queue_offset)
         assert stored.cost_ms is not None and stored.cost_ms >= 0 and stored.client
+        assert sent.group == "trace-pg" and sent.client.startswith(f"{producer.client_id} at ")  # from its heartbeat
         assert events == sorted(events, key=lambda e: e.time_ms)
+        [ack] = [e for e in events if e.event == ACKNOWLEDGED]
+        assert (ack.group, ack.queue_offset) == ("trace-cg", one.queue_offset)
+        assert ack.detail == f"offset {one.queue_offset + 1} committed" and ack.client
         # the 42nd of a batch: its own queue offset, found by its offset id as well
         copy = admin.query_message_by_id(batch.msg_ids()[41])
         events = trace(admin, copy.offset_msg_id, "sent", "stored", "delivered")
@@ -104,6 +121,9 @@ def test_a_rocketmq_4_clients_message_shows_its_groups_and_its_retry(cluster: Lo
     assert by_event["delivered"].group == "ons-trace-g" and by_event["delivered"].detail == "by 4.x pull"
     assert by_event["retried"].group == "ons-trace-g" and "%RETRY%ons-trace-g" in by_event["retried"].detail
     assert [e.event for e in events].index("retried") > [e.event for e in events].index("delivered")
+    with Admin(ns) as admin:  # it acknowledged its (retried) delivery by committing its offset
+        events = trace(admin, sent["msgId"], ACKNOWLEDGED)
+    assert {e.group for e in events if e.event == ACKNOWLEDGED} == {"ons-trace-g"}
 
 
 def test_an_official_v2_clients_message_shows_its_pop_delivery_and_ack(cluster: LocalCluster) -> None:
@@ -132,7 +152,54 @@ def test_an_official_v2_clients_message_shows_its_pop_delivery_and_ack(cluster: 
     popped = [e for e in events if e.group == "v2-trace-g"]
     assert [e.event for e in popped] == ["delivered", "acked"]
     assert popped[0].detail == "by v2 pop, attempt 1" and popped[0].client  # the v2 client's id
+    sent = events[0]
+    assert sent.event == "sent" and sent.group == "traced"  # a v5 producer is known under the topics it sends to
+    assert " at " in sent.client  # its client id (x-mq-client-id), at the endpoint
     assert not any(e.detail == f"by {READ_AHEAD}" for e in events)  # the endpoint's read-ahead is no delivery
+
+
+class RollBack(TransactionChecker):
+    def check(self, message: V2Message) -> TransactionResolution:
+        return TransactionResolution.ROLLBACK
+
+
+def test_a_v5_delay_message_and_transactions_show_their_resolution(cluster: LocalCluster) -> None:
+    producer = V2Producer(ClientConfiguration(cluster.grpc_endpoint, Credentials()), ("traced",), RollBack())
+    producer.startup()
+    try:
+        delayed = V2Message()
+        delayed.topic, delayed.body = "traced", b"later"
+        delayed.delivery_timestamp = int(time.time() * 1000) + 1000  # milliseconds, as its docs show
+        delayed_id = producer.send(delayed).message_id
+        ids = {}
+        for ending in ("commit", "rollback"):
+            half = V2Message()
+            half.topic, half.body = "traced", ending.encode()
+            transaction = producer.begin_transaction()
+            ids[ending] = producer.send(half, transaction).message_id
+            transaction.commit() if ending == "commit" else transaction.rollback()
+    finally:
+        producer.shutdown()
+    with Admin(cluster.nameserver) as admin:
+        events = trace(admin, delayed_id, "scheduled", "delivered to its topic", "stored")
+        scheduled = next(e for e in events if e.event == "scheduled")
+        assert scheduled.detail.startswith("due at ") and scheduled.detail.endswith("for traced")
+        assert [e.event for e in events].index("scheduled") < [e.event for e in events].index("delivered to its topic")
+        committed = trace(admin, ids["commit"], "prepared", "committed", "stored")
+        assert [e.event for e in committed].index("prepared") < [e.event for e in committed].index("committed")
+        rolled = trace(admin, ids["rollback"], "prepared", "rolled back")
+        assert "stored" not in {e.event for e in rolled}
+
+
+def test_a_rocketmq_4_delay_level_shows_scheduled_and_delivered(cluster: LocalCluster) -> None:
+    with rocketmq4.RawClient(cluster.brokers["broker-a"]) as client:  # as Java's client sends it, level 1: 1 s here
+        header = {"a": "raw-pg", "b": "traced", "c": "TBW102", "d": 4, "e": 0, "f": 0, "g": int(time.time() * 1000)}
+        header |= {"h": 0, "i": records.properties_string({"DELAY": "1", "UNIQ_KEY": DELAYED_ID}), "j": 0, "k": "false"}
+        assert client.call(Code.SEND_MESSAGE_V2, header, b"later").code == 0
+    with Admin(cluster.nameserver) as admin:
+        events = trace(admin, DELAYED_ID, "scheduled", "delivered to its topic", "stored")
+    scheduled = next(e for e in events if e.event == "scheduled")
+    assert scheduled.detail.startswith("due at ") and scheduled.detail.endswith("for traced")
 
 
 def test_an_untraced_topic_records_nothing(cluster: LocalCluster) -> None:

@@ -22,7 +22,6 @@ import pytest
 from pyspark.testing import assertDataFrameEqual
 
 from rocketspark import Admin, Consumer, LocalCluster, Message, Producer
-from rocketspark.protocol.properties import SHARDING_KEY
 from tests.helpers import eventually
 from tests.spark.helpers import forget_last_commit
 
@@ -48,15 +47,10 @@ def payments(start: int, count: int) -> list[tuple[str, int]]:
 
 
 def send(ns: str, topic: str, sent: list[tuple[str, int]]) -> None:
-    # Our Producer routes by sharding_key; the property is the group as RocketMQ stores it (what a
-    # v2 client's message_group and the sink's shardingKey become), which the query keys on.
+    # Our Producer routes by sharding_key and stores it as __SHARDINGKEY (as a v2 client's
+    # message_group and the sink's shardingKey are stored), which the query keys on.
     with Producer(ns) as producer:
-        producer.send_batch(
-            [
-                Message(topic, json.dumps({"amount": a}).encode(), sharding_key=g, properties={SHARDING_KEY: g})
-                for g, a in sent
-            ]
-        )
+        producer.send_batch([Message(topic, json.dumps({"amount": a}).encode(), sharding_key=g) for g, a in sent])
 
 
 def fold(sent: list[tuple[str, int]]) -> dict[str, list[tuple[int, int]]]:

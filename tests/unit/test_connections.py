@@ -81,6 +81,18 @@ def test_a_closed_connection_takes_its_client_away_unless_it_came_back_on_anothe
     assert registry.consumers_of("etl") == []
 
 
+def test_a_send_finds_its_client_by_the_id_it_names_or_by_its_connection_while_open() -> None:
+    registry = Connections(120_000)
+    channel, other = FakeChannel(), FakeChannel()
+    registry.heard("p1", address="a:1", language="PYTHON", version="", protocol=OURS, channel=channel, producers=["pg"])
+    found = registry.sender(channel)
+    assert found is not None and found.client_id == "p1" and found.producer_groups == {"pg"}
+    assert registry.sender(other) is None and registry.sender(None) is None
+    assert registry.sender(None, "p1") is found and registry.sender(other, "unknown") is None
+    channel.close()
+    assert registry.sender(channel) is None and registry.by_channel == {}
+
+
 def test_a_client_that_leaves_its_last_group_is_gone() -> None:
     registry = Connections(120_000)
     registry.heard("p1", address="a:1", language="JAVA", version="V4_9_4", protocol=REMOTING, producers=["pg"])

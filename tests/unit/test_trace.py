@@ -10,14 +10,22 @@ from pathlib import Path
 
 from broker import trace
 from broker.topics import TopicTable
-from broker.trace import TraceRecorder
+from broker.trace import TraceRecorder, TraceSettings
 from rocketspark.codec.build import encode_messages, stamped_head
 from rocketspark.codec.columns import decode
 from rocketspark.codec.layout import BODY_AT
 from rocketspark.codec.messages import to_messages
 from rocketspark.protocol.codes import ResponseCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.protocol.trace import TRACE_TOPIC, events_of, record_key
+from rocketspark.protocol.trace import (
+    ACKNOWLEDGED,
+    TRACE_TOPIC,
+    TraceEvent,
+    acknowledgement,
+    commit_key,
+    events_of,
+    record_key,
+)
 from rocketspark.protocol.types import Message, Perm, TopicConfig
 
 
@@ -30,7 +38,9 @@ class Log:
     log_max_offset = 4096
 
 
-def recorder(tmp_path: Path, *, everything: bool = False) -> tuple[TraceRecorder, list[RemotingCommand], Office]:
+def recorder(
+    tmp_path: Path, *, everything: bool = False, max_bytes: int = 1 << 20
+) -> tuple[TraceRecorder, list[RemotingCommand], Office]:
     topics = TopicTable(tmp_path / "topics.json", "broker-a")
     topics.put(TopicConfig("traced", 2, 2, Perm.READ_WRITE, trace=True), 0)
     topics.put(TopicConfig("plain", 2, 2, Perm.READ_WRITE), 0)
@@ -41,7 +51,8 @@ def recorder(tmp_path: Path, *, everything: bool = False) -> tuple[TraceRecorder
         return request.response(ResponseCode.SUCCESS)
 
     office = Office()
-    return TraceRecorder("broker-a", topics, serve, office, Log(), everything=everything), written, office
+    settings = TraceSettings(everything=everything, max_pending_bytes=max_bytes)
+    return TraceRecorder("broker-a", topics, serve, office, Log(), settings), written, office
 
 
 def test_a_topics_file_of_before_trace_loads_and_the_flag_survives_a_reload(tmp_path: Path) -> None:
@@ -97,3 +108,32 @@ def test_a_slave_records_nothing_and_a_full_buffer_drops(tmp_path: Path) -> None
     rec.pending = [("x",)] * trace.MAX_PENDING
     rec.sent("traced", 0, 0, 0, 1, "", 0, 0.1, "", "")
     assert rec.dropped == 2 and len(rec.pending) == trace.MAX_PENDING
+
+
+def test_pending_pull_answers_are_bounded_by_bytes_and_the_rest_counted_as_dropped(tmp_path: Path) -> None:
+    rec, _, _ = recorder(tmp_path, max_bytes=12_000)
+    sent = encode_messages("traced", [Message("traced", b"x" * 3000)])
+    stored = stamped_head(sent, 1, 0, 0, 1) + sent[BODY_AT:]
+    for _ in range(5):
+        rec.delivered("traced", 1, 0, stored, "g", "c", "pull")
+    assert len(rec.pending) == 3 and rec.dropped == 2 and rec.pending_bytes <= 12_000
+    asyncio.run(rec.flush())
+    assert rec.pending_bytes == 0 and rec.recorded == 3
+    rec.delivered("traced", 1, 0, stored, "g", "c", "pull")  # room again once flushed
+    assert len(rec.pending) == 1 and rec.dropped == 2
+
+
+def test_a_commit_is_keyed_by_queue_group_and_minute_and_acknowledges_what_is_before_it(tmp_path: Path) -> None:
+    rec, written, _ = recorder(tmp_path)
+    rec.committed("traced", 1, "g", 25, "10.0.0.2:6000")
+    asyncio.run(rec.flush())
+    [message] = to_messages(decode(written[0].body), TRACE_TOPIC, "broker-a", bytes(8))
+    fields = json.loads(message.body)
+    assert message.keys == [commit_key("broker-a", "traced", 1, "g", fields["timeStamp"])]
+    assert fields["traceType"] == "Commit" and fields["commitOffset"] == 25
+    delivered = TraceEvent(fields["timeStamp"] - 5, "delivered", "broker-a", "traced", 1, 24, "g", "c", None, "")
+    ack = acknowledgement(fields, delivered)
+    assert ack is not None and ack.event == ACKNOWLEDGED and ack.queue_offset == 24 and ack.group == "g"
+    past = TraceEvent(fields["timeStamp"] - 5, "delivered", "broker-a", "traced", 1, 25, "g", "c", None, "")
+    other = TraceEvent(fields["timeStamp"] - 5, "delivered", "broker-a", "traced", 1, 3, "h", "c", None, "")
+    assert acknowledgement(fields, past) is None and acknowledgement(fields, other) is None
