@@ -1,8 +1,9 @@
-"""The sink ``audited``: every order of the ``orders`` table, written once to another topic.
+"""The sink ``audited``: every row of the ``orders`` table, written once to another topic.
 
-A sink is written by append flows only (Spark's rule); the flow is a streaming read of the
-table, so each row reaches the topic once, and a re-run micro-batch is deduplicated by the
-brokers (the rocketmq sink is idempotent per micro-batch).
+A sink is written by append flows only (Spark's rule). This flow is a streaming read of the
+table, so each row reaches the topic once per run, and a micro-batch Spark runs again is stored
+once (the rocketmq sink is idempotent per micro-batch). Each message's key says where it came
+from: ``<queueId>:<queueOffset>`` of the topic the ``orders`` table reads.
 """
 
 from pyspark import pipelines as dp
@@ -22,4 +23,4 @@ dp.create_sink(
 
 @dp.append_flow(target="audited")
 def audit_orders() -> DataFrame:
-    return spark.readStream.table("orders").selectExpr("body", "tag", "CAST(queueOffset AS STRING) AS keys")
+    return spark.readStream.table("orders").selectExpr("body", "concat_ws(':', queueId, queueOffset) AS keys")
