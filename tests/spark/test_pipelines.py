@@ -11,7 +11,6 @@ an embedded Derby that one process at a time may open.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -63,9 +62,7 @@ def _check(spark: Any, nameserver: str, warehouse: Path, totals: dict[str, tuple
     table = spark.read.parquet(str(warehouse / "orders")).collect()
     positions = sorted(f"{r.queueId}:{r.queueOffset}" for r in table)
     assert len(set(positions)) == len(positions) == sum(n for n, _ in totals.values())
-    audited = (
-        spark.read.format("rocketmq").option("nameserver", nameserver).option("topic", "orders-audited").load()
-    )
+    audited = spark.read.format("rocketmq").option("nameserver", nameserver).option("topic", "orders-audited").load()
     assert sorted(k for r in audited.select("keys").collect() for k in r.keys) == positions
     view = spark.read.parquet(str(warehouse / "orders_by_customer")).collect()
     assert {r.customer: (r.orders, r.total) for r in view} == totals
