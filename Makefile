@@ -6,7 +6,7 @@ DEPS := $(VENV)/.deps-installed
 INSTALLED := $(VENV)/.project-installed
 SOURCES := $(shell find rocketspark broker nameserver -type f -not -path '*/__pycache__/*' 2>/dev/null)
 
-.PHONY: test run check docs bench bench-rocketmq4 bench-wire bench-spark bench-resilience bench-security protos clean
+.PHONY: test run check docs bench bench-rocketmq4 bench-wire bench-spark bench-spark-latency bench-resilience bench-security protos clean
 
 # Dependencies once; the project itself is installed the way a user installs it (not in
 # editable mode), so that Spark's data-source discovery finds pyspark_rocketmq, and again
@@ -76,6 +76,9 @@ bench-wire: $(INSTALLED)  # starts Redis and NATS JetStream too (apt-get install
 
 bench-spark: $(INSTALLED)
 	$(PY) benchmarks/bench_spark.py
+
+bench-spark-latency: $(INSTALLED)
+	$(PY) benchmarks/bench_spark_latency.py
 
 bench-resilience: $(INSTALLED)
 	$(PY) benchmarks/bench_resilience.py

@@ -96,7 +96,7 @@ def known(options: Mapping[str, str], table: Sequence[Option[Any]], kind: str) -
             if kafka is not None:
                 raise OptionError(f'unknown {kind} option "{key}"{kafka}')
             close = difflib.get_close_matches(key, list(names), n=1)
-            listed = ", ".join(o.name for o in table)
+            listed = ", ".join(o.name for o in table if o.doc)  # not the names Spark sets itself
             hint = f'; did you mean "{names[close[0]]}"?' if close else f"; known options: {listed}"
             raise OptionError(f'unknown {kind} option "{key}"{hint}')
     return lowered

@@ -210,6 +210,22 @@ READER: Final[tuple[Option[Any], ...]] = (
     Option("path", read.text, None),  # set by load(path); ignored
 )
 
+# What Spark's DataStreamWriter puts among a sink's options on its own: start(path) and
+# save(path) set `path`, queryName() sets `queryName` (as Spark's declarative pipelines do for
+# every flow, under the flow's name), and Spark itself reads `checkpointLocation` and the async
+# progress tracking pair from the same map. The sink accepts and ignores them, so that only a
+# name nobody sets is refused as a typo.
+SET_BY_SPARK: Final[tuple[Option[Any], ...]] = tuple(
+    Option(name, read.text, None)
+    for name in (
+        "path",
+        "checkpointLocation",
+        "queryName",
+        "asyncProgressTrackingEnabled",
+        "asyncProgressTrackingCheckpointIntervalMs",
+    )
+)
+
 WRITER: Final[tuple[Option[Any], ...]] = (
     NAMESERVER,
     Option("topic", read.text, None, field="topic", doc="the topic written to (wins over a `topic` column)"),
@@ -239,8 +255,7 @@ WRITER: Final[tuple[Option[Any], ...]] = (
         doc="a re-run micro-batch stores each message once (see below); `false`: a re-run sends them again",
     ),
     *SECURITY,
-    Option("path", read.text, None),  # set by save(path); ignored
-    Option("checkpointLocation", read.text, None),  # set by Spark
+    *SET_BY_SPARK,
 )
 
 

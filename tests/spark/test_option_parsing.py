@@ -54,6 +54,25 @@ def test_a_misspelt_option_is_answered_with_the_name_as_written_in_the_docs() ->
         parse_writer({"nameserver": NS, "batchmaxbyte": "1"})
 
 
+def test_the_sink_takes_the_options_spark_sets_itself_and_still_refuses_a_typo() -> None:
+    # as Spark's DataStreamWriter hands them over (lower-cased) for a named query, and as the
+    # declarative pipelines' engine starts every flow that writes to a sink
+    spark_set = {
+        "queryname": "audit_orders",
+        "checkpointlocation": "file:/tmp/storage/_checkpoints/audit_orders",
+        "path": "/tmp/out",
+        "asyncprogresstrackingenabled": "false",
+        "asyncprogresstrackingcheckpointintervalms": "0",
+    }
+    assert parse_writer({"nameserver": NS, "topic": "t", **spark_set}).topic == "t"
+    with pytest.raises(OptionError, match='unknown sink option "nameservr"; did you mean "nameserver"'):
+        parse_writer({"nameservr": NS, "topic": "t", **spark_set})
+    with pytest.raises(OptionError) as refused:
+        parse_writer({"nameserver": NS, "topic": "t", "compression": "zstd"})
+    assert "known options: nameserver, topic, tag" in str(refused.value)
+    assert "queryName" not in str(refused.value)  # Spark's own are no advice to a user
+
+
 def test_the_security_options_come_in_pairs_read_their_files_at_once_and_hide_the_secret() -> None:
     given = {"nameserver": NS, "topic": "t", "accessKey": "etl", "secretKey": "etl-secret", "tls": "true"}
     options = parse_reader(given, streaming=True)

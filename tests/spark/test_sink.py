@@ -71,8 +71,14 @@ def test_a_replayed_micro_batch_is_stored_again_when_idempotence_is_off(
 
     def copy() -> None:
         events = reader(spark, ns, "plain-in", startingOffsets="earliest").select("body")
-        run_available_now(
-            events, str(tmp_path / "cp"), fmt="rocketmq", nameserver=ns, topic="plain-out", idempotent="false"
+        run_available_now(  # a named query: Spark hands its name to the sink as the option queryName
+            events,
+            str(tmp_path / "cp"),
+            fmt="rocketmq",
+            name="plain-copy",
+            nameserver=ns,
+            topic="plain-out",
+            idempotent="false",
         )
 
     copy()
