@@ -1,11 +1,20 @@
 """One client connection to one server: RocketMQ's remoting frames over a TCP socket.
 
 Every thread of a client shares it. A request is written from the caller's own thread (under
-a lock, straight to the socket: no hand-off on the way out) and its answer is read by the
-connection's reader thread, which settles the caller's future (the one hand-off on the way
-back). Requests are matched to responses by ``opaque``, unique on the connection. The server
-may write requests of its own on it (route-change pushes); those go to ``on_request``, in the
-reader thread: it must only hand them on (to a queue), never call the server itself.
+a lock, straight to the socket: no hand-off on the way out). Requests are matched to responses
+by ``opaque``, unique on the connection.
+
+Answers are read by whoever holds the connection's read role. A synchronous caller that finds
+it free takes it and reads the socket itself until its own answer is in (settling any others
+it reads on the way), then hands the role to another caller still waiting, if any: a single
+thread calling in a loop never wakes a second thread. When no caller is about (none for
+``CALLER_GRACE_S``), the connection's background thread holds it, for async calls, streams,
+pushes and the connection's end. With TLS, the background thread reads everything (one TLS
+session, under one lock) and settles each caller (one hand-off on the way back).
+
+The server may write requests of its own on it (route-change pushes); those go to
+``on_request``, in whichever thread reads: it must only hand them on (to a queue), never call
+the server itself.
 
 With TLS the socket carries an ``ssl.SSLObject`` over memory buffers (``wrap_bio``): both
 threads use one TLS session under one lock, which Python's ``SSLSocket`` does not allow.
@@ -20,6 +29,7 @@ from __future__ import annotations
 import concurrent.futures
 import itertools
 import queue
+import select
 import socket
 import ssl
 import threading
@@ -31,105 +41,16 @@ from rocketspark.errors import RocketSparkError
 from rocketspark.protocol.codes import Flag
 from rocketspark.protocol.command import MalformedCommand, RemotingCommand
 from rocketspark.remoting import frame
+from rocketspark.remoting.closed import Closed
 from rocketspark.remoting.deadlines import DEADLINES, Expire
+from rocketspark.remoting.tls_session import READ_BYTES, TlsSession
+from rocketspark.remoting.waiter import Waiter
 
-READ_BYTES: Final = 256 * 1024
+CALLER_GRACE_S: Final = 0.02  # the background reader leaves the socket to callers for this long after the last
+IDLE_POLL_S: Final = 1.0  # how long the background reader waits on a quiet socket before looking again
 _END = object()  # a stream's end, queued after its last response
 
 Failure = Callable[[BaseException, bool], RocketSparkError]  # (cause, answered before) -> what callers get
-
-
-class Closed(ConnectionError):
-    """The connection ended (the peer closed it, or it was closed here)."""
-
-
-class _Tls:
-    """A TLS session over memory buffers: encrypt what is written, decrypt what is read."""
-
-    def __init__(self, sock: socket.socket, context: ssl.SSLContext, host: str, timeout_s: float) -> None:
-        self.sock = sock
-        self.incoming = ssl.MemoryBIO()
-        self.outgoing = ssl.MemoryBIO()
-        self.session = context.wrap_bio(self.incoming, self.outgoing, server_hostname=host)
-        self.lock = threading.Lock()
-        sock.settimeout(timeout_s)
-        while True:
-            try:
-                self.session.do_handshake()
-                break
-            except ssl.SSLWantReadError:
-                self._flush()
-                data = sock.recv(READ_BYTES)
-                if not data:
-                    raise Closed("the server closed the connection during the TLS handshake") from None
-                self.incoming.write(data)
-        self._flush()
-        sock.settimeout(None)
-
-    def _flush(self) -> None:
-        data = self.outgoing.read()
-        if data:
-            self.sock.sendall(data)
-
-    def encrypt(self, parts: list[bytes]) -> bytes:
-        with self.lock:
-            for part in parts:
-                self.session.write(part)
-            return self.outgoing.read()
-
-    def decrypt(self, data: bytes) -> bytes:
-        """Plain bytes from what was received (and any TLS bytes the session must send back,
-        returned by ``pending``)."""
-        with self.lock:
-            if data:
-                self.incoming.write(data)
-            else:
-                self.incoming.write_eof()
-            out = bytearray()
-            while True:
-                try:
-                    chunk = self.session.read(READ_BYTES)
-                except ssl.SSLWantReadError:
-                    break
-                except ssl.SSLZeroReturnError:
-                    break
-                if not chunk:
-                    break
-                out += chunk
-            return bytes(out)
-
-    def pending(self) -> bytes:
-        with self.lock:
-            return self.outgoing.read()
-
-
-class Waiter:
-    """A synchronous call's answer: the caller blocks on a lock that the reader releases, the
-    cheapest hand-off between two threads CPython has (a Future adds a condition, callbacks
-    and a deadline entry, for a caller that waits anyway). Settled once: only whoever takes it
-    out of the pending table settles it."""
-
-    __slots__ = ("_gate", "error", "result")
-
-    def __init__(self) -> None:
-        self._gate = threading.Lock()
-        self._gate.acquire()
-        self.result: RemotingCommand | None = None
-        self.error: BaseException | None = None
-
-    def set_result(self, result: RemotingCommand) -> None:
-        self.result = result
-        self._gate.release()
-
-    def set_exception(self, error: BaseException) -> None:
-        self.error = error
-        self._gate.release()
-
-    def done(self) -> bool:
-        return False  # it leaves the pending table as it is settled
-
-    def wait(self, timeout_s: float | None) -> bool:
-        return self._gate.acquire(timeout=-1 if timeout_s is None else timeout_s)
 
 
 Pending = concurrent.futures.Future[RemotingCommand] | Waiter
@@ -155,6 +76,12 @@ class Connection:
         self.on_request = on_request
         self.on_close = on_close
         self._pending: dict[int, Pending] = {}
+        self._waiting: dict[int, Waiter] = {}  # synchronous callers not answered yet (plaintext)
+        self._read_role = threading.Lock()  # held by whoever reads the socket (plaintext)
+        self._callers = 0  # synchronous calls in progress
+        self._left = 0.0  # when the last synchronous call ended (monotonic)
+        self._wake = threading.Event()  # the background reader is wanted back at once
+        self._inbox = bytearray()  # the start of a frame not all in yet, read under the role
         self._streams: dict[int, queue.SimpleQueue[object]] = {}
         self._lock = threading.Lock()  # the pending tables
         self._send_lock = threading.Lock()  # one frame at a time on the socket
@@ -164,13 +91,16 @@ class Connection:
         sock = socket.create_connection((host, port), timeout=timeout_s)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self._tls = _Tls(sock, context, host, timeout_s) if context is not None else None
+            self._tls = TlsSession(sock, context, host, timeout_s) if context is not None else None
             sock.settimeout(None)
         except BaseException:
             sock.close()
             raise
         self._sock = sock
-        self._reader = threading.Thread(target=self._read, name=f"remoting-{address}", daemon=True)
+        self._poll = select.poll()
+        self._poll.register(sock, select.POLLIN)
+        reader = self._read if self._tls is not None else self._read_when_idle
+        self._reader = threading.Thread(target=reader, name=f"remoting-{address}", daemon=True)
         self._reader.start()
 
     @property
@@ -197,25 +127,51 @@ class Connection:
         return future
 
     def call(self, request: RemotingCommand, timeout_s: float, expire: Expire) -> RemotingCommand:
-        """Send a request and wait for its answer in the caller's thread; raise the
-        connection's error, or ``expire()`` at the deadline."""
+        """Send a request and wait for its answer in the caller's thread (reading it itself
+        when nobody else reads); raise the connection's error, or ``expire()`` at the deadline."""
         waiter = Waiter()
         with self._lock:
             if self._broken is not None:
                 raise self._broken
             request.opaque = opaque = next(self._opaques)
             self._pending[opaque] = waiter
-        self._send_or_fail(request)
-        if not waiter.wait(timeout_s):
-            with self._lock:
-                abandoned = self._pending.pop(opaque, None) is not None
-            if abandoned:
-                raise expire()
-            waiter.wait(None)  # the answer came as the deadline passed: it is being handed over
+            if self._tls is None:
+                self._waiting[opaque] = waiter
+                self._callers += 1
+        try:
+            self._send_or_fail(request)
+            deadline = time.monotonic() + timeout_s
+            if self._tls is None and self._read_role.acquire(blocking=False):
+                waiter.promoted = True
+            while not waiter.settled:
+                if waiter.promoted:
+                    self._read_until(waiter, deadline)
+                    if waiter.settled:
+                        break
+                elif waiter.wait(max(0.0, deadline - time.monotonic())):
+                    continue  # answered, or handed the read role
+                with self._lock:
+                    abandoned = self._pending.pop(opaque, None) is not None
+                    self._waiting.pop(opaque, None)
+                if abandoned:
+                    raise expire()
+                while not waiter.settled:  # the answer came as the deadline passed: it is being handed over
+                    waiter.wait(None)
+        finally:
+            if self._tls is None:
+                self._leave(waiter)
         if waiter.error is not None:
             raise waiter.error
         assert waiter.result is not None
         return waiter.result
+
+    def _leave(self, waiter: Waiter) -> None:
+        with self._lock:
+            self._callers -= 1
+            self._left = time.monotonic()
+            promoted = waiter.promoted  # set under this lock, or by this thread
+        if promoted:
+            self._pass_role()
 
     def send_oneway(self, request: RemotingCommand) -> None:
         request.flag |= Flag.ONEWAY
@@ -268,7 +224,66 @@ class Connection:
 
     # -- reading ---------------------------------------------------------------------------------
 
+    def _read_when_idle(self) -> None:
+        """The background reader of a plaintext connection: it reads while no caller does
+        (answers to async calls, streams, pushes, the connection's end), and stands aside
+        while callers come, since each reads for itself."""
+        while self._broken is None:
+            recent = time.monotonic() - self._left < CALLER_GRACE_S
+            if self._callers or (recent and not (self._pending or self._streams)):
+                self._wake.wait(CALLER_GRACE_S)
+                self._wake.clear()
+                continue
+            if not self._read_role.acquire(timeout=CALLER_GRACE_S):
+                continue
+            try:
+                self._read_once(IDLE_POLL_S)
+            finally:
+                self._pass_role()
+
+    def _read_until(self, waiter: Waiter, deadline: float) -> None:
+        """Read (holding the role) until ``waiter`` is settled or the deadline passes."""
+        while not waiter.settled:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            self._read_once(remaining)
+
+    def _read_once(self, timeout_s: float) -> None:
+        """Wait at most ``timeout_s`` for bytes, then take every whole frame in (the caller
+        holds the read role); a failure ends the connection."""
+        try:
+            if not self._poll.poll(max(1, int(timeout_s * 1000))):
+                return
+            data = self._sock.recv(READ_BYTES)
+            if not data:
+                raise Closed("the server closed the connection")
+            inbox = self._inbox
+            if inbox:
+                inbox += data
+                del inbox[: self._frames(inbox)]
+            else:
+                used = self._frames(data)
+                if used < len(data):
+                    inbox += data[used:]
+        except (OSError, MalformedCommand) as exc:
+            self._fail(exc)
+
+    def _pass_role(self) -> None:
+        """Hand the read role to a caller still waiting for its answer, or let it go: under the
+        lock, so that a caller registered after the look finds the role free."""
+        with self._lock:
+            for waiter in self._waiting.values():
+                if not waiter.promoted:
+                    waiter.promote()
+                    return
+            self._read_role.release()
+            wanted = not self._callers and bool(self._pending or self._streams)
+        if wanted:  # answers no caller will read: the background reader takes over now
+            self._wake.set()
+
     def _read(self) -> None:
+        """The reader thread of a TLS connection: it reads everything."""
         buffer = bytearray()
         error: BaseException = Closed("the server closed the connection")
         try:
@@ -322,6 +337,7 @@ class Connection:
         opaque = command.opaque
         with self._lock:
             future = self._pending.pop(opaque, None)
+            self._waiting.pop(opaque, None)
             responses = self._streams.get(opaque) if future is None else None
             if responses is not None and not command.flag & Flag.MORE:
                 del self._streams[opaque]
@@ -345,6 +361,7 @@ class Connection:
                 return
             self._broken = error = self.failure(cause, self.answered)
             pending, self._pending = self._pending, {}
+            self._waiting = {}
             streams, self._streams = self._streams, {}
         for waiting in pending.values():
             if not waiting.done():
