@@ -1,23 +1,18 @@
 """One client connection to one server: RocketMQ's remoting frames over a TCP socket.
 
-Every thread of a client shares it. A request is written from the caller's own thread (under
-a lock, straight to the socket: no hand-off on the way out). Requests are matched to responses
-by ``opaque``, unique on the connection.
+Every thread of a client shares it. A request is written from the caller's own thread,
+straight to the socket (a synchronous caller that finds another writing leaves its frame to
+that writer). Requests are matched to responses by ``opaque``, unique on the connection.
 
 Answers are read by whoever holds the connection's read role. A synchronous caller that finds
-it free takes it and reads the socket itself until its own answer is in (settling any others
-it reads on the way), then hands the role to another caller still waiting, if any: a single
-thread calling in a loop never wakes a second thread. When no caller is about (none for
-``CALLER_GRACE_S``), the connection's background thread holds it, for async calls, streams,
-pushes and the connection's end. With TLS, the background thread reads everything (one TLS
-session, under one lock) and settles each caller (one hand-off on the way back).
+it free reads the socket itself until its own answer is in (settling others on the way), then
+hands the role to a caller still waiting, if any: a thread calling in a loop wakes no other.
+When no caller is about (for ``CALLER_GRACE_S``), the background thread reads (async calls,
+streams, pushes, the close). With TLS (an ``ssl.SSLObject`` over memory buffers, one session
+under one lock) the background thread reads everything and settles each caller.
 
-The server may write requests of its own on it (route-change pushes); those go to
-``on_request``, in whichever thread reads: it must only hand them on (to a queue), never call
-the server itself.
-
-With TLS the socket carries an ``ssl.SSLObject`` over memory buffers (``wrap_bio``): both
-threads use one TLS session under one lock, which Python's ``SSLSocket`` does not allow.
+Requests the server writes on it (route-change pushes) go to ``on_request``, in whichever
+thread reads: it must only hand them on (to a queue), never call the server itself.
 
 If the connection breaks, every request waiting on it fails with the translated error and the
 next request opens a new connection. This module raises transport errors as they come; the
@@ -26,6 +21,7 @@ client (:mod:`rocketspark.remoting.client`) turns them into rocketspark errors.
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import itertools
 import queue
@@ -47,6 +43,7 @@ from rocketspark.remoting.tls_session import READ_BYTES, TlsSession
 from rocketspark.remoting.waiter import Waiter
 
 CALLER_GRACE_S: Final = 0.02  # the background reader leaves the socket to callers for this long after the last
+MAX_PARTS: Final = 256  # buffers given to one sendmsg (the kernel takes at most IOV_MAX)
 IDLE_POLL_S: Final = 1.0  # how long the background reader waits on a quiet socket before looking again
 _END = object()  # a stream's end, queued after its last response
 
@@ -85,6 +82,7 @@ class Connection:
         self._streams: dict[int, queue.SimpleQueue[object]] = {}
         self._lock = threading.Lock()  # the pending tables
         self._send_lock = threading.Lock()  # one frame at a time on the socket
+        self._outbox: collections.deque[list[bytes]] = collections.deque()  # frames left to the writer
         self._opaques = itertools.count(1)
         self._broken: RocketSparkError | None = None
         self.answered = False  # the server has answered something on it
@@ -139,7 +137,7 @@ class Connection:
                 self._waiting[opaque] = waiter
                 self._callers += 1
         try:
-            self._send_or_fail(request)
+            self._send_or_fail(request, leave=True)
             deadline = time.monotonic() + timeout_s
             if self._tls is None and self._read_role.acquire(blocking=False):
                 waiter.promoted = True
@@ -201,22 +199,41 @@ class Connection:
         with self._lock:
             self._pending.pop(opaque, None)
 
-    def _send_or_fail(self, command: RemotingCommand) -> None:
+    def _send_or_fail(self, command: RemotingCommand, *, leave: bool = False) -> None:
+        """Write a frame. With ``leave`` (a synchronous call, whose failure reaches it through
+        its waiter) a caller that finds the socket busy leaves its frame to the thread writing,
+        which writes every frame left before it lets go: no caller sleeps on the socket's lock,
+        and frames that meet leave in one system call."""
         parts = frame.encode(command)
         try:
-            with self._send_lock:
-                if self._tls is not None:
-                    self._sock.sendall(self._tls.encrypt(parts))
-                elif len(parts) == 1:
-                    self._sock.sendall(parts[0])
-                else:
-                    self._send_parts(parts)
+            if leave and self._tls is None:
+                self._outbox.append(parts)
+            else:
+                with self._send_lock:
+                    if self._tls is not None:
+                        self._sock.sendall(self._tls.encrypt(parts))
+                    else:
+                        self._send_parts(parts)
+            while self._outbox and self._send_lock.acquire(blocking=False):
+                try:
+                    self._send_left()
+                finally:
+                    self._send_lock.release()
         except OSError as exc:
             self._fail(exc)
             raise self._broken or self.failure(exc, self.answered) from None
 
+    def _send_left(self) -> None:
+        outbox, parts = self._outbox, []
+        while outbox:
+            parts += outbox.popleft()  # deque operations are atomic: a frame left meanwhile is seen next round
+        self._send_parts(parts)
+
     def _send_parts(self, parts: list[bytes]) -> None:
         """Header and body with one system call where it can, never copying the body."""
+        if len(parts) == 1 or len(parts) > MAX_PARTS:
+            self._sock.sendall(parts[0] if len(parts) == 1 else b"".join(parts))
+            return
         sent = self._sock.sendmsg(parts)
         total = sum(map(len, parts))
         if sent < total:
@@ -284,30 +301,23 @@ class Connection:
 
     def _read(self) -> None:
         """The reader thread of a TLS connection: it reads everything."""
-        buffer = bytearray()
+        tls, buffer = self._tls, bytearray()
+        assert tls is not None
         error: BaseException = Closed("the server closed the connection")
         try:
-            while True:
-                data = self._sock.recv(READ_BYTES)
-                if self._tls is not None:
-                    plain = self._tls.decrypt(data)
-                    reply = self._tls.pending()
-                    if reply:
-                        with self._send_lock:
-                            self._sock.sendall(reply)
-                    if not data:
-                        break
-                    data = plain
-                elif not data:
-                    break
+            while data := self._sock.recv(READ_BYTES):
+                data = tls.decrypt(data)
+                reply = tls.pending()
+                if reply:
+                    with self._send_lock:
+                        self._sock.sendall(reply)
                 if buffer:
                     buffer += data
-                    used = self._frames(buffer)
-                    del buffer[:used]
+                    del buffer[: self._frames(buffer)]
                 else:
                     used = self._frames(data)
-                    if used < len(data):
-                        buffer += data[used:]
+                    buffer += data[used:]
+            tls.decrypt(b"")  # the peer's close, as TLS sees it
         except (OSError, ssl.SSLError, MalformedCommand) as exc:
             error = exc
         self._fail(error)
