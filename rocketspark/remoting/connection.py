@@ -31,6 +31,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Final
 
 from rocketspark.errors import RocketSparkError
@@ -381,10 +382,11 @@ class Connection:
                     pass
         for responses in streams.values():
             responses.put(error)
-        try:
-            self._sock.close()
-        except OSError:
-            pass
+        for end in (partial(self._sock.shutdown, socket.SHUT_RDWR), self._sock.close):  # the shutdown wakes a poll
+            try:
+                end()
+            except OSError:
+                pass
         if self.on_close is not None:
             self.on_close(self, error)
 

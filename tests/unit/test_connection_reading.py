@@ -190,3 +190,19 @@ def test_a_closed_connection_fails_its_reading_caller(peer: _Peer) -> None:
         conn.close()
         with pytest.raises(RocketSparkError, match="closed"):
             waiting.result(timeout=10)
+
+
+def test_a_reading_caller_hears_of_a_failure_found_by_another_thread(
+    peer: _Peer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(connection_module, "CALLER_GRACE_S", 60.0)  # the caller, not the background, reads
+    conn = _connect(peer)
+    _call(conn, b"warm")
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(_call, conn, b"never", 60, silent=True)
+        deadline = time.monotonic() + 5
+        while not conn._read_role.locked() and time.monotonic() < deadline:
+            time.sleep(0.01)  # it waits for its answer, reading or about to
+        conn._fail(ConnectionResetError("a send found the connection reset"))  # as a failed write does
+        with pytest.raises(RocketSparkError, match="reset"):
+            waiting.result(timeout=10)  # not its 60 s deadline: the failure woke its poll
