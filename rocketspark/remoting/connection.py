@@ -4,12 +4,12 @@ Every thread of a client shares it. A request is written from the caller's own t
 straight to the socket (a synchronous caller that finds another writing leaves its frame to
 that writer). Requests are matched to responses by ``opaque``, unique on the connection.
 
-Answers are read by whoever holds the connection's read role. A synchronous caller that finds
-it free reads the socket itself until its own answer is in (settling others on the way), then
-hands the role to a caller still waiting, if any: a thread calling in a loop wakes no other.
-When no caller is about (for ``CALLER_GRACE_S``), the background thread reads (async calls,
-streams, pushes, the close). With TLS (an ``ssl.SSLObject`` over memory buffers, one session
-under one lock) the background thread reads everything and settles each caller.
+Answers are read by whoever holds the connection's read role. A caller that finds it free
+reads the socket itself until its own answer is in, then hands the role to the one caller still
+waiting, if one: a thread calling in a loop wakes no other. The background thread reads when
+several callers wait (each gets its answer through its lock), when async calls or streams are
+due, and when no caller has been about for ``CALLER_GRACE_S``. With TLS (an ``ssl.SSLObject``
+over memory buffers, one session under one lock) it reads everything.
 
 Requests the server writes on it (route-change pushes) go to ``on_request``, in whichever
 thread reads: it must only hand them on (to a queue), never call the server itself.
@@ -45,7 +45,6 @@ from rocketspark.remoting.waiter import Waiter
 
 CALLER_GRACE_S: Final = 0.02  # the background reader leaves the socket to callers for this long after the last
 MAX_PARTS: Final = 256  # buffers given to one sendmsg (the kernel takes at most IOV_MAX)
-IDLE_POLL_S: Final = 1.0  # how long the background reader waits on a quiet socket before looking again
 _END = object()  # a stream's end, queued after its last response
 
 Failure = Callable[[BaseException, bool], RocketSparkError]  # (cause, answered before) -> what callers get
@@ -168,8 +167,7 @@ class Connection:
         with self._lock:
             self._callers -= 1
             self._left = time.monotonic()
-            promoted = waiter.promoted  # set under this lock, or by this thread
-        if promoted:
+        if waiter.promoted:  # by now out of the waiting table: nobody promotes it any more
             self._pass_role()
 
     def send_oneway(self, request: RemotingCommand) -> None:
@@ -247,17 +245,18 @@ class Connection:
         (answers to async calls, streams, pushes, the connection's end), and stands aside
         while callers come, since each reads for itself."""
         while self._broken is None:
-            recent = time.monotonic() - self._left < CALLER_GRACE_S
-            if self._callers or (recent and not (self._pending or self._streams)):
+            waiting = len(self._waiting)
+            alone = waiting <= 1 and len(self._pending) <= waiting and not self._streams
+            if alone and (self._callers or time.monotonic() - self._left < CALLER_GRACE_S):
                 self._wake.wait(CALLER_GRACE_S)
                 self._wake.clear()
                 continue
             if not self._read_role.acquire(timeout=CALLER_GRACE_S):
                 continue
             try:
-                self._read_once(IDLE_POLL_S)
+                self._read_once(None)
             finally:
-                self._pass_role()
+                self._pass_role(background=True)
 
     def _read_until(self, waiter: Waiter, deadline: float) -> None:
         """Read (holding the role) until ``waiter`` is settled or the deadline passes."""
@@ -267,11 +266,11 @@ class Connection:
                 return
             self._read_once(remaining)
 
-    def _read_once(self, timeout_s: float) -> None:
-        """Wait at most ``timeout_s`` for bytes, then take every whole frame in (the caller
-        holds the read role); a failure ends the connection."""
+    def _read_once(self, timeout_s: float | None) -> None:
+        """Wait at most ``timeout_s`` (None: until they come) for bytes, then take every whole
+        frame in (the caller holds the read role); a failure ends the connection."""
         try:
-            if not self._poll.poll(max(1, int(timeout_s * 1000))):
+            if timeout_s is not None and not self._poll.poll(max(1, int(timeout_s * 1000))):
                 return
             data = self._sock.recv(READ_BYTES)
             if not data:
@@ -287,17 +286,19 @@ class Connection:
         except (OSError, MalformedCommand) as exc:
             self._fail(exc)
 
-    def _pass_role(self) -> None:
-        """Hand the read role to a caller still waiting for its answer, or let it go: under the
-        lock, so that a caller registered after the look finds the role free."""
+    def _pass_role(self, *, background: bool = False) -> None:
+        """Hand the read role to the one caller still waiting for its answer, or let it go
+        (under the lock, so that a caller registered after the look finds it free): with
+        several waiting, or async answers due, the background reader reads for them all, as
+        a caller reading for others would hand each its answer anyway and wake one more."""
         with self._lock:
-            for waiter in self._waiting.values():
-                if not waiter.promoted:
-                    waiter.promote()
-                    return
+            waiting = [waiter for waiter in self._waiting.values() if not waiter.promoted]
+            if len(waiting) == 1:
+                waiting[0].promote()
+                return
             self._read_role.release()
-            wanted = not self._callers and bool(self._pending or self._streams)
-        if wanted:  # answers no caller will read: the background reader takes over now
+            wanted = len(waiting) > 1 or len(self._pending) > len(self._waiting) or bool(self._streams)
+        if wanted and not background:
             self._wake.set()
 
     def _read(self) -> None:
