@@ -86,7 +86,6 @@ class ServerConnection(asyncio.Protocol):
         self._seen = False  # the connection's first bytes have been looked at
         self._outbox: list[bytes] | None = None  # frames written this turn of the loop, sent at its end
         self._outbox_bytes = 0
-        self._receiving = False  # in data_received, which writes the outbox as it ends
         self._watch: asyncio.TimerHandle | None = None
 
     # -- the Channel seen by handlers (rocketspark.remoting.server.Channel) ---------------------
@@ -153,17 +152,6 @@ class ServerConnection(asyncio.Protocol):
             self.transport.resume_reading()
 
     def data_received(self, data: bytes) -> None:
-        """Serve what came; the answers made meanwhile (every request served on the spot)
-        leave in one write at the end, with no callback scheduled for it."""
-        self._receiving = True
-        try:
-            self._received(data)
-        finally:
-            self._receiving = False
-            if self._outbox is not None:
-                self._flush()
-
-    def _received(self, data: bytes) -> None:
         self._progress = time.monotonic()
         if self._pending_body:
             data = self._feed_body(data)
@@ -318,13 +306,12 @@ class ServerConnection(asyncio.Protocol):
     def _write(self, command: RemotingCommand) -> None:
         """Queue a frame; every frame queued in one turn of the loop leaves in one write (a
         system call is most of what a small answer costs, and under load many are ready at
-        once), at the end of the turn (or of ``data_received``), so no answer waits for another."""
+        once), at the end of the turn, so no answer waits for another."""
         parts = frame.encode(command)
         if self._outbox is None:
             self._outbox = []
             self._outbox_bytes = 0
-            if not self._receiving:
-                asyncio.get_running_loop().call_soon(self._flush)
+            asyncio.get_running_loop().call_soon(self._flush)
         self._outbox.extend(parts)
         self._outbox_bytes += sum(map(len, parts))
         if self._outbox_bytes >= FLUSH_BYTES:
