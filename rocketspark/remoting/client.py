@@ -34,7 +34,8 @@ from rocketspark.hosts import parse_address
 from rocketspark.protocol.codes import Flag, RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting import frame
-from rocketspark.remoting.connection import _END, Closed, Connection
+from rocketspark.remoting.closed import Closed
+from rocketspark.remoting.connection import _END, Connection
 from rocketspark.remoting.failures import CONNECT_TIMEOUT_S, transport_error
 from rocketspark.security.signing import Credentials, Signer
 from rocketspark.security.tls import ClientTls

@@ -1,14 +1,18 @@
 """One client connection to one server: RocketMQ's remoting frames over a TCP socket.
 
-Every thread of a client shares it. A request is written from the caller's own thread (under
-a lock, straight to the socket: no hand-off on the way out) and its answer is read by the
-connection's reader thread, which settles the caller's future (the one hand-off on the way
-back). Requests are matched to responses by ``opaque``, unique on the connection. The server
-may write requests of its own on it (route-change pushes); those go to ``on_request``, in the
-reader thread: it must only hand them on (to a queue), never call the server itself.
+Every thread of a client shares it. A request is written from the caller's own thread,
+straight to the socket (a synchronous caller that finds another writing leaves its frame to
+that writer). Requests are matched to responses by ``opaque``, unique on the connection.
 
-With TLS the socket carries an ``ssl.SSLObject`` over memory buffers (``wrap_bio``): both
-threads use one TLS session under one lock, which Python's ``SSLSocket`` does not allow.
+Answers are read by whoever holds the connection's read role. A caller that finds it free
+reads the socket itself until its own answer is in, then hands the role to the one caller still
+waiting, if one: a thread calling in a loop wakes no other. The background thread reads when
+several callers wait (each gets its answer through its lock), when async calls or streams are
+due, and when no caller has been about for ``CALLER_GRACE_S``. With TLS (an ``ssl.SSLObject``
+over memory buffers, one session under one lock) it reads everything.
+
+Requests the server writes on it (route-change pushes) go to ``on_request``, in whichever
+thread reads: it must only hand them on (to a queue), never call the server itself.
 
 If the connection breaks, every request waiting on it fails with the translated error and the
 next request opens a new connection. This module raises transport errors as they come; the
@@ -17,119 +21,33 @@ client (:mod:`rocketspark.remoting.client`) turns them into rocketspark errors.
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import itertools
 import queue
+import select
 import socket
 import ssl
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Final
 
 from rocketspark.errors import RocketSparkError
 from rocketspark.protocol.codes import Flag
 from rocketspark.protocol.command import MalformedCommand, RemotingCommand
 from rocketspark.remoting import frame
+from rocketspark.remoting.closed import Closed
 from rocketspark.remoting.deadlines import DEADLINES, Expire
+from rocketspark.remoting.tls_session import READ_BYTES, TlsSession
+from rocketspark.remoting.waiter import Waiter
 
-READ_BYTES: Final = 256 * 1024
+CALLER_GRACE_S: Final = 0.02  # the background reader leaves the socket to callers for this long after the last
+MAX_PARTS: Final = 256  # buffers given to one sendmsg (the kernel takes at most IOV_MAX)
 _END = object()  # a stream's end, queued after its last response
 
 Failure = Callable[[BaseException, bool], RocketSparkError]  # (cause, answered before) -> what callers get
-
-
-class Closed(ConnectionError):
-    """The connection ended (the peer closed it, or it was closed here)."""
-
-
-class _Tls:
-    """A TLS session over memory buffers: encrypt what is written, decrypt what is read."""
-
-    def __init__(self, sock: socket.socket, context: ssl.SSLContext, host: str, timeout_s: float) -> None:
-        self.sock = sock
-        self.incoming = ssl.MemoryBIO()
-        self.outgoing = ssl.MemoryBIO()
-        self.session = context.wrap_bio(self.incoming, self.outgoing, server_hostname=host)
-        self.lock = threading.Lock()
-        sock.settimeout(timeout_s)
-        while True:
-            try:
-                self.session.do_handshake()
-                break
-            except ssl.SSLWantReadError:
-                self._flush()
-                data = sock.recv(READ_BYTES)
-                if not data:
-                    raise Closed("the server closed the connection during the TLS handshake") from None
-                self.incoming.write(data)
-        self._flush()
-        sock.settimeout(None)
-
-    def _flush(self) -> None:
-        data = self.outgoing.read()
-        if data:
-            self.sock.sendall(data)
-
-    def encrypt(self, parts: list[bytes]) -> bytes:
-        with self.lock:
-            for part in parts:
-                self.session.write(part)
-            return self.outgoing.read()
-
-    def decrypt(self, data: bytes) -> bytes:
-        """Plain bytes from what was received (and any TLS bytes the session must send back,
-        returned by ``pending``)."""
-        with self.lock:
-            if data:
-                self.incoming.write(data)
-            else:
-                self.incoming.write_eof()
-            out = bytearray()
-            while True:
-                try:
-                    chunk = self.session.read(READ_BYTES)
-                except ssl.SSLWantReadError:
-                    break
-                except ssl.SSLZeroReturnError:
-                    break
-                if not chunk:
-                    break
-                out += chunk
-            return bytes(out)
-
-    def pending(self) -> bytes:
-        with self.lock:
-            return self.outgoing.read()
-
-
-class Waiter:
-    """A synchronous call's answer: the caller blocks on a lock that the reader releases, the
-    cheapest hand-off between two threads CPython has (a Future adds a condition, callbacks
-    and a deadline entry, for a caller that waits anyway). Settled once: only whoever takes it
-    out of the pending table settles it."""
-
-    __slots__ = ("_gate", "error", "result")
-
-    def __init__(self) -> None:
-        self._gate = threading.Lock()
-        self._gate.acquire()
-        self.result: RemotingCommand | None = None
-        self.error: BaseException | None = None
-
-    def set_result(self, result: RemotingCommand) -> None:
-        self.result = result
-        self._gate.release()
-
-    def set_exception(self, error: BaseException) -> None:
-        self.error = error
-        self._gate.release()
-
-    def done(self) -> bool:
-        return False  # it leaves the pending table as it is settled
-
-    def wait(self, timeout_s: float | None) -> bool:
-        return self._gate.acquire(timeout=-1 if timeout_s is None else timeout_s)
 
 
 Pending = concurrent.futures.Future[RemotingCommand] | Waiter
@@ -155,22 +73,32 @@ class Connection:
         self.on_request = on_request
         self.on_close = on_close
         self._pending: dict[int, Pending] = {}
+        self._waiting: dict[int, Waiter] = {}  # synchronous callers not answered yet (plaintext)
+        self._read_role = threading.Lock()  # held by whoever reads the socket (plaintext)
+        self._callers = 0  # synchronous calls in progress
+        self._left = 0.0  # when the last synchronous call ended (monotonic)
+        self._wake = threading.Event()  # the background reader is wanted back at once
+        self._inbox = bytearray()  # the start of a frame not all in yet, read under the role
         self._streams: dict[int, queue.SimpleQueue[object]] = {}
         self._lock = threading.Lock()  # the pending tables
         self._send_lock = threading.Lock()  # one frame at a time on the socket
+        self._outbox: collections.deque[list[bytes]] = collections.deque()  # frames left to the writer
         self._opaques = itertools.count(1)
         self._broken: RocketSparkError | None = None
         self.answered = False  # the server has answered something on it
         sock = socket.create_connection((host, port), timeout=timeout_s)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self._tls = _Tls(sock, context, host, timeout_s) if context is not None else None
+            self._tls = TlsSession(sock, context, host, timeout_s) if context is not None else None
             sock.settimeout(None)
         except BaseException:
             sock.close()
             raise
         self._sock = sock
-        self._reader = threading.Thread(target=self._read, name=f"remoting-{address}", daemon=True)
+        self._poll = select.poll()
+        self._poll.register(sock, select.POLLIN)
+        reader = self._read if self._tls is not None else self._read_when_idle
+        self._reader = threading.Thread(target=reader, name=f"remoting-{address}", daemon=True)
         self._reader.start()
 
     @property
@@ -197,25 +125,50 @@ class Connection:
         return future
 
     def call(self, request: RemotingCommand, timeout_s: float, expire: Expire) -> RemotingCommand:
-        """Send a request and wait for its answer in the caller's thread; raise the
-        connection's error, or ``expire()`` at the deadline."""
+        """Send a request and wait for its answer in the caller's thread (reading it itself
+        when nobody else reads); raise the connection's error, or ``expire()`` at the deadline."""
         waiter = Waiter()
         with self._lock:
             if self._broken is not None:
                 raise self._broken
             request.opaque = opaque = next(self._opaques)
             self._pending[opaque] = waiter
-        self._send_or_fail(request)
-        if not waiter.wait(timeout_s):
-            with self._lock:
-                abandoned = self._pending.pop(opaque, None) is not None
-            if abandoned:
-                raise expire()
-            waiter.wait(None)  # the answer came as the deadline passed: it is being handed over
+            if self._tls is None:
+                self._waiting[opaque] = waiter
+                self._callers += 1
+        try:
+            self._send_or_fail(request, leave=True)
+            deadline = time.monotonic() + timeout_s
+            if self._tls is None and self._read_role.acquire(blocking=False):
+                waiter.promoted = True
+            while not waiter.settled:
+                if waiter.promoted:
+                    self._read_until(waiter, deadline)
+                    if waiter.settled:
+                        break
+                elif waiter.wait(max(0.0, deadline - time.monotonic())):
+                    continue  # answered, or handed the read role
+                with self._lock:
+                    abandoned = self._pending.pop(opaque, None) is not None
+                    self._waiting.pop(opaque, None)
+                if abandoned:
+                    raise expire()
+                while not waiter.settled:  # the answer came as the deadline passed: it is being handed over
+                    waiter.wait(None)
+        finally:
+            if self._tls is None:
+                self._leave(waiter)
         if waiter.error is not None:
             raise waiter.error
         assert waiter.result is not None
         return waiter.result
+
+    def _leave(self, waiter: Waiter) -> None:
+        with self._lock:
+            self._callers -= 1
+            self._left = time.monotonic()
+        if waiter.promoted:  # by now out of the waiting table: nobody promotes it any more
+            self._pass_role()
 
     def send_oneway(self, request: RemotingCommand) -> None:
         request.flag |= Flag.ONEWAY
@@ -245,22 +198,41 @@ class Connection:
         with self._lock:
             self._pending.pop(opaque, None)
 
-    def _send_or_fail(self, command: RemotingCommand) -> None:
+    def _send_or_fail(self, command: RemotingCommand, *, leave: bool = False) -> None:
+        """Write a frame. With ``leave`` (a synchronous call, whose failure reaches it through
+        its waiter) a caller that finds the socket busy leaves its frame to the thread writing,
+        which writes every frame left before it lets go: no caller sleeps on the socket's lock,
+        and frames that meet leave in one system call."""
         parts = frame.encode(command)
         try:
-            with self._send_lock:
-                if self._tls is not None:
-                    self._sock.sendall(self._tls.encrypt(parts))
-                elif len(parts) == 1:
-                    self._sock.sendall(parts[0])
-                else:
-                    self._send_parts(parts)
+            if leave and self._tls is None:
+                self._outbox.append(parts)
+            else:
+                with self._send_lock:
+                    if self._tls is not None:
+                        self._sock.sendall(self._tls.encrypt(parts))
+                    else:
+                        self._send_parts(parts)
+            while self._outbox and self._send_lock.acquire(blocking=False):
+                try:
+                    self._send_left()
+                finally:
+                    self._send_lock.release()
         except OSError as exc:
             self._fail(exc)
             raise self._broken or self.failure(exc, self.answered) from None
 
+    def _send_left(self) -> None:
+        outbox, parts = self._outbox, []
+        while outbox:
+            parts += outbox.popleft()  # deque operations are atomic: a frame left meanwhile is seen next round
+        self._send_parts(parts)
+
     def _send_parts(self, parts: list[bytes]) -> None:
         """Header and body with one system call where it can, never copying the body."""
+        if len(parts) == 1 or len(parts) > MAX_PARTS:
+            self._sock.sendall(parts[0] if len(parts) == 1 else b"".join(parts))
+            return
         sent = self._sock.sendmsg(parts)
         total = sum(map(len, parts))
         if sent < total:
@@ -268,31 +240,86 @@ class Connection:
 
     # -- reading ---------------------------------------------------------------------------------
 
+    def _read_when_idle(self) -> None:
+        """The background reader of a plaintext connection: it reads while no caller does
+        (answers to async calls, streams, pushes, the connection's end), and stands aside
+        while callers come, since each reads for itself."""
+        while self._broken is None:
+            waiting = len(self._waiting)
+            alone = waiting <= 1 and len(self._pending) <= waiting and not self._streams
+            if alone and (self._callers or time.monotonic() - self._left < CALLER_GRACE_S):
+                self._wake.wait(CALLER_GRACE_S)
+                self._wake.clear()
+                continue
+            if not self._read_role.acquire(timeout=CALLER_GRACE_S):
+                continue
+            try:
+                self._read_once(None)
+            finally:
+                self._pass_role(background=True)
+
+    def _read_until(self, waiter: Waiter, deadline: float) -> None:
+        """Read (holding the role) until ``waiter`` is settled or the deadline passes."""
+        while not waiter.settled:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            self._read_once(remaining)
+
+    def _read_once(self, timeout_s: float | None) -> None:
+        """Wait at most ``timeout_s`` (None: until they come) for bytes, then take every whole
+        frame in (the caller holds the read role); a failure ends the connection."""
+        try:
+            if timeout_s is not None and not self._poll.poll(max(1, int(timeout_s * 1000))):
+                return
+            data = self._sock.recv(READ_BYTES)
+            if not data:
+                raise Closed("the server closed the connection")
+            inbox = self._inbox
+            if inbox:
+                inbox += data
+                del inbox[: self._frames(inbox)]
+            else:
+                used = self._frames(data)
+                if used < len(data):
+                    inbox += data[used:]
+        except (OSError, MalformedCommand) as exc:
+            self._fail(exc)
+
+    def _pass_role(self, *, background: bool = False) -> None:
+        """Hand the read role to the one caller still waiting for its answer, or let it go
+        (under the lock, so that a caller registered after the look finds it free): with
+        several waiting, or async answers due, the background reader reads for them all, as
+        a caller reading for others would hand each its answer anyway and wake one more."""
+        with self._lock:
+            waiting = [waiter for waiter in self._waiting.values() if not waiter.promoted]
+            if len(waiting) == 1:
+                waiting[0].promote()
+                return
+            self._read_role.release()
+            wanted = len(waiting) > 1 or len(self._pending) > len(self._waiting) or bool(self._streams)
+        if wanted and not background:
+            self._wake.set()
+
     def _read(self) -> None:
-        buffer = bytearray()
+        """The reader thread of a TLS connection: it reads everything."""
+        tls, buffer = self._tls, bytearray()
+        assert tls is not None
         error: BaseException = Closed("the server closed the connection")
         try:
-            while True:
-                data = self._sock.recv(READ_BYTES)
-                if self._tls is not None:
-                    plain = self._tls.decrypt(data)
-                    reply = self._tls.pending()
-                    if reply:
-                        with self._send_lock:
-                            self._sock.sendall(reply)
-                    if not data:
-                        break
-                    data = plain
-                elif not data:
-                    break
+            while data := self._sock.recv(READ_BYTES):
+                data = tls.decrypt(data)
+                reply = tls.pending()
+                if reply:
+                    with self._send_lock:
+                        self._sock.sendall(reply)
                 if buffer:
                     buffer += data
-                    used = self._frames(buffer)
-                    del buffer[:used]
+                    del buffer[: self._frames(buffer)]
                 else:
                     used = self._frames(data)
-                    if used < len(data):
-                        buffer += data[used:]
+                    buffer += data[used:]
+            tls.decrypt(b"")  # the peer's close, as TLS sees it
         except (OSError, ssl.SSLError, MalformedCommand) as exc:
             error = exc
         self._fail(error)
@@ -322,6 +349,7 @@ class Connection:
         opaque = command.opaque
         with self._lock:
             future = self._pending.pop(opaque, None)
+            self._waiting.pop(opaque, None)
             responses = self._streams.get(opaque) if future is None else None
             if responses is not None and not command.flag & Flag.MORE:
                 del self._streams[opaque]
@@ -345,6 +373,7 @@ class Connection:
                 return
             self._broken = error = self.failure(cause, self.answered)
             pending, self._pending = self._pending, {}
+            self._waiting = {}
             streams, self._streams = self._streams, {}
         for waiting in pending.values():
             if not waiting.done():
@@ -354,10 +383,11 @@ class Connection:
                     pass
         for responses in streams.values():
             responses.put(error)
-        try:
-            self._sock.close()
-        except OSError:
-            pass
+        for end in (partial(self._sock.shutdown, socket.SHUT_RDWR), self._sock.close):  # the shutdown wakes a poll
+            try:
+                end()
+            except OSError:
+                pass
         if self.on_close is not None:
             self.on_close(self, error)
 

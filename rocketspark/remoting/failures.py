@@ -8,7 +8,7 @@ import socket
 import ssl
 
 from rocketspark.errors import ConnectError, RocketSparkError, TlsError
-from rocketspark.remoting.connection import Closed
+from rocketspark.remoting.closed import Closed
 from rocketspark.security.tls import ClientTls
 
 CONNECT_TIMEOUT_S = 3.0
