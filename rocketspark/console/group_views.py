@@ -12,45 +12,11 @@ if TYPE_CHECKING:
     from rocketspark.client.group_admin import ConsumerProgress, GroupInfo
 
 
-class Subscription(Protocol):
-    """A subscription of a consumer connection: a topic and its filter."""
-
-    @property
-    def topic(self) -> str: ...
-
-    @property
-    def expression_type(self) -> str: ...
-
-    @property
-    def expression(self) -> str: ...
-
-
 class Connection(Protocol):
-    """A client connection as ``Admin.consumer_connections`` and ``producer_connections`` give it."""
+    """A client connection as ``Admin.consumer_connections`` and ``producer_connections`` give
+    it (``ClientConnection``), in the JSON ``admin ... --json`` prints too."""
 
-    @property
-    def client_id(self) -> str: ...
-
-    @property
-    def address(self) -> str: ...
-
-    @property
-    def language(self) -> str: ...
-
-    @property
-    def version(self) -> str: ...
-
-    @property
-    def protocol(self) -> str: ...
-
-    @property
-    def brokers(self) -> tuple[str, ...]: ...
-
-    @property
-    def last_seen_ms(self) -> int: ...
-
-    @property
-    def subscriptions(self) -> tuple[Subscription, ...]: ...
+    def to_json(self) -> dict[str, Any]: ...
 
 
 class GroupTopic(Protocol):
@@ -89,21 +55,6 @@ def groups(admin: GroupReader) -> list[dict[str, Any]]:
     ]
 
 
-def connection(c: Connection) -> dict[str, Any]:
-    return {
-        "clientId": c.client_id,
-        "address": c.address,
-        "language": c.language,
-        "version": c.version,
-        "protocol": c.protocol,
-        "brokers": list(c.brokers),
-        "lastSeenMs": c.last_seen_ms,
-        "subscriptions": [
-            {"topic": s.topic, "type": s.expression_type, "expression": s.expression} for s in c.subscriptions
-        ],
-    }
-
-
 def group_topic(t: GroupTopic) -> dict[str, Any]:
     return {"topic": t.topic, "group": t.group, "kind": t.kind, "messages": t.messages}
 
@@ -111,7 +62,7 @@ def group_topic(t: GroupTopic) -> dict[str, Any]:
 def group(admin: GroupReader, name: str) -> dict[str, Any]:
     """One consumer group: its members, its lag per queue on each topic it has progress on or
     subscribes to (retry and DLQ topics apart), and its retry and DLQ topics with their counts."""
-    members = [connection(c) for c in admin.consumer_connections(name)]
+    members = [c.to_json() for c in admin.consumer_connections(name)]
     info = next((g for g in admin.groups() if g.group == name), None)
     topics = set(info.topics if info else ())
     topics.update(s["topic"] for m in members for s in m["subscriptions"])
@@ -137,7 +88,7 @@ def group(admin: GroupReader, name: str) -> dict[str, Any]:
 def producers(admin: GroupReader) -> list[dict[str, Any]]:
     """Every producer group with its connections."""
     return [
-        {"group": name, "connections": [connection(c) for c in conns]}
+        {"group": name, "connections": [c.to_json() for c in conns]}
         for name, conns in sorted(admin.producer_groups().items())
     ]
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from rocketspark.client.connection_admin import ClientConnection, Subscribed
 from rocketspark.console import group_views, message_views, routes, trace_layout
 from rocketspark.console.preview import TEXT_SHOWN, hex_dump, preview
 from rocketspark.console.throughput import Throughput, per_second, topic_totals
@@ -199,23 +200,10 @@ def test_a_resend_needs_a_group() -> None:
         message_views.resend(FakeMessages(), "id", "")  # type: ignore[arg-type]
 
 
-@dataclass(frozen=True)
-class Sub:
-    topic: str
-    expression_type: str = "TAG"
-    expression: str = "*"
-
-
-@dataclass(frozen=True)
-class Conn:
-    client_id: str
-    subscriptions: tuple[Sub, ...] = ()
-    address: str = "127.0.0.1:5000"
-    language: str = "PYTHON"
-    version: str = "0.1.0"
-    protocol: str = "rocketspark"
-    brokers: tuple[str, ...] = ("broker-a",)
-    last_seen_ms: int = 1
+def connection(client_id: str, subscriptions: tuple[Subscribed, ...] = ()) -> ClientConnection:
+    return ClientConnection(
+        client_id, "127.0.0.1:5000", "PYTHON", "0.1.0", "rocketspark", ("broker-a",), 1, subscriptions
+    )
 
 
 @dataclass(frozen=True)
@@ -250,11 +238,12 @@ class FakeGroups:
     def consumer_progress(self, group: str, topic: str) -> list[Progress]:
         return [Progress(0, "broker-a", 10, 4, 6), Progress(1, "broker-b", 3, -1, 3)]
 
-    def consumer_connections(self, group: str) -> list[Conn]:
-        return [Conn("c1", (Sub("orders"), Sub("payments", "SQL92", "a > 1")))]
+    def consumer_connections(self, group: str) -> list[ClientConnection]:
+        subscribed = (Subscribed("orders", "TAG", "*"), Subscribed("payments", "SQL92", "a > 1"))
+        return [connection("c1", subscribed)]
 
-    def producer_groups(self) -> dict[str, list[Conn]]:
-        return {"checkout": [Conn("p1")], "audit": []}
+    def producer_groups(self) -> dict[str, list[ClientConnection]]:
+        return {"checkout": [connection("p1")], "audit": []}
 
     def group_topics(self) -> list[GT]:
         return [
@@ -267,7 +256,11 @@ class FakeGroups:
 def test_a_group_has_its_members_lag_per_topic_apart_from_its_retry_and_dlq_topics() -> None:
     view = group_views.group(FakeGroups(), "billing")  # type: ignore[arg-type]
     assert [m["clientId"] for m in view["members"]] == ["c1"]
-    assert view["members"][0]["subscriptions"][1] == {"topic": "payments", "type": "SQL92", "expression": "a > 1"}
+    assert view["members"][0]["subscriptions"][1] == {
+        "topic": "payments",
+        "expressionType": "SQL92",
+        "expression": "a > 1",
+    }
     assert [(p["topic"], p["lag"], len(p["queues"])) for p in view["progress"]] == [
         ("orders", 9, 2),
         ("payments", 9, 2),

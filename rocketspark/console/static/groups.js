@@ -17,7 +17,7 @@ export async function renderGroups(page) {
 }
 
 function subscriptions(member) {
-  return member.subscriptions.map((s) => `${s.topic}: ${s.type} ${s.expression}`).join("; ") || "-";
+  return member.subscriptions.map((s) => `${s.topic}: ${s.expressionType} ${s.expression}`).join("; ") || "-";
 }
 
 function resetButtons(group, topic) {
