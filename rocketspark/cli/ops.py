@@ -141,7 +141,7 @@ def admin_print_msg(args: argparse.Namespace) -> None:
     end = parse_time(args.end, "--end") if args.end is not None else None
     with admin_client(args) as admin:
         page = admin.browse_messages(args.topic, start_ms=start, end_ms=end, limit=args.limit, cursor=args.cursor)
-    span = f"stored from {ms(start) if start else 'the first'} to {ms(end) if end else 'the newest'}"
+    span = f"stored from {'the first' if start is None else ms(start)} to {'the newest' if end is None else ms(end)}"
     _message_table(f"messages of {args.topic} {span}, newest first", page.messages, None)
     if page.cursor is None:
         say("no more messages in this range")

@@ -37,7 +37,7 @@ from rocketspark.client.retry_admin import GroupTopic, group_topics, resend_mess
 from rocketspark.client.server_admin import Servers
 from rocketspark.client.static_admin import RemapResult, StaticTopics
 from rocketspark.client.topic_admin import DEFAULT_QUEUES, QueueStatus, SegmentStatus, TopicInfo, Topics
-from rocketspark.client.trace_admin import message_trace
+from rocketspark.client.trace_admin import message_trace, trace_of
 from rocketspark.protocol.replica import ReplicaGroup
 from rocketspark.protocol.trace import TraceEvent
 from rocketspark.protocol.types import MessageExt, Perm, SendResult, TopicConfig
@@ -230,6 +230,11 @@ class Admin(AdminConnection):
         traced: ``create_topic(..., trace=True)`` or the brokers' ``trace_enable``): sent, stored,
         delivered to each group..., oldest first."""
         return message_trace(self, msg_id)
+
+    def trace_of(self, message: MessageExt) -> list[TraceEvent]:
+        """``message_trace`` of a message already in hand (from ``query_message_by_id`` or
+        ``browse_messages``), without looking it up again."""
+        return trace_of(self, message)
 
     def browse_messages(
         self,

@@ -57,7 +57,7 @@ class Groups:
     def __call__(self) -> list[GroupInfo]:
         """Every group some broker keeps progress of or has members of, sorted by name: its
         topics, members and total lag."""
-        topics, members = self._heard_of()
+        topics, members = self.heard_of()
         out = []
         for group in sorted(set(topics) | set(members)):
             mine = sorted(topics.get(group, ()))
@@ -72,11 +72,12 @@ class Groups:
 
     def known(self) -> set[str]:
         """The groups some broker keeps progress of or has members of (without their lag)."""
-        topics, members = self._heard_of()
+        topics, members = self.heard_of()
         return set(topics) | set(members)
 
-    def _heard_of(self) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
-        """Per group, the topics some broker keeps its progress on, and its members."""
+    def heard_of(self) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+        """Per group, the topics some broker keeps its progress on, and its members: one
+        request per broker, no lag counted (what a page about one group or topic needs)."""
         topics: dict[str, set[str]] = {}
         members: dict[str, set[str]] = {}
         for address in self.core.brokers().values():

@@ -46,7 +46,11 @@ def message_trace(core: ClientCore, msg_id: str) -> list[TraceEvent]:
     copies (retries, dead letter), oldest first; empty when its topic is not traced (or none
     was recorded yet: events are stored within a fraction of a second, and indexed a second
     or so later)."""
-    message = query_message_by_id(core, msg_id)
+    return trace_of(core, query_message_by_id(core, msg_id))
+
+
+def trace_of(core: ClientCore, message: MessageExt) -> list[TraceEvent]:
+    """:func:`message_trace` of a message already found (no second look-up by id)."""
     brokers = core.cluster_list()["brokers"]
     named = {n: a for n, e in brokers.items() if (a := e.get("addr") or next(iter(e.get("replicas", ())), None))}
     addresses = list(named.values())

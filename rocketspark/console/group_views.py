@@ -35,10 +35,19 @@ class GroupTopic(Protocol):
     def messages(self) -> int: ...
 
 
+class GroupListing(Protocol):
+    """``Admin.groups``: called, every group with its lag; ``heard_of``, without the lag."""
+
+    def __call__(self) -> list[GroupInfo]: ...
+
+    def heard_of(self) -> tuple[dict[str, set[str]], dict[str, set[str]]]: ...
+
+
 class GroupReader(Protocol):
     """What the group pages read (an ``Admin``)."""
 
-    def groups(self) -> list[GroupInfo]: ...
+    @property
+    def groups(self) -> GroupListing: ...
 
     def consumer_progress(self, group: str, topic: str) -> list[ConsumerProgress]: ...
 
@@ -63,8 +72,7 @@ def group(admin: GroupReader, name: str) -> dict[str, Any]:
     """One consumer group: its members, its lag per queue on each topic it has progress on or
     subscribes to (retry and DLQ topics apart), and its retry and DLQ topics with their counts."""
     members = [c.to_json() for c in admin.consumer_connections(name)]
-    info = next((g for g in admin.groups() if g.group == name), None)
-    topics = set(info.topics if info else ())
+    topics = set(admin.groups.heard_of()[0].get(name, ()))
     topics.update(s["topic"] for m in members for s in m["subscriptions"])
     own = [group_topic(t) for t in admin.group_topics() if t.group == name]
     special = {t["topic"] for t in own}

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from rocketspark.client.browse import DEFAULT_LIMIT, MAX_LIMIT
 from rocketspark.client.logical import topic_queue_ids
 from rocketspark.console import trace_layout
 from rocketspark.console.preview import preview
@@ -18,8 +19,6 @@ if TYPE_CHECKING:
     from rocketspark.protocol.trace import TraceEvent
     from rocketspark.protocol.types import MessageExt, SendResult
 
-PAGE_DEFAULT = 20
-PAGE_MAX = 200
 SNIPPET = 80  # characters of a body in a list row
 
 
@@ -52,17 +51,17 @@ class MessageReader(Protocol):
 
     def query_message_by_id(self, msg_id: str) -> MessageExt: ...
 
-    def message_trace(self, msg_id: str) -> list[TraceEvent]: ...
+    def trace_of(self, message: MessageExt) -> list[TraceEvent]: ...
 
     def resend_message(self, msg_id: str, group: str) -> SendResult: ...
 
 
 def page_limit(text: str | None) -> int:
-    """The ``limit`` query parameter: messages per page, 1 to ``PAGE_MAX``."""
+    """The ``limit`` query parameter: messages per page (its range is ``browse_messages``'s)."""
     if text is None or text == "":
-        return PAGE_DEFAULT
-    if not text.isdigit() or not 1 <= int(text) <= PAGE_MAX:
-        raise InvalidParameterError(f"limit must be a number of messages from 1 to {PAGE_MAX}, not {text!r}")
+        return DEFAULT_LIMIT
+    if not text.isdigit():
+        raise InvalidParameterError(f"limit must be a number of messages from 1 to {MAX_LIMIT}, not {text!r}")
     return int(text)
 
 
@@ -97,10 +96,8 @@ def row(m: MessageExt, numbered: dict[tuple[str, int], int]) -> dict[str, Any]:
 def browse(
     admin: MessageReader, topic: str, start_ms: int | None, end_ms: int | None, limit: int, cursor: str | None
 ) -> dict[str, Any]:
-    """A page of ``topic``'s messages stored in [start_ms, end_ms], newest first; ``cursor``
+    """A page of ``topic``'s messages stored in [start_ms, end_ms), newest first; ``cursor``
     (from the previous page) goes on to older ones, null when there are none."""
-    if start_ms is not None and end_ms is not None and start_ms > end_ms:
-        raise InvalidParameterError("start must not be after end: give the older time as start")
     page = admin.browse_messages(topic, start_ms=start_ms, end_ms=end_ms, limit=limit, cursor=cursor)
     numbered = numbering(admin, topic)
     return {"topic": topic, "messages": [row(m, numbered) for m in page.messages], "cursor": page.cursor}
@@ -118,7 +115,7 @@ def message(admin: MessageReader, msg_id: str) -> dict[str, Any]:
     m = admin.query_message_by_id(msg_id)
     shown = row(m, numbering(admin, m.topic))
     del shown["snippet"]
-    trace = admin.message_trace(msg_id)
+    trace = admin.trace_of(m)
     return {**shown, "properties": m.properties, "preview": preview(m.body), "trace": trace_layout.timeline(trace)}
 
 

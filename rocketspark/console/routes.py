@@ -129,10 +129,9 @@ def _reset(console: Calls, match: re.Match[str], body: dict[str, Any]) -> Any:
     group, to, topic = match[1], str(body.get("to", "")), str(body.get("topic", ""))
     if to in ("earliest", "latest"):
         offsets = console.call(lambda a: a.reset_offset(group, topic, earliest=to == "earliest", latest=to == "latest"))
-    elif to.isdigit():
-        offsets = console.call(lambda a: a.reset_offset(group, topic, timestamp_ms=int(to)))
-    else:
-        raise InvalidParameterError('reset "to" must be "earliest", "latest" or a time in milliseconds')
+    else:  # a time as the CLI takes it: milliseconds, or ISO 8601 (UTC unless zoned)
+        at = parse_time(to, 'reset "to" (or "earliest", "latest")')
+        offsets = console.call(lambda a: a.reset_offset(group, topic, timestamp_ms=at))
     return {"offsets": offsets}
 
 

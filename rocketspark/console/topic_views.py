@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from rocketspark.protocol.types import Perm
 
 if TYPE_CHECKING:
-    from rocketspark.client.group_admin import ConsumerProgress, GroupInfo
+    from rocketspark.client.group_admin import ConsumerProgress
     from rocketspark.client.topic_admin import QueueStatus, TopicInfo
+    from rocketspark.console.group_views import GroupListing
     from rocketspark.protocol.types import TopicConfig, TopicRouteData
 
 
@@ -25,7 +26,8 @@ class TopicReader(Protocol):
 
     def topic_config(self, topic: str) -> dict[str, TopicConfig]: ...
 
-    def groups(self) -> list[GroupInfo]: ...
+    @property
+    def groups(self) -> GroupListing: ...
 
     def consumer_progress(self, group: str, topic: str) -> list[ConsumerProgress]: ...
 
@@ -105,10 +107,10 @@ def _config(config: TopicConfig) -> dict[str, Any]:
 
 
 def consumers(admin: TopicReader, name: str) -> list[dict[str, Any]]:
-    """The groups with progress on topic ``name`` and their lag on it."""
+    """The groups with progress on topic ``name`` and their lag on it (only theirs counted)."""
+    topics, members = admin.groups.heard_of()
     rows = []
-    for g in admin.groups():
-        if name in g.topics:
-            lag = sum(max(0, p.lag) for p in admin.consumer_progress(g.group, name))
-            rows.append({"group": g.group, "members": len(g.members), "lag": lag})
+    for group in sorted(g for g, on in topics.items() if name in on):
+        lag = sum(max(0, p.lag) for p in admin.consumer_progress(group, name))
+        rows.append({"group": group, "members": len(members.get(group, ())), "lag": lag})
     return rows

@@ -167,9 +167,9 @@ def test_every_page_is_served_and_bad_parameters_say_what_to_give(cluster: Local
     assert call(api + "messages?topic=orders")[0] == 403  # bodies: signed-in admins only
     for query, says in (
         ("", "give topic=<name>"),
-        ("?topic=orders&limit=0", "limit must be a number of messages from 1 to 200"),
+        ("?topic=orders&limit=0", "limit must be between 1 and 200 messages a page, got 0"),
         ("?topic=orders&start=yesterday", "start 'yesterday' is neither milliseconds"),
-        ("?topic=orders&start=2000&end=1000", "start must not be after end"),
+        ("?topic=orders&start=2000&end=1000", "the time range is empty: end 1000 is not after start 2000"),
     ):
         status, answer, _ = call(api + "messages" + query, cookie=session)
         assert status == 400 and says in answer["error"], (query, answer)

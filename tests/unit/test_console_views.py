@@ -123,9 +123,9 @@ def test_the_sampler_gives_total_per_broker_and_per_topic_rates_from_the_second_
 
 
 def test_the_page_size_is_checked_with_a_message_saying_what_to_give() -> None:
-    assert message_views.page_limit(None) == message_views.PAGE_DEFAULT
-    assert message_views.page_limit("50") == 50
-    for bad in ("0", "201", "ten", "-1"):
+    assert message_views.page_limit(None) == message_views.DEFAULT_LIMIT
+    assert message_views.page_limit("50") == 50  # its range is browse_messages' (the API test sees 0 refused)
+    for bad in ("ten", "-1", "1.5"):
         with pytest.raises(InvalidParameterError, match="limit must be a number of messages from 1 to 200"):
             message_views.page_limit(bad)
 
@@ -191,8 +191,6 @@ def test_a_page_of_messages_has_rows_with_a_body_snippet_and_the_cursor_for_olde
     row = page["messages"][0]
     assert (row["queueOffset"], row["snippet"], row["keys"], row["queueId"]) == (7, '{   "a": 1 }', ["k1"], None)
     assert message_views.browse(admin, "orders", None, None, 5, None)["messages"][1]["snippet"] == "(binary)"  # type: ignore[arg-type]
-    with pytest.raises(InvalidParameterError, match="start must not be after end"):
-        message_views.browse(admin, "orders", 5, 4, 5, None)  # type: ignore[arg-type]
 
 
 def test_a_resend_needs_a_group() -> None:
@@ -231,9 +229,16 @@ class Info:
     lag: int = 0
 
 
-class FakeGroups:
-    def groups(self) -> list[Info]:
+class FakeListing:
+    def __call__(self) -> list[Info]:
         return [Info("billing", ("orders", "%RETRY%billing"))]
+
+    def heard_of(self) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+        return {"billing": {"orders", "%RETRY%billing"}}, {"billing": {"c1"}}
+
+
+class FakeGroups:
+    groups = FakeListing()
 
     def consumer_progress(self, group: str, topic: str) -> list[Progress]:
         return [Progress(0, "broker-a", 10, 4, 6), Progress(1, "broker-b", 3, -1, 3)]
