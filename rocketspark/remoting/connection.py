@@ -119,6 +119,7 @@ class Connection:
                 return future
             request.opaque = opaque = next(self._opaques)  # unique on this connection
             self._pending[opaque] = future
+        self._wake_reader()
         future.add_done_callback(lambda _: self._forget(opaque))
         DEADLINES.add(time.monotonic() + timeout_s, future, expire)
         self._send_or_fail(request)
@@ -187,12 +188,19 @@ class Connection:
                 raise self._broken
             request.opaque = opaque = next(self._opaques)
             self._streams[opaque] = responses
+        self._wake_reader()
         self._send_or_fail(request)
         return opaque, responses
 
     def forget_stream(self, opaque: int) -> None:
         with self._lock:
             self._streams.pop(opaque, None)
+
+    def _wake_reader(self) -> None:
+        """An async answer or a stream is due: the background reader must not sleep out its
+        grace period after the last synchronous caller (nobody else would read it)."""
+        if self._tls is None:
+            self._wake.set()
 
     def _forget(self, opaque: int) -> None:
         with self._lock:
@@ -275,14 +283,7 @@ class Connection:
             data = self._sock.recv(READ_BYTES)
             if not data:
                 raise Closed("the server closed the connection")
-            inbox = self._inbox
-            if inbox:
-                inbox += data
-                del inbox[: self._frames(inbox)]
-            else:
-                used = self._frames(data)
-                if used < len(data):
-                    inbox += data[used:]
+            self._take_frames(self._inbox, data)
         except (OSError, MalformedCommand) as exc:
             self._fail(exc)
 
@@ -313,16 +314,19 @@ class Connection:
                 if reply:
                     with self._send_lock:
                         self._sock.sendall(reply)
-                if buffer:
-                    buffer += data
-                    del buffer[: self._frames(buffer)]
-                else:
-                    used = self._frames(data)
-                    buffer += data[used:]
+                self._take_frames(buffer, data)
             tls.decrypt(b"")  # the peer's close, as TLS sees it
         except (OSError, ssl.SSLError, MalformedCommand) as exc:
             error = exc
         self._fail(error)
+
+    def _take_frames(self, buffer: bytearray, data: bytes) -> None:
+        """Take every whole frame of ``buffer`` + ``data``; ``buffer`` keeps the partial tail."""
+        if buffer:
+            buffer += data
+            del buffer[: self._frames(buffer)]
+        else:
+            buffer += memoryview(data)[self._frames(data) :]
 
     def _frames(self, view: bytes | bytearray) -> int:
         pos, end = 0, len(view)
@@ -392,9 +396,5 @@ class Connection:
             self.on_close(self, error)
 
     def close(self) -> None:
-        """Close it: what was sent is delivered (a graceful shutdown), what waits fails."""
-        try:
-            self._sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
+        """Close it: what was sent is delivered (``_fail`` shuts down gracefully), what waits fails."""
         self._fail(Closed("the connection was closed by this client"))

@@ -16,7 +16,8 @@ from rocketspark.protocol.command import RemotingCommand
 
 class Waiter:
     """Settled once (only whoever takes it out of the pending table settles it); promoted at
-    most once, under the connection's lock, by the holder of the read role."""
+    most once: by its own caller when it finds the read role free, or, under the connection's
+    lock, by the role's holder handing it over."""
 
     __slots__ = ("_gate", "error", "promoted", "result")
 
