@@ -88,7 +88,7 @@ class BrokerConfig(SecuritySettings):
     # record every topic's messages' lives (sent, stored, delivered...) in RMQ_SYS_TRACE_TOPIC, for admin trace;
     # off, only topics created with --trace are (broker.trace)
     trace_enable: bool = False
-    # trace events waiting to be stored hold at most this many bytes (a pull's answer counts its size); past it
+    # trace events waiting to be stored hold at most this many bytes (a noted message counts its body); past it
     # new events are dropped and counted (admin counters' traceEventsDropped)
     trace_max_pending_bytes: int = 32 * MiB
     dedupe_retention_hours: float = 24.0  # how long idempotent producers (the Spark sink) are remembered

@@ -78,7 +78,7 @@ log = logging.getLogger(__name__)
 FLUSH_MS: Final = 200  # how often pending events are stored
 FLUSH_BATCH: Final = 1000  # trace messages per stored record
 MAX_PENDING: Final = 100_000  # tuples waiting; past it new ones are dropped (counted)
-ITEM_BYTES: Final = 200  # what a pending tuple holds besides a pull's answer or a noted message's body
+ITEM_BYTES: Final = 200  # what a pending tuple holds besides a noted message's body or a pull's spans
 DROP_LOG_S: Final = 10.0  # dropped events are logged at most this often
 NOTE: Final = "note"  # a pending tuple of ``noted``
 _COUNT = struct.Struct(">I")  # a record's message count, at byte 52
@@ -125,6 +125,24 @@ def born_ms(record: bytes) -> int:
     return int(_BORN.unpack_from(record, _BORN_AT)[0]) if len(record) >= _BORN_AT + 8 else 0
 
 
+def _delivered_spans(body: bytes, from_offset: int) -> list[tuple[int, int, int, int]]:
+    """Per record of a pull's answer: its first delivered message's queue offset, the record's
+    log offset, how many of its messages come before ``from_offset``, and how many after."""
+    spans = []
+    pos, end = 0, len(body)
+    while pos + BROKER_AT + BROKER_FIELDS.size <= end:
+        size = PREFIX.unpack_from(body, pos)[0]
+        _queue, base, record_offset, _store_ms, _ = BROKER_FIELDS.unpack_from(body, pos + BROKER_AT)
+        count = _COUNT.unpack_from(body, pos + _COUNT_AT)[0]
+        skip = max(0, from_offset - base)
+        if skip < count:
+            spans.append((base + skip, record_offset, skip, count - skip))
+        if size <= 0:
+            break
+        pos += size
+    return spans
+
+
 def client_of(cmd: RemotingCommand) -> str:
     """Who made a request, as far as the broker knows: the address a translating endpoint
     names (``clientHost``), else the connection's peer."""
@@ -165,7 +183,7 @@ class TraceRecorder:
 
     def traced(self, config: TopicConfig | None) -> bool:
         """Whether sends and pulls of this topic are recorded."""
-        if config is None:
+        if config is None or not self.office.is_master:  # a slave records nothing
             return False
         return config.trace or (self.everything and not config.name.startswith(HELD_TOPIC_PREFIXES))
 
@@ -225,9 +243,11 @@ class TraceRecorder:
     def delivered(
         self, topic: str, queue_id: int, from_offset: int, body: bytes, group: str, client: str, via: str
     ) -> None:
-        """A pull's answer (whole records, ``body``) read from ``from_offset`` on."""
+        """A pull's answer (whole records, ``body``) read from ``from_offset`` on: where each
+        record's delivered messages are is taken now, so the answer is not held till the flush."""
         at_ms = int(time.time() * 1000)
-        self._add((SUB_BEFORE, at_ms, topic, queue_id, from_offset, body, group, client, via), len(body))
+        spans = _delivered_spans(body, from_offset)
+        self._add((SUB_BEFORE, at_ms, topic, queue_id, spans, group, client, via), 24 * len(spans))
 
     def committed(self, topic: str, queue_id: int, group: str, offset: int, client: str) -> None:
         """A group committed its progress on a traced queue: the messages before ``offset``
@@ -311,24 +331,13 @@ class TraceRecorder:
         return [(record_key(self.broker, record_offset), fields)]
 
     def _delivered_events(self, item: tuple[Any, ...]) -> list[tuple[str, dict[str, Any]]]:
-        """One event per record of the answer, covering its messages from ``from_offset`` on."""
-        _, at_ms, topic, queue_id, from_offset, body, group, client, via = item
+        """One event per record of the answer, covering its messages from the pull's offset on."""
+        _, at_ms, topic, queue_id, spans, group, client, via = item
         events = []
-        pos, end = 0, len(body)
-        while pos + BROKER_AT + BROKER_FIELDS.size <= end:
-            size = PREFIX.unpack_from(body, pos)[0]
-            _queue, base, record_offset, _store_ms, _ = BROKER_FIELDS.unpack_from(body, pos + BROKER_AT)
-            count = _COUNT.unpack_from(body, pos + _COUNT_AT)[0]
-            skip = max(0, from_offset - base)
-            if skip < count:
-                fields = self._common(SUB_BEFORE, at_ms, topic, queue_id, group, client)
-                fields.update(
-                    queueOffset=base + skip, recordOffset=record_offset, index=skip, count=count - skip, via=via
-                )
-                events.append((record_key(self.broker, record_offset), fields))
-            if size <= 0:
-                break
-            pos += size
+        for first, record_offset, skip, count in spans:
+            fields = self._common(SUB_BEFORE, at_ms, topic, queue_id, group, client)
+            fields.update(queueOffset=first, recordOffset=record_offset, index=skip, count=count, via=via)
+            events.append((record_key(self.broker, record_offset), fields))
         return events
 
     def _commit_events(self, item: tuple[Any, ...]) -> list[tuple[str, dict[str, Any]]]:

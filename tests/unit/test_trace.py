@@ -26,7 +26,7 @@ from rocketspark.protocol.trace import (
     events_of,
     record_key,
 )
-from rocketspark.protocol.types import Message, Perm, TopicConfig
+from rocketspark.protocol.types import Message, MessageExt, Perm, TopicConfig
 
 
 class Office:
@@ -110,16 +110,19 @@ def test_a_slave_records_nothing_and_a_full_buffer_drops(tmp_path: Path) -> None
     assert rec.dropped == 2 and len(rec.pending) == trace.MAX_PENDING
 
 
-def test_pending_pull_answers_are_bounded_by_bytes_and_the_rest_counted_as_dropped(tmp_path: Path) -> None:
+def test_a_pull_is_buffered_without_its_answer_and_noted_messages_are_bounded_by_bytes(tmp_path: Path) -> None:
     rec, _, _ = recorder(tmp_path, max_bytes=12_000)
-    sent = encode_messages("traced", [Message("traced", b"x" * 3000)])
+    sent = encode_messages("traced", [Message("traced", b"x" * 30_000)])
     stored = stamped_head(sent, 1, 0, 0, 1) + sent[BODY_AT:]
+    rec.delivered("traced", 1, 0, stored, "g", "c", "pull")  # an answer bigger than the whole bound
+    assert len(rec.pending) == 1 and rec.pending_bytes < 1000 and rec.dropped == 0  # where, not the bytes
+    big = MessageExt("traced", 1, 0, b"y" * 3000, None, None, None, 0, 0, 0, "broker-a")
     for _ in range(5):
-        rec.delivered("traced", 1, 0, stored, "g", "c", "pull")
-    assert len(rec.pending) == 3 and rec.dropped == 2 and rec.pending_bytes <= 12_000
+        rec.noted("retried", big, "g", "c", "sent back")
+    assert len(rec.pending) == 4 and rec.dropped == 2 and rec.pending_bytes <= 12_000
     asyncio.run(rec.flush())
-    assert rec.pending_bytes == 0 and rec.recorded == 3
-    rec.delivered("traced", 1, 0, stored, "g", "c", "pull")  # room again once flushed
+    assert rec.pending_bytes == 0 and rec.recorded == 4
+    rec.noted("retried", big, "g", "c", "sent back")  # room again once flushed
     assert len(rec.pending) == 1 and rec.dropped == 2
 
 
