@@ -11,9 +11,9 @@ when its connection closes (where the transport says so), when the client unregi
 it has not been heard from for ``consumer_expired_ms`` (as ``broker.consumers`` drops a member).
 
 This is what operators see; it drives nothing. Group membership for rebalancing stays in
-``broker.consumers``. Nothing here is on the send path: only heartbeats and settings feed it;
-message trace looks a traced send's client up (``sender``: by the client id a translated send
-names, else by its connection), one dictionary look-up per traced batch.
+``broker.consumers``. Only heartbeats and settings feed it. On the send path it costs one
+dictionary look-up: message trace asks a traced send's client (``sender``: by the client id a
+translated send names, else by its connection), and a 4.x send names its client id by it.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@ GET_PRODUCER_CONNECTION_LIST), answered from the broker's connection registry
 (:mod:`broker.connections`) in RocketMQ's JSON: ``ConsumerConnection`` (``connectionSet``,
 ``subscriptionTable``, ``consumeType``, ``messageModel``, ``consumeFromWhere``) and
 ``ProducerConnection`` (``connectionSet``). Every client of the group is listed, whatever it
-speaks; a ``Connection``'s ``version`` is RocketMQ's version ordinal, which only a 4.x client
-has (others: 0). A group nobody is in answers an empty ``connectionSet`` (RocketMQ answers an
+speaks; the JSON's ``version`` is RocketMQ's version ordinal (``Connection.version_code``),
+which only a 4.x client has (others: 0). A group nobody is in answers an empty ``connectionSet`` (RocketMQ answers an
 error: mqadmin prints nothing either way).
 """
 

@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from rocketspark.cli.common import admin_client, fail, ms, say, table
+from rocketspark.cli.common import Add, admin_client, fail, ms, say, table
 from rocketspark.client.topic_admin import DEFAULT_QUEUES
 from rocketspark.errors import RocketSparkError
 from rocketspark.protocol.types import Perm
@@ -250,9 +250,6 @@ def admin_switchover(args: argparse.Namespace) -> None:
     with admin_client(args) as admin:
         group = admin.switchover(args.group, to=args.to)
     say(f"group {args.group}: master is now {group.master} (epoch {group.epoch})")
-
-
-Add = Callable[[str, Callable[[argparse.Namespace], int | None], str], argparse.ArgumentParser]
 
 
 def add_commands(add: Add) -> None:

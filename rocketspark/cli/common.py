@@ -7,7 +7,7 @@ import getpass
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,6 +17,9 @@ from rich.text import Text
 
 from rocketspark.errors import ConfigError
 from rocketspark.security.signing import ENV_SECRET_KEY
+
+# How a module of admin commands registers each: add(name, handler, help) -> its parser
+Add = Callable[[str, Callable[[argparse.Namespace], int | None], str], argparse.ArgumentParser]
 
 console = Console(width=None if sys.stdout.isatty() else 160)
 

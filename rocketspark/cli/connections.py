@@ -5,12 +5,11 @@ one row per client, merged over every broker."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-from rocketspark.cli.common import admin_client, ms, say, table
+from rocketspark.cli.common import Add, admin_client, ms, say, table
 from rocketspark.client.connection_admin import ClientConnection
 
-Add = Callable[[str, Callable[[argparse.Namespace], int | None], str], argparse.ArgumentParser]
 COLUMNS = ["client id", "address", "language", "version", "protocol", "brokers", "last heard"]
 
 

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from rocketspark.cli.common import OUTPUT, admin_client, ms, say, table
+from rocketspark.cli.common import OUTPUT, Add, admin_client, ms, say, table
 from rocketspark.client.browse import DEFAULT_LIMIT, MAX_LIMIT
-from rocketspark.client.logical import topic_queue_ids
+from rocketspark.client.logical import queue_numbering
 from rocketspark.client.message_admin import CONSUME_COUNT, CONSUME_WAIT_S, QUERY_MAX_MESSAGES, SEND_COUNT
-from rocketspark.errors import InvalidParameterError, RocketSparkError
+from rocketspark.errors import InvalidParameterError
 from rocketspark.protocol.group_topics import retry_topic
 from rocketspark.protocol.types import MessageExt, SendResult
 from rocketspark.times import parse_time
@@ -49,10 +49,7 @@ class Numbering:
 
     def __call__(self, topic: str, broker_name: str, queue_id: int) -> int | str:
         if topic not in self.ids:
-            try:
-                self.ids[topic] = topic_queue_ids(self.admin.queues(topic))
-            except RocketSparkError:  # deleted since: no numbering to give
-                self.ids[topic] = {}
+            self.ids[topic] = queue_numbering(self.admin, topic)
         number = self.ids[topic].get((broker_name, queue_id))
         if number is None:
             self.unknown.add(broker_name)
@@ -233,9 +230,6 @@ def admin_consume(args: argparse.Namespace) -> None:
     with admin_client(args) as admin:
         found = admin.consume_messages(args.topic, count=args.count, new=args.new, wait_s=args.wait, tags=args.tags)
     _message_table(f"messages of {args.topic}", found, None)
-
-
-Add = Callable[[str, Callable[[argparse.Namespace], int | None], str], argparse.ArgumentParser]
 
 
 def add_commands(add: Add) -> None:

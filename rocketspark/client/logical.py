@@ -9,9 +9,10 @@ Readers (the consumer, the Spark connector) therefore handle both kinds with one
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from rocketspark.client.routes import read_queues
-from rocketspark.errors import ConnectError
+from rocketspark.errors import ConnectError, RocketSparkError
 from rocketspark.protocol.static_mapping import LogicQueueMappingItem, find_item, next_item
 from rocketspark.protocol.types import TopicRouteData
 
@@ -152,6 +153,21 @@ def topic_queue_ids(queues: list[LogicalQueue]) -> dict[tuple[str, int], int]:
     if any(q.static for q in queues):
         return {(s.broker_name, q.queue_id): q.queue_id for q in queues for s in q.segments}
     return {(q.segments[0].broker_name, q.segments[0].queue_id): q.queue_id for q in queues if q.segments}
+
+
+class QueueSource(Protocol):
+    """What has a topic's logical queues (a ``Consumer``, an ``Admin``)."""
+
+    def queues(self, topic: str) -> list[LogicalQueue]: ...
+
+
+def queue_numbering(source: QueueSource, topic: str) -> dict[tuple[str, int], int]:
+    """:func:`topic_queue_ids` of ``topic`` as ``source`` sees it now; empty for a topic gone
+    since (a message or result of it then has no number to show)."""
+    try:
+        return topic_queue_ids(source.queues(topic))
+    except RocketSparkError:
+        return {}
 
 
 def physical_queue(route: TopicRouteData, broker_name: str, queue_id: int) -> LogicalQueue:

@@ -9,10 +9,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rocketspark.client.browse import DEFAULT_LIMIT, MAX_LIMIT
-from rocketspark.client.logical import topic_queue_ids
+from rocketspark.client.logical import queue_numbering
 from rocketspark.console import trace_layout
 from rocketspark.console.preview import preview
-from rocketspark.errors import InvalidParameterError, RocketSparkError
+from rocketspark.errors import InvalidParameterError
 
 if TYPE_CHECKING:
     from rocketspark.client.logical import LogicalQueue
@@ -65,15 +65,6 @@ def page_limit(text: str | None) -> int:
     return int(text)
 
 
-def numbering(admin: MessageReader, topic: str) -> dict[tuple[str, int], int]:
-    """(broker, broker's queue) -> the topic's queue id, as Spark's ``queueId``; empty for a
-    topic deleted since."""
-    try:
-        return topic_queue_ids(admin.queues(topic))
-    except RocketSparkError:
-        return {}
-
-
 def row(m: MessageExt, numbered: dict[tuple[str, int], int]) -> dict[str, Any]:
     """A message as a list row: its ids, place, tag, keys, times and the start of its body."""
     shown = preview(m.body)
@@ -99,13 +90,13 @@ def browse(
     """A page of ``topic``'s messages stored in [start_ms, end_ms), newest first; ``cursor``
     (from the previous page) goes on to older ones, null when there are none."""
     page = admin.browse_messages(topic, start_ms=start_ms, end_ms=end_ms, limit=limit, cursor=cursor)
-    numbered = numbering(admin, topic)
+    numbered = queue_numbering(admin, topic)
     return {"topic": topic, "messages": [row(m, numbered) for m in page.messages], "cursor": page.cursor}
 
 
 def by_key(admin: MessageReader, topic: str, key: str) -> dict[str, Any]:
     """The messages of ``topic`` sent with ``key``, newest first (no paging: a key names few)."""
-    numbered = numbering(admin, topic)
+    numbered = queue_numbering(admin, topic)
     return {"topic": topic, "key": key, "messages": [row(m, numbered) for m in admin.query_messages(topic, key)]}
 
 
@@ -113,7 +104,7 @@ def message(admin: MessageReader, msg_id: str) -> dict[str, Any]:
     """The message with this id or offset id: where it is (the topic's queue id, null when its
     broker no longer serves the topic), its properties, body preview and trace timeline."""
     m = admin.query_message_by_id(msg_id)
-    shown = row(m, numbering(admin, m.topic))
+    shown = row(m, queue_numbering(admin, m.topic))
     del shown["snippet"]
     trace = admin.trace_of(m)
     return {**shown, "properties": m.properties, "preview": preview(m.body), "trace": trace_layout.timeline(trace)}
