@@ -33,9 +33,10 @@ from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.streaming.stateful_processor import ExpiredTimerInfo, TimerValues
 
+from rocketspark.protocol.properties import SHARDING_KEY  # where RocketMQ keeps a message's group
+
 SOURCE = "payments"
 TARGET = "customer-activity"
-GROUP_PROPERTY = "__SHARDINGKEY"  # where RocketMQ keeps a message's group
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 OUTPUT = "customer string, kind string, firstOffset long, lastOffset long, payments long, amount long, total long"
 SESSION = "firstOffset long, lastOffset long, payments long, amount long, lastPaymentMs long"
@@ -132,7 +133,7 @@ def build_query(
         .option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
         .load()
         .select(
-            F.col("properties")[GROUP_PROPERTY].alias("shardingKey"),
+            F.col("properties")[SHARDING_KEY].alias("shardingKey"),
             "queueOffset",
             F.get_json_object(F.col("body").cast("string"), "$.amount").cast("long").alias("amount"),
         )
@@ -169,10 +170,7 @@ def main() -> None:
     from pyspark.sql import SparkSession
 
     spark = (
-        SparkSession.builder.appName("rocketspark-sessions")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
-        .getOrCreate()
+        SparkSession.builder.appName("rocketspark-sessions").config("spark.sql.shuffle.partitions", "4").getOrCreate()
     )
     query = build_query(
         spark, args.nameserver, args.checkpoint, session_timeout_ms=int(args.session_timeout_seconds * 1000)

@@ -32,6 +32,7 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from pyspark.sql.datasource import (
     EqualNullSafe,
@@ -169,10 +170,12 @@ def _take(pushed: Pushed, f: Filter, tags_allowed: bool) -> tuple[Pushed, bool] 
     return None
 
 
+T = TypeVar("T")
 _COMPARISONS = (EqualTo, EqualNullSafe, In, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual)
 
 
-def _meet(current: frozenset[str] | None, names: frozenset[str]) -> frozenset[str]:
+def _meet(current: frozenset[T] | None, names: frozenset[T]) -> frozenset[T]:
+    """What both keep (None: nothing pushed yet, so all of ``names``)."""
     return names if current is None else current & names
 
 
@@ -199,8 +202,7 @@ def _take_queue(pushed: Pushed, f: Filter) -> tuple[Pushed, bool] | None:
         if not all(_is_int(v) for v in values):
             return None
         ids = frozenset(int(v) for v in values)  # type: ignore[call-overload]
-        current = pushed.queue_ids
-        return dataclasses.replace(pushed, queue_ids=ids if current is None else current & ids), True
+        return dataclasses.replace(pushed, queue_ids=_meet(pushed.queue_ids, ids)), True
     bounds = _int_bounds(f)
     if bounds is None:
         return None
