@@ -53,8 +53,13 @@ class Servers:
 
     def broker_counters(self, broker_name: str) -> dict[str, Any]:
         """Requests served by code, messages and bytes stored, and more."""
+        return self.counters_at(self.core.broker_named(broker_name))
+
+    def counters_at(self, address: str) -> dict[str, Any]:
+        """``broker_counters`` of the broker at ``address`` (no look-up of its name: for a
+        caller that has every broker's address already, as a sampler does)."""
         request = RemotingCommand.request(RequestCode.GET_COUNTERS)
-        counters: dict[str, Any] = unpack(self.core.call(self.core.broker_named(broker_name), request).body)
+        counters: dict[str, Any] = unpack(self.core.call(address, request).body)
         return counters
 
     def nameserver_counters(self, address: str | None = None) -> dict[str, Any]:

@@ -131,9 +131,9 @@ class _Locked:
         with self._lock:
             return self._admin.brokers()
 
-    def broker_counters(self, name: str) -> dict[str, Any]:
+    def counters_at(self, address: str) -> dict[str, Any]:
         with self._lock:
-            return self._admin.broker_counters(name)
+            return self._admin.servers.counters_at(address)
 
 
 class _Handler(BaseHTTPRequestHandler):

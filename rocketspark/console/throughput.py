@@ -18,11 +18,12 @@ WATCHED_S = 60.0
 
 
 class Counters(Protocol):
-    """What the throughput sampler reads: the brokers and their counters (an ``Admin``)."""
+    """What the throughput sampler reads: the brokers (name -> address) and each one's
+    counters by its address (one request a broker, no name look-up)."""
 
     def brokers(self) -> dict[str, str]: ...
 
-    def broker_counters(self, name: str) -> dict[str, Any]: ...
+    def counters_at(self, address: str) -> dict[str, Any]: ...
 
 
 def topic_totals(counters: dict[str, dict[str, Any]]) -> dict[str, tuple[int, int]]:
@@ -81,7 +82,7 @@ class Throughput:
     def sample(self, now: float | None = None) -> None:
         """Read every broker's counters; from the second reading on, append a sample."""
         now = time.time() if now is None else now
-        counters = {name: self.admin.broker_counters(name) for name in sorted(self.admin.brokers())}
+        counters = {name: self.admin.counters_at(address) for name, address in sorted(self.admin.brokers().items())}
         stored = {name: int(c["messagesStored"]) for name, c in counters.items()}
         topics = topic_totals(counters)
         ins = {t: pair[0] for t, pair in topics.items()}

@@ -94,10 +94,10 @@ class FakeCounters:
     figures: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def brokers(self) -> dict[str, str]:
-        return {name: "" for name in self.figures}
+        return {name: f"address-of-{name}" for name in self.figures}
 
-    def broker_counters(self, name: str) -> dict[str, Any]:
-        return self.figures[name]
+    def counters_at(self, address: str) -> dict[str, Any]:
+        return self.figures[address.removeprefix("address-of-")]
 
 
 def figures(stored: int, orders_in: int, orders_out: int) -> dict[str, Any]:
