@@ -15,11 +15,14 @@ def free_port() -> int:
     low = ephemeral_low()
     for _ in range(200):
         port = random.randrange(PRIVATE_PORTS_FROM, low)
+        if port in _GIVEN:  # handed out already, maybe not bound yet (a cluster picks several at once)
+            continue
         with socket.socket() as probe:
             try:
                 probe.bind(("127.0.0.1", port))
             except OSError:
                 continue
+            _GIVEN.add(port)
             return port
     with socket.socket() as probe:  # the range below is crowded: any free port
         probe.bind(("127.0.0.1", 0))
@@ -28,6 +31,7 @@ def free_port() -> int:
 
 
 PRIVATE_PORTS_FROM = 20_000
+_GIVEN: set[int] = set()  # ports this process handed out: never twice (a few thousand at most)
 
 
 def ephemeral_low() -> int:
