@@ -130,6 +130,11 @@ class Replication:
                 "catch up); if it lasts, start or repair the group's slaves, or lower in_sync_replicas"
             )
 
+    @property
+    def waits_for_slaves(self) -> bool:
+        """Whether a send waits for slaves to acknowledge it (``acknowledge`` has work)."""
+        return self.in_sync_replicas > 1
+
     async def acknowledge(self, end_offset: int) -> None:
         """Return once ``in_sync_replicas`` members of the SyncStateSet hold the log up to
         ``end_offset``; raise when they are too slow (the message is stored on the master)."""

@@ -99,9 +99,9 @@ async def resolve_topic(ctx: SendContext, cmd: RemotingCommand, topic: str) -> T
 
 def check_batch(ctx: SendContext, body: bytes, topic: str) -> SentBatch:
     """Check the sent record (:mod:`rocketspark.codec.ingest`) against the broker's limits."""
-    limit = ctx.config.max_message_bytes
+    limit, batch_limit = ctx.config.max_message_bytes, ctx.config.batch_limit
     try:  # a message over its limit is named first, though its batch is over the batch limit too
-        batch = check_sent(body, max_body=limit, max_section=max(len(body), ctx.config.batch_limit))
+        batch = check_sent(body, max_body=limit, max_section=max(len(body), batch_limit))
     except BodyTooLarge as exc:
         raise MessageTooLargeError(
             f"message {exc.index} of the batch has a {exc.size}-byte body, over broker {ctx.name}'s limit of "
@@ -109,9 +109,9 @@ def check_batch(ctx: SendContext, body: bytes, topic: str) -> SentBatch:
         ) from None
     except BatchRefused as exc:
         raise MalformedBody(f"{exc}; the producer must build sends with rocketspark.codec") from None
-    if len(body) > ctx.config.batch_limit:
+    if len(body) > batch_limit:
         raise MessageTooLargeError(
-            f"a batch of {len(body)} bytes is over broker {ctx.name}'s limit of {ctx.config.batch_limit} bytes "
+            f"a batch of {len(body)} bytes is over broker {ctx.name}'s limit of {batch_limit} bytes "
             "(max_batch_bytes); send fewer messages at once"
         )
     if batch.topic != topic.encode():
@@ -149,13 +149,16 @@ def target_queue(ctx: SendContext, cmd: RemotingCommand, config: TopicConfig) ->
 async def handle_send(ctx: SendContext, cmd: RemotingCommand) -> RemotingCommand:
     started = time.perf_counter()
     topic = get_str(cmd, "topic")
-    validate_topic_name(topic)
+    config = ctx.topics.get(topic)
+    if config is None:  # a topic that exists had its name checked when it was made
+        validate_topic_name(topic)
     body = cmd.body
     batch = built_here(body) if cmd.local else check_batch(ctx, body, topic)  # a malformed body is reported first
     ctx.role.check_writable()  # a slave, or a master whose lease ran out, never takes a write
     ctx.replication.check_can_acknowledge()
     ctx.disk.check_writable()  # above disk_refuse_writes_ratio: nothing is stored
-    config = await resolve_topic(ctx, cmd, topic)
+    if config is None:  # a coroutine only when it is missing
+        config = await resolve_topic(ctx, cmd, topic)
     ctx.topics.check_writable(config)
     queue_id, delta, logical_id = target_queue(ctx, cmd, config)
     count, skipped = batch.count, 0
@@ -188,7 +191,8 @@ async def handle_send(ctx: SendContext, cmd: RemotingCommand) -> RemotingCommand
     ctx.replication.appended()
     if ctx.config.flush_mode == "sync" and not await ctx.store.flusher.wait_flushed(result.end_offset):
         status = SendStatus.FLUSH_DISK_TIMEOUT
-    await ctx.replication.acknowledge(result.end_offset)  # in_sync_replicas of the group hold it
+    if ctx.replication.waits_for_slaves:
+        await ctx.replication.acknowledge(result.end_offset)  # in_sync_replicas of the group hold it
     ext.update(
         queueOffset=result.first_queue_offset + delta,
         count=result.count,

@@ -19,6 +19,7 @@ from the log, so that its messages' ids are found too.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import sqlite3
 import threading
@@ -42,7 +43,19 @@ CREATE TABLE IF NOT EXISTS uniq_keys (key TEXT NOT NULL, phys INTEGER NOT NULL, 
 CREATE INDEX IF NOT EXISTS uniq_keys_by_key ON uniq_keys (key);
 CREATE TABLE IF NOT EXISTS progress (id INTEGER PRIMARY KEY CHECK (id = 0), indexed_to INTEGER NOT NULL);
 """
+ROWS_PER_STATEMENT = 500  # at 4 values a row, well under SQLite's 32,766 variables a statement
 _DAMAGE = ("not a database", "malformed", "corrupt")  # what SQLite says of a damaged file
+
+
+def _insert_rows(db: sqlite3.Connection, sql: str, rows: list[Any]) -> None:
+    """``executemany`` of an ``INSERT ... VALUES (?, ...)``, ``ROWS_PER_STATEMENT`` rows a
+    statement: sqlite3 lets the GIL go at every step, and a step a row made the indexer and
+    the event loop trade the GIL at every row (a round of a service's one-message sends is
+    thousands of rows), which cost the loop more than the rows did."""
+    head, _, group = sql.partition(" VALUES ")
+    for start in range(0, len(rows), ROWS_PER_STATEMENT):
+        chunk = rows[start : start + ROWS_PER_STATEMENT]
+        db.execute(f"{head} VALUES {', '.join([group] * len(chunk))}", list(itertools.chain.from_iterable(chunk)))
 
 
 class KeyDb:
@@ -156,7 +169,7 @@ class KeyDb:
             try:
                 for sql, params in statements:
                     if isinstance(params, list):
-                        db.executemany(sql, params)
+                        _insert_rows(db, sql, params)
                     else:
                         db.execute(sql, params)
                 db.execute("COMMIT")

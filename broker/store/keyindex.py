@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 ROUND_BYTES = 16 * 1024 * 1024  # the most of the log one indexing round reads
 PROGRESS_BYTES = 64 * 1024 * 1024  # log without keys read before the progress alone is saved
 WINDOW_BYTES = 256 * 1024  # the log read ahead at once (small records: many in one read)
+_EXT_END = struct.Struct("<I")  # a message section's last ext offset: the size of all its keys and properties
 
 
 class IndexedLog(Protocol):
@@ -194,6 +195,9 @@ class KeyIndex:
     def _record_at(self, pos: int, end: int, found: _Found) -> int | None:
         """Index the record at ``pos`` into ``found``; where the next one starts (None: stop
         for this round: the log is not readable there yet, or the record ends past ``end``)."""
+        in_window = self._in_window(pos, end, found)
+        if in_window is not None:
+            return in_window
         prefix = self._read(pos, PREFIX.size)
         if prefix is None:  # deleted by retention meanwhile, or the end of what is written
             floor = self.store.log_min_offset
@@ -216,6 +220,31 @@ class KeyIndex:
             self._keys_of(pos, size, fields, found)
         return pos + size  # a batch, or a gap recovery cut out
 
+    def _in_window(self, pos: int, end: int, found: _Found) -> int | None:
+        """``_record_at`` of the common case, a whole batch record inside the window read
+        ahead (so inside one segment and below the indexable end), its fields read in place:
+        a service sending one message at a time makes a record a message, and this is most of
+        what indexing it costs. None: not that case (``_record_at`` reads it the long way)."""
+        window, rel = self._window, pos - self._window_at
+        if rel < 0 or rel + HEADER_SIZE > len(window):
+            return None
+        size: int
+        magic: int
+        size, magic = PREFIX.unpack_from(window, rel)
+        if magic != BATCH_MAGIC or size < HEADER_SIZE or rel + size > len(window) or pos + size > end:
+            return None
+        fields = HEADER.unpack_from(window, rel)
+        first = first_id_of(fields)
+        if first is not None:
+            found.batches.append((pos, first, fields[12]))
+        attributes, topic_len, count = fields[10], fields[11], fields[12]
+        if not attributes & COMPRESSION_MASK:
+            ext_at = rel + head_size(fields[9]) + topic_len + 4 * (count + 1) * 2 + 4 * count
+            if ext_at + 4 <= rel + size and not _EXT_END.unpack_from(window, ext_at)[0]:
+                return pos + size  # no message of the batch has keys
+        self._keys_of(pos, size, fields, found)
+        return pos + size
+
     def _keys_of(self, pos: int, size: int, fields: tuple[Any, ...], found: _Found) -> None:
         """The record's keys and its messages' own ``UNIQ_KEY``s, into ``found``."""
         version, attributes, topic_len, count = fields[9], fields[10], fields[11], fields[12]
@@ -224,7 +253,7 @@ class KeyIndex:
             # the ext offsets' last entry is the size of every message's keys and properties
             at = pos + topic_at + topic_len + 4 * (count + 1) * 2 + 4 * count
             ext = self._read(at, 4)
-            if ext is not None and struct.unpack("<I", ext)[0] == 0:
+            if ext is not None and _EXT_END.unpack(ext)[0] == 0:
                 return  # no message of the batch has keys: nothing more to read
         raw = self._read(pos, size)
         if raw is None:

@@ -57,12 +57,16 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 
 
+HEADER_LENGTH_MASK: Final = 0xFFFFFF  # the second int32's low 24 bits: the header's length
+SERIALIZATION_SHIFT: Final = 24  # its high byte: the header's serialization
+
+
 def header_length(word: int) -> int:
-    return word & 0xFFFFFF
+    return word & HEADER_LENGTH_MASK
 
 
 def serialization(word: int) -> int:
-    return word >> 24
+    return word >> SERIALIZATION_SHIFT
 
 
 def encode(command: RemotingCommand) -> list[bytes]:
@@ -77,7 +81,7 @@ def encode(command: RemotingCommand) -> list[bytes]:
     else:
         header = _binary_header(command)
     body = command.body
-    prefix = PREFIX.pack(4 + len(header) + len(body), (kind << 24) | len(header))
+    prefix = PREFIX.pack(4 + len(header) + len(body), (kind << SERIALIZATION_SHIFT) | len(header))
     return [prefix + header, body] if body else [prefix + header]
 
 

@@ -70,6 +70,7 @@ class ServerConnection(asyncio.Protocol):
         self.tls = tls
         self.stall_s = stall_s
         self.transport: asyncio.Transport | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # asyncio.get_running_loop() costs a getpid call each time
         self.peer = "?"
         self._buffer = bytearray()
         self._body: _Body | None = None
@@ -113,6 +114,7 @@ class ServerConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         stream: asyncio.Transport = transport  # type: ignore[assignment]  # uvloop's is no subclass of it
         self.transport = stream
+        self._loop = asyncio.get_running_loop()
         stream.set_write_buffer_limits(high=WRITE_HIGH_WATER)
         sock = transport.get_extra_info("socket")
         if sock is not None:
@@ -189,13 +191,15 @@ class ServerConnection(asyncio.Protocol):
                 return end
         while end - pos >= frame.PREFIX_BYTES:
             length, word = frame.PREFIX.unpack_from(view, pos)
-            header_bytes = frame.header_length(word)
+            header_bytes = word & frame.HEADER_LENGTH_MASK
             if header_bytes > frame.MAX_HEADER_BYTES or length < 4 + header_bytes:
                 raise MalformedCommand(f"frame length {length} with a header of {header_bytes} bytes")
             start = pos + frame.PREFIX_BYTES
             if end - start < header_bytes:
                 break
-            request = frame.decode_header(frame.serialization(word), memoryview(view)[start : start + header_bytes])
+            request = frame.decode_header(
+                word >> frame.SERIALIZATION_SHIFT, memoryview(view)[start : start + header_bytes]
+            )
             body_bytes = length - 4 - header_bytes
             start += header_bytes
             if body_bytes > MAX_REQUEST_BYTES:
@@ -268,8 +272,9 @@ class ServerConnection(asyncio.Protocol):
 
     def _start(self, request: RemotingCommand, ticket: Ticket) -> None:
         request.channel = self
-        loop = asyncio.get_running_loop()
-        if self.dispatcher.is_stream(request):
+        loop = self._loop
+        assert loop is not None
+        if request.flag & Flag.MORE:  # Dispatcher.is_stream, inline
             stream = loop.create_task(self._stream(request, ticket))
             self._streams[request.opaque] = stream
             stream.add_done_callback(lambda _: self._streams.pop(request.opaque, None))
@@ -311,7 +316,9 @@ class ServerConnection(asyncio.Protocol):
         if self._outbox is None:
             self._outbox = []
             self._outbox_bytes = 0
-            asyncio.get_running_loop().call_soon(self._flush)
+            loop = self._loop
+            assert loop is not None
+            loop.call_soon(self._flush)
         self._outbox.extend(parts)
         self._outbox_bytes += sum(map(len, parts))
         if self._outbox_bytes >= FLUSH_BYTES:
@@ -333,7 +340,8 @@ class ServerConnection(asyncio.Protocol):
     def _arm(self) -> None:
         if self._watch is None and not self._closed:
             every = min(CHECK_S, self.stall_s / 2)
-            self._watch = asyncio.get_running_loop().call_later(every, self._check_progress)
+            assert self._loop is not None
+            self._watch = self._loop.call_later(every, self._check_progress)
 
     def _check_progress(self) -> None:
         self._watch = None

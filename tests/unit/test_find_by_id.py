@@ -138,3 +138,34 @@ def test_records_of_the_previous_version_are_found_by_position_and_their_keys_in
     assert sqlite3.connect(tmp_path / "keys.db").execute("SELECT count(*) FROM batches").fetchone()[0] == 0
     index.db.close()
     store.close()
+
+
+def test_one_message_records_over_many_read_ahead_windows_are_all_indexed(tmp_path: Path) -> None:
+    """A service sending one message at a time: thousands of small records, read in windows
+    (a record straddling a window's end is read the long way); keyed, compressed and plain ones
+    mixed, each found by its key or id."""
+    from rocketspark.codec.layout import ZSTD
+
+    store = open_store(tmp_path / "s", segment_bytes=1 << 20, flush_interval_ms=10)
+    body = bytes(range(256)) * 4  # 1 KiB: a few hundred records a window, segments roll too
+    placed: list[tuple[int, bytes, str | None]] = []
+    for i in range(3000):
+        first = ids.mint(1)
+        keys = [f"k{i}"] if i % 7 == 0 else []
+        kind = ZSTD if i % 11 == 0 else 0
+        at = put_messages(store, i % 4, [Message("orders", body, keys=keys)], first_id=first, compression_kind=kind)
+        placed.append((at, first, keys[0] if keys else None))
+    assert len(store.commitlog.segments) > 2
+    store.flusher.flush_all()
+    index = KeyIndex(tmp_path / "keys.db", store)
+    index.db.open()
+    index_all(index)
+    assert index.indexed_to == store.indexable_end
+    for at, first, key in placed:
+        text = ids.client_id_at(first, 0)
+        assert [(h.phys, h.index) for h in index.lookup_id(ids.parse_client_id(text), text, 10)] == [(at, 0)]
+        if key is not None:
+            assert [(h.phys, h.index) for h in index.lookup("orders", key, 10)] == [(at, 0)]
+    assert index.keys_indexed == len([p for p in placed if p[2] is not None])
+    index.db.close()
+    store.close()
