@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 ROUND_BYTES = 16 * 1024 * 1024  # the most of the log one indexing round reads
 PROGRESS_BYTES = 64 * 1024 * 1024  # log without keys read before the progress alone is saved
 WINDOW_BYTES = 256 * 1024  # the log read ahead at once (small records: many in one read)
+SMALL_RECORD = 16 * 1024  # after a record this small, the next read reads ahead; after a larger one, only a header
 _EXT_END = struct.Struct("<I")  # a message section's last ext offset: the size of all its keys and properties
 
 
@@ -102,6 +103,7 @@ class KeyIndex:
         self._cut = store.cut  # the log's last cut, as last seen
         self._window = b""  # log read ahead (``_read``), from log offset _window_at; dropped every round
         self._window_at = 0
+        self._ahead = True  # the last record was small: read the log ahead (a large one's body is never read)
 
     def open(self) -> None:
         self.indexed_to = self._saved_to = self.db.open()
@@ -178,13 +180,15 @@ class KeyIndex:
     def _read(self, pos: int, size: int) -> bytes | None:
         """``size`` bytes of the log at ``pos``, from a window of it read ahead (one ``pread``
         serves many small records: a service sending one message at a time makes a record a
-        message), never across a segment's end nor past the indexable end."""
+        message), never across a segment's end nor past the indexable end. After a large
+        record, only what is asked (and a header's worth) is read: reading ahead there would
+        read every batch's messages back to learn its header."""
         window, at = self._window, self._window_at
         if at <= pos and pos + size <= at + len(window):
             return window[pos - at : pos - at + size]
         segment_end = self.store.segment_end(pos)
         limit = min(self.store.indexable_end, segment_end if segment_end is not None else pos + size)
-        window_bytes = max(size, min(WINDOW_BYTES, limit - pos))
+        window_bytes = max(size, min(WINDOW_BYTES if self._ahead else HEADER_SIZE, limit - pos))
         data = self.store.read_record(pos, window_bytes)
         if data is None or len(data) < size:
             self._window = b""
@@ -209,6 +213,7 @@ class KeyIndex:
             return after  # the padding at a segment's end (or damage): the next segment
         if pos + size > end:
             return None  # not whole below the indexable end yet (a slave's copy may end mid-record)
+        self._ahead = size <= SMALL_RECORD
         if magic == BATCH_MAGIC and size >= HEADER_SIZE:
             head = self._read(pos, HEADER_SIZE)
             if head is None:

@@ -142,18 +142,20 @@ def test_records_of_the_previous_version_are_found_by_position_and_their_keys_in
 
 def test_one_message_records_over_many_read_ahead_windows_are_all_indexed(tmp_path: Path) -> None:
     """A service sending one message at a time: thousands of small records, read in windows
-    (a record straddling a window's end is read the long way); keyed, compressed and plain ones
-    mixed, each found by its key or id."""
+    (a record straddling a window's end is read the long way), and a few large ones; keyed,
+    compressed and plain ones mixed, each found by its key or id."""
     from rocketspark.codec.layout import ZSTD
 
     store = open_store(tmp_path / "s", segment_bytes=1 << 20, flush_interval_ms=10)
     body = bytes(range(256)) * 4  # 1 KiB: a few hundred records a window, segments roll too
+    large = body * 40  # now and then a large record, whose body the index does not read back
     placed: list[tuple[int, bytes, str | None]] = []
     for i in range(3000):
         first = ids.mint(1)
         keys = [f"k{i}"] if i % 7 == 0 else []
         kind = ZSTD if i % 11 == 0 else 0
-        at = put_messages(store, i % 4, [Message("orders", body, keys=keys)], first_id=first, compression_kind=kind)
+        sent = [Message("orders", large if i % 400 in (13, 14) else body, keys=keys)]
+        at = put_messages(store, i % 4, sent, first_id=first, compression_kind=kind)
         placed.append((at, first, keys[0] if keys else None))
     assert len(store.commitlog.segments) > 2
     store.flusher.flush_all()
