@@ -5,8 +5,10 @@ poison a queue: its header and body CRC, every offset of its message section, it
 the size of its largest body, and, for the few messages that have any, their keys and
 properties. A large batch is checked with numpy over all its messages at once, never per
 message in Python; a small one (at most ``SMALL_BATCH`` messages, uncompressed: what a service
-sending one message at a time sends) with a few ``struct`` reads, which cost a tenth of the
-numpy set-up. Both apply the same rules, and the tests hold them to the same answers.
+sending one message at a time sends, and the batches of 100 a producer commonly sends) with
+``struct``, message by message: numpy's set-up alone costs what checking about 200 messages
+does (measured: 1 message 3 us against 56; 100, 29 us against 59; 128 tagged ones, 70 against
+148). Both apply the same rules, and the tests hold them to the same answers.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from rocketspark.codec.layout import (
 )
 from rocketspark.metrics.labels import MessageType, message_type
 
-SMALL_BATCH: Final = 16
+SMALL_BATCH: Final = 128
 _OFFSETS: Final = {n: struct.Struct(f"<{3 * (n + 1)}I") for n in range(1, SMALL_BATCH + 1)}
 
 

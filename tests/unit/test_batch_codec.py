@@ -1096,3 +1096,21 @@ def test_a_batch_compressed_to_fewer_bytes_than_messages_is_refused() -> None:
     )
     with pytest.raises(BatchRefused, match=r"20000 messages in \d+ bytes: compressed past one byte per message"):
         check_sent(forged + b"T" + packed, max_body=1 << 20, max_section=1 << 24)
+
+
+@pytest.mark.parametrize("n", [SMALL_BATCH - 28, SMALL_BATCH, SMALL_BATCH + 1])
+def test_batches_of_a_hundred_are_judged_alike_message_by_message_and_with_numpy(n: int) -> None:
+    """A producer's usual batch of 100 is checked message by message now: tags, keys,
+    properties, a delay, the largest body and bad tags each answered as numpy answers them."""
+    sent = [
+        message(b"m%d" % i, tags=f"t{i % 3}", keys=["k"] if i % 7 == 0 else [], properties={"p": "v"} if i % 9 else {})
+        for i in range(n)
+    ]
+    sent[41] = message(b"late", properties={"DELAY": "3"})
+    assert check(encode_messages(TOPIC, sent)).count == n
+    large = [*sent[:73], message(b"x" * 11), *sent[74:]]
+    with pytest.raises(BodyTooLarge):
+        check(encode_messages(TOPIC, large), max_body=10)
+    bodies = [m.body for m in sent]
+    with pytest.raises(BatchRefused, match="not valid UTF-8"):
+        check(raw_record(bodies, [b"ok"] * (n - 1) + [b"\xff"], [b""] * n))
