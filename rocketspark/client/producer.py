@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from operator import attrgetter
 from typing import Final, Protocol, Unpack
 
@@ -260,34 +261,28 @@ class Producer(ClientBase):
         request = send_request(info, topic, ref, body, batch=batch, queue_nums=self.default_topic_queue_nums)
         started = time.monotonic()
         wait_ms = retries.attempt_timeout_ms(started, self.send_attempt_timeout_ms)
+        watch = None  # a replica group's master is watched: a send moves on once it is deposed
+        if replicated(info.route, ref.broker_name):
+            watch = (MASTER_WATCH_S, partial(self._master_stays, topic, ref.broker_name, address))
         try:
-            if replicated(info.route, ref.broker_name):
-                future = self.remoting.invoke_async(address, request, wait_ms)
-                response = check(self._until_master_moves(future, topic, ref.broker_name, address))
-            else:
-                response = check(self.remoting.invoke(address, request, wait_ms))
+            response = check(self.remoting.invoke(address, request, wait_ms, watch=watch))
         except RETRY_ON:
             self._record(ref.broker_name, started, failed=True)
             raise
         self._record(ref.broker_name, started, failed=False)
         return response
 
-    def _until_master_moves(
-        self, future: concurrent.futures.Future[RemotingCommand], topic: str, group: str, master: str
-    ) -> RemotingCommand:
-        """The answer, unless the cached route moves the group's master away from ``master``
-        first (a route push re-reads it): then NotMasterError, and the send goes again."""
-        while True:
-            try:
-                return future.result(timeout=MASTER_WATCH_S)
-            except concurrent.futures.TimeoutError:
-                route = self.routes.cached(topic)
-                now = route.address_of(group) if route is not None else master
-                if now != master:
-                    raise NotMasterError(
-                        f"broker group {group} has a new master ({now or 'none yet: an election is under way'}); "
-                        f"{master} had not answered a send of {topic}, which goes again"
-                    ) from None
+    def _master_stays(self, topic: str, group: str, master: str) -> None:
+        """Watching a send's wait (every MASTER_WATCH_S): NotMasterError once the cached route
+        moves the group's master away from ``master`` (a route push re-reads it); the send
+        then goes again, to the new one."""
+        route = self.routes.cached(topic)
+        now = route.address_of(group) if route is not None else master
+        if now != master:
+            raise NotMasterError(
+                f"broker group {group} has a new master ({now or 'none yet: an election is under way'}); "
+                f"{master} had not answered a send of {topic}, which goes again"
+            )
 
     def _record(self, broker_name: str, started: float, *, failed: bool) -> None:
         if self.fault is not None:

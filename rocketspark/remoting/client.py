@@ -35,7 +35,7 @@ from rocketspark.protocol.codes import Flag, RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting import frame
 from rocketspark.remoting.closed import Closed
-from rocketspark.remoting.connection import _END, Connection
+from rocketspark.remoting.connection import _END, Connection, Watch
 from rocketspark.remoting.failures import CONNECT_TIMEOUT_S, transport_error
 from rocketspark.security.signing import Credentials, Signer
 from rocketspark.security.tls import ClientTls
@@ -193,9 +193,16 @@ class RemotingClient:
             return failed
 
     def invoke(
-        self, address: str, request: RemotingCommand, timeout_ms: int | None = None, *, peer: str | None = None
+        self,
+        address: str,
+        request: RemotingCommand,
+        timeout_ms: int | None = None,
+        *,
+        peer: str | None = None,
+        watch: Watch | None = None,
     ) -> RemotingCommand:
-        """Sync call: wait for the response or raise at the deadline."""
+        """Sync call: wait for the response or raise at the deadline; ``watch`` as
+        ``Connection.call`` takes it (a call in this process to its own server has none)."""
         if self._local_for(address) is not None:
             return self._submit(address, request, timeout_ms, peer).result()
         kind = peer or self.peer_kind
@@ -209,7 +216,7 @@ class RemotingClient:
                 address=address,
             )
 
-        return connection.call(request, timeout_s, expire)
+        return connection.call(request, timeout_s, expire, watch)
 
     def invoke_async(
         self, address: str, request: RemotingCommand, timeout_ms: int | None = None, *, peer: str | None = None

@@ -48,6 +48,7 @@ MAX_PARTS: Final = 256  # buffers given to one sendmsg (the kernel takes at most
 _END = object()  # a stream's end, queued after its last response
 
 Failure = Callable[[BaseException, bool], RocketSparkError]  # (cause, answered before) -> what callers get
+Watch = tuple[float, Callable[[], None]]  # (every seconds, check): Connection.call's watch
 
 
 Pending = concurrent.futures.Future[RemotingCommand] | Waiter
@@ -125,9 +126,13 @@ class Connection:
         self._send_or_fail(request)
         return future
 
-    def call(self, request: RemotingCommand, timeout_s: float, expire: Expire) -> RemotingCommand:
+    def call(
+        self, request: RemotingCommand, timeout_s: float, expire: Expire, watch: Watch | None = None
+    ) -> RemotingCommand:
         """Send a request and wait for its answer in the caller's thread (reading it itself
-        when nobody else reads); raise the connection's error, or ``expire()`` at the deadline."""
+        when nobody else reads); raise the connection's error, or ``expire()`` at the deadline.
+        ``watch`` (every, check): ``check`` runs every ``every`` s of the wait; what it raises gives
+        the request up as the deadline would (a send stops waiting for a master deposed meanwhile)."""
         waiter = Waiter()
         with self._lock:
             if self._broken is not None:
@@ -143,19 +148,20 @@ class Connection:
             if self._tls is None and self._read_role.acquire(blocking=False):
                 waiter.promoted = True
             while not waiter.settled:
+                until = deadline if watch is None else min(deadline, time.monotonic() + watch[0])
                 if waiter.promoted:
-                    self._read_until(waiter, deadline)
+                    self._read_until(waiter, until)
                     if waiter.settled:
                         break
-                elif waiter.wait(max(0.0, deadline - time.monotonic())):
+                elif waiter.wait(max(0.0, until - time.monotonic())):
                     continue  # answered, or handed the read role
-                with self._lock:
-                    abandoned = self._pending.pop(opaque, None) is not None
-                    self._waiting.pop(opaque, None)
-                if abandoned:
-                    raise expire()
-                while not waiter.settled:  # the answer came as the deadline passed: it is being handed over
-                    waiter.wait(None)
+                try:
+                    if until >= deadline or watch is None:
+                        raise expire()
+                    watch[1]()
+                except BaseException:  # its deadline, or what the watch found
+                    if self._give_up(opaque, waiter):
+                        raise
         finally:
             if self._tls is None:
                 self._leave(waiter)
@@ -163,6 +169,16 @@ class Connection:
             raise waiter.error
         assert waiter.result is not None
         return waiter.result
+
+    def _give_up(self, opaque: int, waiter: Waiter) -> bool:
+        """Take a call out of the tables; False when its answer came meanwhile (it is being
+        handed over: once it is in, it is the call's)."""
+        with self._lock:
+            abandoned = self._pending.pop(opaque, None) is not None
+            self._waiting.pop(opaque, None)
+        while not abandoned and not waiter.settled:
+            waiter.wait(None)
+        return abandoned
 
     def _leave(self, waiter: Waiter) -> None:
         with self._lock:
@@ -324,25 +340,9 @@ class Connection:
         """Take every whole frame of ``buffer`` + ``data``; ``buffer`` keeps the partial tail."""
         if buffer:
             buffer += data
-            del buffer[: self._frames(buffer)]
+            del buffer[: frame.take_commands(buffer, self._dispatch)]
         else:
-            buffer += memoryview(data)[self._frames(data) :]
-
-    def _frames(self, view: bytes | bytearray) -> int:
-        pos, end = 0, len(view)
-        while end - pos >= frame.PREFIX_BYTES:
-            length, word = frame.PREFIX.unpack_from(view, pos)
-            header_bytes = frame.header_length(word)
-            if length < 4 + header_bytes:
-                raise MalformedCommand(f"the server sent a frame of length {length} with a {header_bytes}-byte header")
-            if end - pos - 4 < length:
-                break
-            start = pos + frame.PREFIX_BYTES
-            command = frame.decode_header(frame.serialization(word), memoryview(view)[start : start + header_bytes])
-            command.body = bytes(view[start + header_bytes : pos + 4 + length])
-            pos += 4 + length
-            self._dispatch(command)
-        return pos
+            buffer += memoryview(data)[frame.take_commands(data, self._dispatch) :]
 
     def _dispatch(self, command: RemotingCommand) -> None:
         if not command.is_response:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Callable
 from typing import Any, Final
 
 import msgpack
@@ -83,6 +84,26 @@ def encode(command: RemotingCommand) -> list[bytes]:
     body = command.body
     prefix = PREFIX.pack(4 + len(header) + len(body), (kind << SERIALIZATION_SHIFT) | len(header))
     return [prefix + header, body] if body else [prefix + header]
+
+
+def take_commands(view: bytes | bytearray, take: Callable[[RemotingCommand], None]) -> int:
+    """Hand every whole frame of ``view`` to ``take``, decoded, body and all, in order;
+    return the bytes used (a frame not all in yet is left). A client reads what its server
+    wrote with it; a server, which admits a body before reading it, reads its own way."""
+    pos, end = 0, len(view)
+    while end - pos >= PREFIX_BYTES:
+        length, word = PREFIX.unpack_from(view, pos)
+        header_bytes = word & HEADER_LENGTH_MASK
+        if length < 4 + header_bytes:
+            raise MalformedCommand(f"the server sent a frame of length {length} with a {header_bytes}-byte header")
+        if end - pos - 4 < length:
+            break
+        start = pos + PREFIX_BYTES
+        command = decode_header(word >> SERIALIZATION_SHIFT, memoryview(view)[start : start + header_bytes])
+        command.body = bytes(view[start + header_bytes : pos + 4 + length])
+        pos += 4 + length
+        take(command)
+    return pos
 
 
 def decode_header(kind: int, header: bytes | memoryview) -> RemotingCommand:

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from rocketspark.errors import RequestTimeoutError, RocketSparkError
+from rocketspark.errors import NotMasterError, RequestTimeoutError, RocketSparkError
 from rocketspark.protocol.codes import Flag, RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting import connection as connection_module
@@ -206,3 +206,38 @@ def test_a_reading_caller_hears_of_a_failure_found_by_another_thread(
         conn._fail(ConnectionResetError("a send found the connection reset"))  # as a failed write does
         with pytest.raises(RocketSparkError, match="reset"):
             waiting.result(timeout=10)  # not its 60 s deadline: the failure woke its poll
+
+
+def test_a_watched_call_gives_up_when_its_watch_says_so_and_the_connection_goes_on(peer: _Peer) -> None:
+    """A send waiting on a replica group's master stops as soon as the route names another:
+    the watch runs every tick of the wait, its error ends the call (long before the
+    deadline), and the late answer, when it comes, is dropped."""
+    conn = _connect(peer)
+    ticks: list[float] = []
+
+    def check() -> None:
+        ticks.append(time.monotonic())
+        if len(ticks) == 3:
+            raise NotMasterError("the group has a new master")
+
+    request = RemotingCommand.request(RequestCode.GET_COUNTERS, {"delayS": 1.5}, b"late")
+    started = time.monotonic()
+    with pytest.raises(NotMasterError):
+        conn.call(request, 60, lambda: RequestTimeoutError("no answer in time"), (0.05, check))
+    assert len(ticks) == 3 and time.monotonic() - started < 30  # not the 60 s deadline
+    assert _call(conn, b"after").body == b"after"  # the connection serves the next call
+    time.sleep(2)  # the abandoned request's answer arrives and is dropped
+    assert _call(conn, b"again").body == b"again"
+    conn.close()
+
+
+def test_a_watched_call_that_is_answered_returns_its_answer(peer: _Peer) -> None:
+    conn = _connect(peer)
+    ticks: list[int] = []
+    request = RemotingCommand.request(RequestCode.GET_COUNTERS, {"delayS": 0.3}, b"answer")
+    answer = conn.call(request, 60, lambda: RequestTimeoutError("no answer in time"), (0.02, lambda: ticks.append(1)))
+    assert answer.body == b"answer" and ticks  # it watched while it waited
+    with pytest.raises(RequestTimeoutError):  # the deadline still ends a call its watch lets go on
+        silent = RemotingCommand.request(RequestCode.GET_COUNTERS, {"silent": True}, b"")
+        conn.call(silent, 0.3, lambda: RequestTimeoutError("no answer in time"), (0.05, lambda: None))
+    conn.close()
