@@ -26,6 +26,7 @@ machine's load; compare ratios measured in the same run.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -41,7 +42,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rocketspark import Admin, Consumer, LocalCluster, Message, Producer
-from rocketspark.codec.build import encode_messages
+from rocketspark.codec import ids
+from rocketspark.codec.build import encode_messages, with_first_id
 from rocketspark.protocol.codes import RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.client import RemotingClient
@@ -102,6 +104,26 @@ def ingest_broker(nameserver: str, messages: list[Message], batches: int, **clie
     with Producer(nameserver, **client) as producer:
         producer.send_batch(messages)
         elapsed = run_threads(batches, lambda: producer.send_batch(messages))
+    return batches // THREADS * THREADS * len(messages) / elapsed
+
+
+def ingest_records(nameserver: str, messages: list[Message], batches: int, queues: int) -> float:
+    """``ingest_broker`` with each batch record built once beforehand and sent with
+    ``Producer.send_to_queue`` (as the Spark sink sends the records it builds from Arrow):
+    what the broker takes, without the client encoding ``Message`` objects. Each send gets
+    client ids of its own (``with_first_id``: one copy and CRC of the record, as the sink
+    pays once per record it builds)."""
+    topic = messages[0].topic
+    record = encode_messages(topic, messages)
+    with Producer(nameserver) as producer:
+        sent = itertools.count()
+
+        def send() -> None:
+            fresh = with_first_id(record, ids.mint(len(messages)))
+            producer.send_to_queue(topic, next(sent) % queues, fresh)
+
+        send()
+        elapsed = run_threads(batches, send)
     return batches // THREADS * THREADS * len(messages) / elapsed
 
 
