@@ -24,6 +24,7 @@ from rocketspark.codec import layout
 
 _HEADER_SPAN = np.arange(layout.HEADER_SIZE, dtype=np.int64)
 SMALL_READ = 8  # reads of at most this many records are checked one by one
+Entries = tuple[Sequence[int], Sequence[int], Sequence[int], Sequence[int]]  # bases, counts, phys, sizes
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +55,7 @@ def first_mismatch(
     if n == 0:
         return None
     if n <= small:
-        return _first_mismatch_small(body, topic, queue_id, bases, counts, phys, sizes)
+        return _first_mismatch_small(body, topic, queue_id, (bases, counts, phys, sizes))
     size_a = np.asarray(sizes, dtype=np.int64)
     floor = layout.HEADER_SIZE + len(topic)  # a version-2 record's shorter header still leaves it this long
     short = np.flatnonzero(size_a < floor)
@@ -83,17 +84,10 @@ def first_mismatch(
     return Mismatch(i, bases[i], phys[i], _describe(body, int(starts[i]), sizes[i]))
 
 
-def _first_mismatch_small(
-    body: bytes,
-    topic: bytes,
-    queue_id: int,
-    bases: Sequence[int],
-    counts: Sequence[int],
-    phys: Sequence[int],
-    sizes: Sequence[int],
-) -> Mismatch | None:
+def _first_mismatch_small(body: bytes, topic: bytes, queue_id: int, entries: Entries) -> Mismatch | None:
     """``first_mismatch`` record by record, in the same order of checks: sizes, then every
     record's header, then every record's topic."""
+    bases, counts, phys, sizes = entries
     floor = layout.HEADER_SIZE + len(topic)
     starts: list[int] = []
     pos = 0
