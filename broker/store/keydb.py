@@ -43,18 +43,22 @@ CREATE TABLE IF NOT EXISTS uniq_keys (key TEXT NOT NULL, phys INTEGER NOT NULL, 
 CREATE INDEX IF NOT EXISTS uniq_keys_by_key ON uniq_keys (key);
 CREATE TABLE IF NOT EXISTS progress (id INTEGER PRIMARY KEY CHECK (id = 0), indexed_to INTEGER NOT NULL);
 """
-ROWS_PER_STATEMENT = 500  # at 4 values a row, well under SQLite's 32,766 variables a statement
+ROWS_PER_STATEMENT = 500  # rows an INSERT carries, if SQLite takes that many variables (4 a row)
 _DAMAGE = ("not a database", "malformed", "corrupt")  # what SQLite says of a damaged file
 
 
-def _insert_rows(db: sqlite3.Connection, sql: str, rows: list[Any]) -> None:
-    """``executemany`` of an ``INSERT ... VALUES (?, ...)``, ``ROWS_PER_STATEMENT`` rows a
-    statement: sqlite3 lets the GIL go at every step, and a step a row made the indexer and
+def insert_rows(db: sqlite3.Connection, sql: str, rows: list[Any]) -> None:
+    """``executemany`` of an ``INSERT ... VALUES (?, ...)``, up to ``ROWS_PER_STATEMENT`` rows
+    a statement: sqlite3 lets the GIL go at every step, and a step a row made the indexer and
     the event loop trade the GIL at every row (a round of a service's one-message sends is
-    thousands of rows), which cost the loop more than the rows did."""
+    thousands of rows), which cost the loop more than the rows did. A statement carries no
+    more variables than this SQLite takes (999 before SQLite 3.32)."""
+    if not rows:
+        return
     head, _, group = sql.partition(" VALUES ")
-    for start in range(0, len(rows), ROWS_PER_STATEMENT):
-        chunk = rows[start : start + ROWS_PER_STATEMENT]
+    per = max(1, min(ROWS_PER_STATEMENT, db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // len(rows[0])))
+    for start in range(0, len(rows), per):
+        chunk = rows[start : start + per]
         db.execute(f"{head} VALUES {', '.join([group] * len(chunk))}", list(itertools.chain.from_iterable(chunk)))
 
 
@@ -169,7 +173,7 @@ class KeyDb:
             try:
                 for sql, params in statements:
                     if isinstance(params, list):
-                        _insert_rows(db, sql, params)
+                        insert_rows(db, sql, params)
                     else:
                         db.execute(sql, params)
                 db.execute("COMMIT")

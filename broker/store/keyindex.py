@@ -238,6 +238,7 @@ class KeyIndex:
         size, magic = PREFIX.unpack_from(window, rel)
         if magic != BATCH_MAGIC or size < HEADER_SIZE or rel + size > len(window) or pos + size > end:
             return None
+        self._ahead = size <= SMALL_RECORD
         fields = HEADER.unpack_from(window, rel)
         first = first_id_of(fields)
         if first is not None:

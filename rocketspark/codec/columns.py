@@ -204,7 +204,7 @@ def decode(
     count = heads.field("count")
     size = heads.field("section_size")
     n = int(count.sum())
-    if 0 < n <= small and len(heads) <= SMALL_RECORDS:
+    if 0 < n <= min(small, SMALL_MESSAGES) and len(heads) <= SMALL_RECORDS:
         return Columns(data, heads, *_messages_few(data, heads, sec.tolist(), count.tolist(), size.tolist()))
     batch = np.repeat(np.arange(len(heads), dtype=np.int64), count)
     first = np.zeros(len(heads), dtype=np.int64)
@@ -274,7 +274,7 @@ def _messages_few(
                          values[2 * n + 3 + i] - values[2 * n + 2 + i]))  # fmt: skip
     if flagged is not None:
         raise heads.corrupted(flagged, "message flags that disagree with its tags")
-    columns = np.array(rows, dtype=np.int64).T
+    columns = np.array(rows, dtype=np.int64).T.copy()  # one contiguous row a column, as numpy's pass gives
     batch, index, body_at, body_len, tag_at, tag_len, has_tag, ext_at, ext_len = columns
     return batch, index, body_at, body_len, tag_at, tag_len, has_tag.astype(np.bool_), ext_at, ext_len
 

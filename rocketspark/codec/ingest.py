@@ -17,6 +17,7 @@ import struct
 import zlib
 from collections import Counter
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any, Final
 
 import msgpack
@@ -177,6 +178,48 @@ def _check_summary(columns: Columns) -> None:
         raise RecordCorrupted(f"the tag summary does not match the batch's tags (expected {expected:#x})", 0)
 
 
+# The message checks of ``_check_small``, each over every message before the next, in the order
+# the numpy path makes them (decode's offsets and flags, ``check_tags_utf8``, ``_check_exts``):
+# a batch with two faults is refused for the same one either way.
+
+
+def _check_offsets(
+    record: bytes, bodies: tuple[int, ...], tags: tuple[int, ...], exts: tuple[int, ...], flags_at: int
+) -> None:
+    count = len(bodies) - 1
+    for i in range(count):
+        if bodies[i + 1] < bodies[i] or tags[i + 1] < tags[i] or exts[i + 1] < exts[i]:
+            raise RecordCorrupted("the record at byte 0 has message offsets that go backwards", 0)
+    for i in range(count):
+        flag = record[flags_at + i]
+        if flag > HAS_TAG or (not flag & HAS_TAG and tags[i + 1] > tags[i]):
+            raise RecordCorrupted("the record at byte 0 has message flags that disagree with its tags", 0)
+
+
+def _tag_hashes(record: bytes, tags: tuple[int, ...], tags_at: int) -> set[int]:
+    """The distinct tags' hashes, the tags valid UTF-8 together and none starting inside a
+    character (``check_tags_utf8``'s two refusals)."""
+    found = [record[tags_at + a : tags_at + b] for a, b in pairwise(tags) if b > a]
+    try:
+        b"".join(found).decode()
+    except UnicodeDecodeError:
+        raise RecordCorrupted("a message tag is not valid UTF-8", 0) from None
+    if any(tag[0] & 0xC0 == 0x80 for tag in found):
+        raise RecordCorrupted("a message tag is not valid UTF-8 (it starts inside a character)", 0)
+    return {tag_hash(tag) for tag in found}
+
+
+def _ext_kinds(record: bytes, exts: tuple[int, ...], exts_at: int) -> dict[str, int]:
+    """Every message's keys and properties checked; the messages other than normal, by type."""
+    kinds: dict[str, int] = {}  # not a Counter: making one costs more than checking a one-message record
+    for a, b in pairwise(exts):
+        if b > a:
+            kind = message_type(_check_ext(record[exts_at + a : exts_at + b], exts_at + a))
+            if kind is not MessageType.NORMAL:
+                kinds[kind.value] = kinds.get(kind.value, 0) + 1
+    return kinds
+
+
 def _check_small(record: bytes, head: tuple[Any, ...], max_body: int, max_section: int) -> SentBatch:
     """``check_sent`` of one whole uncompressed record of at most SMALL_BATCH messages, message
     by message with ``struct``: the same rules as ``columns.decode`` and the checks after it."""
@@ -205,31 +248,15 @@ def _check_small(record: bytes, head: tuple[Any, ...], max_body: int, max_sectio
     data_at = flags_at + count
     if bodies[0] or tags[0] or exts[0] or data_at + bodies[-1] + tags[-1] + exts[-1] != total:
         raise RecordCorrupted("the record at byte 0 has a message section whose offsets do not add up to its size", 0)
-    hashes: set[int] = set()
-    kinds: dict[str, int] = {}  # not a Counter: making one costs more than checking a one-message record
     tags_at, exts_at = data_at + bodies[-1], data_at + bodies[-1] + tags[-1]
-    for i in range(count):
-        lengths = (bodies[i + 1] - bodies[i], tags[i + 1] - tags[i], exts[i + 1] - exts[i])
-        if min(lengths) < 0:
-            raise RecordCorrupted("the record at byte 0 has message offsets that go backwards", 0)
-        flag, tag_len = record[flags_at + i], lengths[1]
-        if flag > HAS_TAG or (not flag & HAS_TAG and tag_len):
-            raise RecordCorrupted("the record at byte 0 has message flags that disagree with its tags", 0)
-        if lengths[0] > max_body:
-            raise BodyTooLarge(i, lengths[0], max_body)
-        if tag_len:
-            tag = record[tags_at + tags[i] : tags_at + tags[i + 1]]
-            try:
-                tag.decode()
-            except UnicodeDecodeError:
-                raise RecordCorrupted("a message tag is not valid UTF-8", 0) from None
-            hashes.add(tag_hash(tag))
-        if lengths[2]:
-            kind = message_type(_check_ext(record[exts_at + exts[i] : exts_at + exts[i + 1]], exts_at + exts[i]))
-            if kind is not MessageType.NORMAL:
-                kinds[kind.value] = kinds.get(kind.value, 0) + 1
+    _check_offsets(record, bodies, tags, exts, flags_at)
+    hashes = _tag_hashes(record, tags, tags_at)
+    kinds = _ext_kinds(record, exts, exts_at)
     if summary_of(hashes) != tag_summary:
         raise RecordCorrupted(f"the tag summary does not match the batch's tags (expected {summary_of(hashes):#x})", 0)
+    for i in range(count):  # the largest body last, as numpy checks it after the rest
+        if bodies[i + 1] - bodies[i] > max_body:
+            raise BodyTooLarge(i, bodies[i + 1] - bodies[i], max_body)
     topic = bytes(record[topic_at:sec])
     first = first_id_of(head)
     return SentBatch(count, tag_summary, producer_id, producer_epoch, base_sequence, topic, first, tuple(kinds.items()))

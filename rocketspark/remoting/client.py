@@ -202,9 +202,15 @@ class RemotingClient:
         watch: Watch | None = None,
     ) -> RemotingCommand:
         """Sync call: wait for the response or raise at the deadline; ``watch`` as
-        ``Connection.call`` takes it (a call in this process to its own server has none)."""
+        ``Connection.call`` takes it."""
         if self._local_for(address) is not None:
-            return self._submit(address, request, timeout_ms, peer).result()
+            future = self._submit(address, request, timeout_ms, peer)
+            while watch is not None:  # a call to this process's own server: watched as it waits
+                try:
+                    return future.result(timeout=watch[0])
+                except concurrent.futures.TimeoutError:
+                    watch[1]()
+            return future.result()
         kind = peer or self.peer_kind
         timeout_s = (timeout_ms or self.default_timeout_ms) / 1000
         self._sign(request)

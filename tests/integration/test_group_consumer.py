@@ -218,12 +218,13 @@ def test_a_member_joining_takes_its_queues_over_where_the_first_stopped_with_not
             eventually(lambda: len(seen) >= total // 4, timeout_s=10)
             second = member("b")
             try:
+                # each member owns two queues (which two depends on their random client ids); the rest
+                # is sent once they do, so that the second gets some however fast the first reads
+                eventually(lambda: len(second.assignment) == len(first.assignment) == 2, timeout_s=30)
+                assert second.assignment | first.assignment == {("handover", q) for q in range(4)}
                 for i in range(total // 2, total):
                     producer.send(Message("handover", f"m{i}".encode(), queue_id=i % 4))
-                eventually(lambda: len(seen) == total, timeout_s=20)
-                # each member owns two queues (which two depends on their random client ids)
-                eventually(lambda: len(second.assignment) == len(first.assignment) == 2, timeout_s=5)
-                assert second.assignment | first.assignment == {("handover", q) for q in range(4)}
+                eventually(lambda: len(seen) == total, timeout_s=30)
             finally:
                 second.stop()
         finally:

@@ -181,7 +181,7 @@ def check(record: bytes, max_body: int = 1 << 20, max_section: int = 1 << 24) ->
         assert isinstance(numpy_way, BodyTooLarge)
         assert (one_by_one.index, one_by_one.size) == (numpy_way.index, numpy_way.size)
     if isinstance(one_by_one, Exception):
-        assert str(one_by_one).split(":")[0] == str(numpy_way).split(":")[0]
+        assert str(one_by_one) == str(numpy_way)  # the same fault named, in the same words
         raise one_by_one
     assert one_by_one == numpy_way
     return one_by_one

@@ -22,6 +22,7 @@ from rocketspark.protocol.codes import Flag, RequestCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting import connection as connection_module
 from rocketspark.remoting import frame
+from rocketspark.remoting.client import RemotingClient
 from rocketspark.remoting.connection import Connection
 
 
@@ -241,3 +242,41 @@ def test_a_watched_call_that_is_answered_returns_its_answer(peer: _Peer) -> None
         silent = RemotingCommand.request(RequestCode.GET_COUNTERS, {"silent": True}, b"")
         conn.call(silent, 0.3, lambda: RequestTimeoutError("no answer in time"), (0.05, lambda: None))
     conn.close()
+
+
+class _OwnServer:
+    """A LocalPeer (the server a client runs in) whose answers come when the test says."""
+
+    def __init__(self) -> None:
+        self.futures: list[concurrent.futures.Future[RemotingCommand]] = []
+
+    def serves(self, address: str) -> bool:
+        return address == "own:1"
+
+    def submit(self, request: RemotingCommand, timeout_s: float) -> concurrent.futures.Future[RemotingCommand]:
+        self.futures.append(concurrent.futures.Future())
+        return self.futures[-1]
+
+
+def test_a_watched_call_to_the_clients_own_server_is_watched_too() -> None:
+    """A broker's v2 endpoint sends to its own broker in process: a wait there for a master
+    deposed meanwhile ends as soon as the route says so, as over the network."""
+    own = _OwnServer()
+    client = RemotingClient(local=own)
+    ticks: list[int] = []
+
+    def check() -> None:
+        ticks.append(1)
+        if len(ticks) == 2:
+            raise NotMasterError("the group has a new master")
+
+    request = RemotingCommand.request(RequestCode.GET_COUNTERS, {}, b"")
+    with pytest.raises(NotMasterError):
+        client.invoke("own:1", request, 60_000, watch=(0.02, check))
+    answer = RemotingCommand.request(RequestCode.GET_COUNTERS, {}, b"done").response(body=b"done")
+    threading.Timer(0.1, lambda: own.futures[-1].set_result(answer)).start()
+    got = client.invoke(
+        "own:1", RemotingCommand.request(RequestCode.GET_COUNTERS, {}, b""), 60_000, watch=(0.02, ticks.clear)
+    )
+    assert got.body == b"done"
+    client.close()
