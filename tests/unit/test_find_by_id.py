@@ -171,3 +171,18 @@ def test_one_message_records_over_many_read_ahead_windows_are_all_indexed(tmp_pa
     assert index.keys_indexed == len([p for p in placed if p[2] is not None])
     index.db.close()
     store.close()
+
+
+def test_rows_go_in_statements_an_older_sqlite_takes() -> None:
+    """SQLite before 3.32 takes 999 variables a statement: the index's multi-row INSERTs stay
+    under what the SQLite at hand allows, whatever it is."""
+    from broker.store.keydb import insert_rows
+
+    db = sqlite3.connect(":memory:")
+    db.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)
+    db.execute("CREATE TABLE keys (topic TEXT, key TEXT, phys INTEGER, idx INTEGER)")
+    rows = [("orders", f"k{i}", i, 0) for i in range(3000)]
+    insert_rows(db, "INSERT INTO keys VALUES (?, ?, ?, ?)", rows)
+    assert db.execute("SELECT count(*), sum(phys) FROM keys").fetchone() == (3000, sum(range(3000)))
+    insert_rows(db, "INSERT INTO keys VALUES (?, ?, ?, ?)", [])  # nothing to add: no statement
+    db.close()
