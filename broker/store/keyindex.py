@@ -243,12 +243,7 @@ class KeyIndex:
         first = first_id_of(fields)
         if first is not None:
             found.batches.append((pos, first, fields[12]))
-        attributes, topic_len, count = fields[10], fields[11], fields[12]
-        if not attributes & COMPRESSION_MASK:
-            ext_at = rel + head_size(fields[9]) + topic_len + 4 * (count + 1) * 2 + 4 * count
-            if ext_at + 4 <= rel + size and not _EXT_END.unpack_from(window, ext_at)[0]:
-                return pos + size  # no message of the batch has keys
-        self._keys_of(pos, size, fields, found)
+        self._keys_of(pos, size, fields, found)  # its reads are the window's too
         return pos + size
 
     def _keys_of(self, pos: int, size: int, fields: tuple[Any, ...], found: _Found) -> None:
