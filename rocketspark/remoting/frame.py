@@ -93,13 +93,13 @@ def take_commands(view: bytes | bytearray, take: Callable[[RemotingCommand], Non
     pos, end = 0, len(view)
     while end - pos >= PREFIX_BYTES:
         length, word = PREFIX.unpack_from(view, pos)
-        header_bytes = word & HEADER_LENGTH_MASK
+        header_bytes = header_length(word)
         if length < 4 + header_bytes:
             raise MalformedCommand(f"the server sent a frame of length {length} with a {header_bytes}-byte header")
         if end - pos - 4 < length:
             break
         start = pos + PREFIX_BYTES
-        command = decode_header(word >> SERIALIZATION_SHIFT, memoryview(view)[start : start + header_bytes])
+        command = decode_header(serialization(word), memoryview(view)[start : start + header_bytes])
         command.body = bytes(view[start + header_bytes : pos + 4 + length])
         pos += 4 + length
         take(command)

@@ -206,11 +206,11 @@ class Dispatcher:
         in-flight budget, all before its body is read; or the response that refuses it (its body is then dropped as
         it comes). Refusals are observed here."""
         started = time.perf_counter()
-        rocketmq = request.serialize != MSGPACK  # is_rocketmq and is_stream, inline: every request's path
+        rocketmq = is_rocketmq(request)
         if rocketmq:
             table: dict[int, Handler] | dict[int, StreamHandler] = self.rocketmq_handlers
         else:
-            table = self.stream_handlers if request.flag & Flag.MORE else self.handlers
+            table = self.stream_handlers if self.is_stream(request) else self.handlers
         if request.code not in table:  # counted and labelled as one: a client cannot mint counters or series
             self.counters[-1] += 1
             remark = self._unserved(request, rocketmq)
@@ -237,7 +237,7 @@ class Dispatcher:
         budget when the handler is done."""
         started = time.perf_counter()
         try:
-            if request.serialize != MSGPACK:  # is_rocketmq, inline: this is every request's path
+            if is_rocketmq(request):
                 refused = self._check_signature(request)
                 handler = self.rocketmq_handlers[request.code]
             else:

@@ -191,15 +191,13 @@ class ServerConnection(asyncio.Protocol):
                 return end
         while end - pos >= frame.PREFIX_BYTES:
             length, word = frame.PREFIX.unpack_from(view, pos)
-            header_bytes = word & frame.HEADER_LENGTH_MASK
+            header_bytes = frame.header_length(word)
             if header_bytes > frame.MAX_HEADER_BYTES or length < 4 + header_bytes:
                 raise MalformedCommand(f"frame length {length} with a header of {header_bytes} bytes")
             start = pos + frame.PREFIX_BYTES
             if end - start < header_bytes:
                 break
-            request = frame.decode_header(
-                word >> frame.SERIALIZATION_SHIFT, memoryview(view)[start : start + header_bytes]
-            )
+            request = frame.decode_header(frame.serialization(word), memoryview(view)[start : start + header_bytes])
             body_bytes = length - 4 - header_bytes
             start += header_bytes
             if body_bytes > MAX_REQUEST_BYTES:
@@ -274,7 +272,7 @@ class ServerConnection(asyncio.Protocol):
         request.channel = self
         loop = self._loop
         assert loop is not None
-        if request.flag & Flag.MORE:  # Dispatcher.is_stream, inline
+        if self.dispatcher.is_stream(request):
             stream = loop.create_task(self._stream(request, ticket))
             self._streams[request.opaque] = stream
             stream.add_done_callback(lambda _: self._streams.pop(request.opaque, None))

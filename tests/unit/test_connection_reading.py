@@ -50,16 +50,7 @@ class _Peer:
             if not data:
                 return
             buffer += data
-            while len(buffer) >= frame.PREFIX_BYTES:
-                length, word = frame.PREFIX.unpack_from(buffer, 0)
-                if len(buffer) < 4 + length:
-                    break
-                header_bytes = frame.header_length(word)
-                start = frame.PREFIX_BYTES
-                request = frame.decode_header(frame.serialization(word), bytes(buffer[start : start + header_bytes]))
-                request.body = bytes(buffer[start + header_bytes : 4 + length])
-                del buffer[: 4 + length]
-                self._answer(sock, request)
+            del buffer[: frame.take_commands(buffer, lambda request: self._answer(sock, request))]
 
     def _answer(self, sock: socket.socket, request: RemotingCommand) -> None:
         if request.ext.get("silent"):
