@@ -188,12 +188,15 @@ class TraceRecorder:
         return config.trace or (self.everything and not config.name.startswith(HELD_TOPIC_PREFIXES))
 
     def _add(self, item: tuple[Any, ...], size: int = 0) -> None:
+        """Buffer one event, under the lock the flush swaps the buffer under: events come from
+        the event loop and from worker threads (``noted``) alike."""
         size += ITEM_BYTES
-        if len(self.pending) >= MAX_PENDING or self.pending_bytes + size > self.max_pending_bytes:
-            self._drop(1, "the buffer is full (trace_max_pending_bytes)")
-            return
-        self.pending.append(item)
-        self.pending_bytes += size
+        with self._swap:
+            if len(self.pending) >= MAX_PENDING or self.pending_bytes + size > self.max_pending_bytes:
+                self._drop(1, "the buffer is full (trace_max_pending_bytes)")
+                return
+            self.pending.append(item)
+            self.pending_bytes += size
 
     def _drop(self, count: int, why: str) -> None:
         """Count lost events; say so in the log now and then, not once per event."""
@@ -261,8 +264,7 @@ class TraceRecorder:
         """Something that befell one stored message (sent back for a retry, to the DLQ,
         acknowledged, scheduled, prepared...), recorded against its record wherever it is
         stored."""
-        with self._swap:
-            self._add((NOTE, int(time.time() * 1000), kind, message, group, client, detail), len(message.body))
+        self._add((NOTE, int(time.time() * 1000), kind, message, group, client, detail), len(message.body))
 
     # -- the background flush --------------------------------------------------------------
 

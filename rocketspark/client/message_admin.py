@@ -117,10 +117,11 @@ def _by_client_id(core: ClientCore, cluster: dict[str, Any], text: str) -> tuple
     return found, no_index
 
 
-def copies_of(core: ClientCore, message: MessageExt) -> list[MessageExt]:
+def copies_of(core: ClientCore, message: MessageExt, brokers: dict[str, Any]) -> list[MessageExt]:
     """``message`` and every other stored message with its client id, oldest first: the copies
-    a group's failures sent to its retry and dead-letter topics, a producer's resend."""
-    found, _ = _by_client_id(core, core.cluster_list()["brokers"], message.msg_id) if message.msg_id else ([], [])
+    a group's failures sent to its retry and dead-letter topics, a producer's resend.
+    ``brokers``: the cluster list's brokers, which the caller has at hand."""
+    found, _ = _by_client_id(core, brokers, message.msg_id) if message.msg_id else ([], [])
     place = (message.broker_name, message.commitlog_offset, message.batch_index)
     others = [m for m in found if (m.broker_name, m.commitlog_offset, m.batch_index) != place]
     return [message, *others]

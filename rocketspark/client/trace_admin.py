@@ -57,7 +57,7 @@ def trace_of(core: ClientCore, message: MessageExt) -> list[TraceEvent]:
     if not addresses:
         raise BrokerNotExistError("no broker is registered with the nameservers; start a broker first")
     events: list[TraceEvent] = []
-    for copy in copies_of(core, message):
+    for copy in copies_of(core, message, brokers):
         for address in addresses:  # events of a record are recorded where they happen
             events += _events_at(core, address, copy)
     events += _acknowledgements(core, named, events)
