@@ -107,8 +107,8 @@ def check_batch(ctx: SendContext, body: bytes, topic: str) -> SentBatch:
             f"message {exc.index} of the batch has a {exc.size}-byte body, over broker {ctx.name}'s limit of "
             f"{limit} bytes (max_message_bytes); split the payload or raise the limit"
         ) from None
-    except BatchRefused as exc:
-        raise MalformedBody(f"{exc}; the producer must build sends with rocketspark.codec") from None
+    except BatchRefused as refused:  # a name of its own: compiled (setup.py), a name has one type
+        raise MalformedBody(f"{refused}; the producer must build sends with rocketspark.codec") from None
     if len(body) > batch_limit:
         raise MessageTooLargeError(
             f"a batch of {len(body)} bytes is over broker {ctx.name}'s limit of {batch_limit} bytes "
