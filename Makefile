@@ -4,9 +4,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 DEPS := $(VENV)/.deps-installed
 INSTALLED := $(VENV)/.project-installed
-SOURCES := $(shell find rocketspark broker nameserver -type f -not -path '*/__pycache__/*' 2>/dev/null)
+COMPILED := $(VENV)/.compiled-in-place
+SOURCES := $(shell find rocketspark broker nameserver -type f -not -path '*/__pycache__/*' -not -name '*.so' 2>/dev/null)
 
-.PHONY: test run check docs bench bench-rocketmq4 bench-wire bench-spark bench-spark-latency bench-resilience bench-security protos clean
+.PHONY: test compiled run check docs bench bench-rocketmq4 bench-wire bench-spark bench-spark-latency bench-resilience bench-security protos clean
 
 # Dependencies once; the project itself is installed the way a user installs it (not in
 # editable mode), so that Spark's data-source discovery finds pyspark_rocketmq, and again
@@ -14,15 +15,27 @@ SOURCES := $(shell find rocketspark broker nameserver -type f -not -path '*/__py
 # what an earlier install left there (a module since moved into a package would be installed still).
 $(DEPS): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet --upgrade pip 'setuptools>=77'  # the builds below run on the venv's setuptools
 	rm -rf build
 	$(PY) -m pip install --quiet '.[test,docs]'
 	touch $(DEPS)
 
-$(INSTALLED): $(DEPS) $(SOURCES)
+# This install compiles the broker's request path with mypyc (setup.py) from the venv's mypy
+# (--no-build-isolation builds with it; the install of the dependencies above compiles nothing).
+# The tests and benchmarks run the checkout, so it is also compiled in place (each extension
+# beside its .py, loaded first); the tests refuse to start on an extension older than its source
+# (rocketspark/compiled.py).
+$(INSTALLED): $(DEPS) $(SOURCES) setup.py
 	rm -rf build
-	$(PY) -m pip install --quiet --no-deps --force-reinstall .
+	$(PY) -m pip install --quiet --no-deps --force-reinstall --no-build-isolation .
 	touch $(INSTALLED)
+
+$(COMPILED): $(DEPS) $(SOURCES) setup.py
+	rm -rf build
+	$(PY) setup.py --quiet build_ext --inplace
+	touch $(COMPILED)
+
+compiled: $(COMPILED)
 
 # The console's test drives Debian's headless chromium: installed here when missing (root, apt).
 CHROMIUM := $(shell command -v chromium || command -v chromium-browser)
@@ -40,7 +53,7 @@ endif
 	cd tests/ali_ons && npm ci --no-audit --no-fund --loglevel=error
 	touch $(ALI_ONS)
 
-test: $(INSTALLED) $(ALI_ONS)
+test: $(INSTALLED) $(COMPILED) $(ALI_ONS)
 ifeq ($(CHROMIUM),)
 	@echo "installing chromium (the web console's test runs it headless)"
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
@@ -65,25 +78,25 @@ check: $(INSTALLED)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
-bench: $(INSTALLED)
+bench: $(INSTALLED) $(COMPILED)
 	$(PY) benchmarks/bench_broker.py
 
-bench-rocketmq4: $(INSTALLED) $(ALI_ONS)
+bench-rocketmq4: $(INSTALLED) $(COMPILED) $(ALI_ONS)
 	$(PY) benchmarks/bench_rocketmq4.py
 
-bench-wire: $(INSTALLED)  # starts Redis and NATS JetStream too (apt-get installs them when missing)
+bench-wire: $(INSTALLED) $(COMPILED)  # starts Redis and NATS JetStream too (apt-get installs them when missing)
 	$(PY) benchmarks/bench_wire.py
 
-bench-spark: $(INSTALLED)
+bench-spark: $(INSTALLED) $(COMPILED)
 	$(PY) benchmarks/bench_spark.py
 
-bench-spark-latency: $(INSTALLED)
+bench-spark-latency: $(INSTALLED) $(COMPILED)
 	$(PY) benchmarks/bench_spark_latency.py
 
-bench-resilience: $(INSTALLED)
+bench-resilience: $(INSTALLED) $(COMPILED)
 	$(PY) benchmarks/bench_resilience.py
 
-bench-security: $(INSTALLED)
+bench-security: $(INSTALLED) $(COMPILED)
 	$(PY) benchmarks/bench_security.py
 
 protos: $(INSTALLED)  # regenerate rocketspark/grpcv2/stubs from protos/ (needs the dev extra: grpcio-tools)
@@ -91,3 +104,5 @@ protos: $(INSTALLED)  # regenerate rocketspark/grpcv2/stubs from protos/ (needs 
 
 clean:
 	rm -rf $(VENV) build site *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	find . -maxdepth 1 -name '*__mypyc*.so' -delete
+	find rocketspark broker nameserver -name '*.so' -delete

@@ -41,7 +41,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rocketspark import Admin, Consumer, LocalCluster, Message, Producer
+from rocketspark import Admin, Consumer, LocalCluster, Message, Producer, compiled
 from rocketspark.codec import ids
 from rocketspark.codec.build import encode_messages, with_first_id
 from rocketspark.protocol.codes import RequestCode
@@ -253,6 +253,7 @@ def main() -> None:
     args = parser.parse_args()
     messages_n = 100_000 if args.quick else args.messages
     latency_n = 1500 if args.quick else args.latency_messages
+    compiled.require_fresh()
 
     calibration = cpu_calibration()
     echo, echo_address = start_echo()
@@ -293,6 +294,7 @@ def main() -> None:
         f"\nrocketspark broker benchmark ({messages_n:,} msgs per ingest run, {THREADS} sender threads, "
         "async flush, 1 broker)"
     )
+    print(f"\nrocketspark's send path: {compiled.summary()}")
     print("\ningest (ceiling: a do-nothing server receiving the same batch records over the same connection)")
     print(f"{'body':>6} {'batch':>6} {'msg/s':>12} {'ceiling':>12} {'ratio':>6}")
     for size, batch_n, ours, ceiling in ingest_rows:

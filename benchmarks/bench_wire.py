@@ -51,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_broker
 
-from rocketspark import Admin, LocalCluster, Message, Producer
+from rocketspark import Admin, LocalCluster, Message, Producer, compiled
 
 BODY = os.urandom(1024)
 PROCESSES, THREADS = 4, 8
@@ -252,6 +252,7 @@ def main() -> None:
     parser.add_argument("--profile", type=Path, help="record the broker with py-spy into this directory")
     args = parser.parse_args()
     seconds = args.seconds
+    compiled.require_fresh()
     ensure_tools()
     if args.profile is not None:
         args.profile.mkdir(parents=True, exist_ok=True)
@@ -303,6 +304,7 @@ def main() -> None:
         return "meets" if ok else "MISSES"
 
     print(f"\nwire benchmark: 1 KiB bodies, one message per send, each waiting for its ack ({seconds:g} s runs)")
+    print(f"rocketspark's send path: {compiled.summary()}")
     print(f"\n1. {PROCESSES} processes x {THREADS} senders")
     print(f"   {'system':<12} {'msg/s':>10} {'server CPU/msg':>15}")
     for name, rate, cpu in (

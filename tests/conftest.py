@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from rocketspark import compiled
 from rocketspark.cluster import LocalCluster
 
 _topic_ids = itertools.count()
@@ -15,6 +16,13 @@ _topic_ids = itertools.count()
 # nameserver would rightly pause its pushes. Tests of the push itself must not depend on the
 # box, so clusters here push regardless; test_route_push covers the pause on its own.
 PUSH_ALWAYS = {"notify_max_load_per_cpu": 1_000.0}
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """A compiled module older than its source would test the old code (rocketspark.compiled)."""
+    changed = compiled.stale()
+    if changed:
+        pytest.exit(f"changed since they were compiled: {', '.join(changed)}; {compiled.REBUILD}", returncode=2)
 
 
 @pytest.fixture(autouse=True)
