@@ -23,16 +23,20 @@ from pathlib import Path
 from setuptools import Extension, setup
 
 # The path of a single send through the broker, and the codec both ends share. A module here
-# must not use what mypyc does not compile (async generators, nested classes) and must not be
-# subclassed, patched or weakly referenced from plain Python.
+# must not use what mypyc does not compile (async generators, nested classes), must not be
+# subclassed, patched or weakly referenced from plain Python, and must not name an attribute
+# ``_thread`` (its C name clashes with the ``__thread`` keyword).
 COMPILED = [
     "rocketspark/remoting/server_connection.py",
+    "rocketspark/remoting/server.py",
     "rocketspark/remoting/frame.py",
     "rocketspark/remoting/admission.py",
     "rocketspark/remoting/eager.py",
     "rocketspark/protocol/command.py",
     "rocketspark/protocol/headers.py",
     "rocketspark/protocol/validation.py",
+    "rocketspark/protocol/shapes/__init__.py",
+    "rocketspark/protocol/shapes/declared.py",
     "rocketspark/codec/ingest.py",
     "rocketspark/codec/build.py",
     "rocketspark/codec/ids.py",
@@ -42,6 +46,9 @@ COMPILED = [
     "broker/store/consumequeue.py",
     "broker/store/mappedfile.py",
     "broker/store/stats.py",
+    "broker/store/queues.py",
+    "broker/store/keyindex.py",  # its thread parses every stored record for keys
+    "broker/store/keydb.py",
     "broker/dedupe.py",
     "broker/longpoll.py",
     "broker/ha/replication.py",

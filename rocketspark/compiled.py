@@ -35,12 +35,18 @@ def extensions(root: Path = ROOT) -> list[Path]:
 
 
 def stale(root: Path = ROOT) -> list[str]:
-    """The source files changed since their extension was built, as paths under ``root``."""
+    """The source files changed since their extension was built, as paths under ``root``.
+
+    A module's extension is a small shim; its code is in the build's one shared library
+    (``<hash>__mypyc`` at the top of the tree), which a rebuild rewrites while it leaves an
+    unchanged shim as it was. So a module is built as late as the newer of the two."""
+    shared = [path.stat().st_mtime for path in root.glob("*__mypyc*") if path.is_file()]
+    built_at = max(shared, default=0.0)
     out: list[str] = []
     for path in extensions(root):
         suffix = next(s for s in importlib.machinery.EXTENSION_SUFFIXES if path.name.endswith(s))
         source = _source_of(path, suffix)
-        if source.stat().st_mtime > path.stat().st_mtime:
+        if source.stat().st_mtime > max(path.stat().st_mtime, built_at):
             out.append(str(source.relative_to(root)))
     return out
 

@@ -78,10 +78,10 @@ class KeyDb:
         try:
             try:
                 return self._open()
-            except sqlite3.DatabaseError as exc:
-                if not any(word in str(exc).lower() for word in _DAMAGE):
+            except sqlite3.DatabaseError as damaged:
+                if not any(word in str(damaged).lower() for word in _DAMAGE):
                     raise
-                self._set_aside(exc)
+                self._set_aside(damaged)
                 return self._open()
         except sqlite3.Error as exc:
             self.close()

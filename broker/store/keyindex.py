@@ -97,7 +97,7 @@ class KeyIndex:
         self.indexed_to = 0
         self.keys_indexed = 0
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._worker: threading.Thread | None = None
         self._purged_below = 0
         self._saved_to = 0  # the progress last saved (a restart re-reads keyless log after it)
         self._cut = store.cut  # the log's last cut, as last seen
@@ -107,14 +107,14 @@ class KeyIndex:
 
     def open(self) -> None:
         self.indexed_to = self._saved_to = self.db.open()
-        self._thread = threading.Thread(target=self._run, name="key-index", daemon=True)
-        self._thread.start()
+        self._worker = threading.Thread(target=self._run, name="key-index", daemon=True)
+        self._worker.start()
 
     def close(self) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(30)
-            self._thread = None
+        if self._worker is not None:
+            self._worker.join(30)
+            self._worker = None
         if self.indexed_to > self._saved_to:
             try:
                 self.db.add([], self.indexed_to)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from functools import partial
 from typing import Protocol, TypeVar
 
@@ -254,24 +254,18 @@ class Dispatcher:
         self._observe(request.code, response, started, held=request.held)
         return response
 
-    async def serve_stream(self, request: RemotingCommand, ticket: Ticket) -> AsyncIterator[RemotingCommand]:
-        """An accepted streaming request: its handler's responses; a failure ends the stream
-        with its error response, and the handler's own clean-up runs when the stream ends
-        (done, stopped by the client, or its connection closed)."""
+    def open_stream(self, request: RemotingCommand, ticket: Ticket) -> AsyncIterator[RemotingCommand] | RemotingCommand:
+        """An accepted streaming request: its handler's responses, or the response refusing it
+        (:func:`rocketspark.remoting.streams.serve_stream` serves either)."""
         ticket.release()  # a streaming request's body is a header's worth: nothing to hold
         refused = self._check(request)
         if refused is not None:
-            yield refused
-            return
-        responses = self.stream_handlers[request.code](request)
-        try:
-            async for response in responses:
-                yield response
-        except Exception as exc:  # not BaseException: a stopped stream is no error
-            yield response_for_exception(request, exc, self.server_name)
-        finally:
-            if isinstance(responses, AsyncGenerator):
-                await responses.aclose()
+            return refused
+        return self.stream_handlers[request.code](request)
+
+    def failed(self, request: RemotingCommand, exc: BaseException) -> RemotingCommand:
+        """The response to ``request`` whose handler raised ``exc``."""
+        return response_for_exception(request, exc, self.server_name)
 
     @staticmethod
     def is_stream(request: RemotingCommand) -> bool:

@@ -33,6 +33,7 @@ from rocketspark.remoting import frame
 from rocketspark.remoting.admission import MAX_REQUEST_BYTES, Ticket
 from rocketspark.remoting.eager import eagerly
 from rocketspark.remoting.server import Dispatcher, response_for_exception
+from rocketspark.remoting.streams import serve_stream
 
 log = logging.getLogger(__name__)
 
@@ -290,7 +291,7 @@ class ServerConnection(asyncio.Protocol):
     async def _stream(self, request: RemotingCommand, ticket: Ticket) -> None:
         """Each response leaves as soon as it is made, with the MORE flag; an empty frame
         without it ends the stream (``frame.STREAM_END_FIELD``)."""
-        async for response in self.dispatcher.serve_stream(request, ticket):
+        async for response in serve_stream(self.dispatcher, request, ticket):
             response.flag |= Flag.MORE
             self._reply(response)
             await self._writable.wait()

@@ -58,6 +58,15 @@ def test_an_extension_older_than_its_source_is_stale_and_a_rebuilt_one_is_not(tm
     assert compiled.stale(tmp_path) == []
 
 
+def test_a_rebuilt_shared_library_makes_its_unchanged_shims_current(tmp_path: Path) -> None:
+    """A rebuild leaves a module's shim as it was (its C does not change with the module's
+    code) and rewrites the shared library the code is in."""
+    _tree(tmp_path, {"rocketspark/a.py": 200.0}, {f"rocketspark/a{SUFFIX}": 100.0})
+    assert compiled.stale(tmp_path) == ["rocketspark/a.py"]
+    _tree(tmp_path, {}, {f"0123abcd__mypyc{SUFFIX}": 250.0})
+    assert compiled.stale(tmp_path) == []
+
+
 def test_every_listed_module_exists_and_is_typed_source() -> None:
     listed = _setup_list()
     assert len(listed) == len(set(listed))
@@ -91,3 +100,15 @@ def test_no_compiled_function_reuses_an_exception_name_for_another_type() -> Non
                         kinds.setdefault(handler.name, set()).add(ast.unparse(handler.type))
                 found += [f"{path}: {function.name}: {name}" for name, types in kinds.items() if len(types) > 1]
     assert found == []
+
+
+def test_no_compiled_module_names_an_attribute_thread() -> None:
+    """mypyc names an attribute's C field after it: ``_thread`` became ``__thread``, a C keyword,
+    and the whole build failed to compile."""
+    named = [
+        f"{path}:{node.lineno}"
+        for path in _setup_list()
+        for node in ast.walk(ast.parse((compiled.ROOT / path).read_text()))
+        if isinstance(node, ast.Attribute) and node.attr == "_thread"
+    ]
+    assert named == []

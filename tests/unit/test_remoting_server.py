@@ -13,6 +13,7 @@ from rocketspark.protocol.command import RemotingCommand
 from rocketspark.remoting.admission import SMALL_REQUEST_BYTES, Ticket
 from rocketspark.remoting.lifecycle import every_ms_on_loop
 from rocketspark.remoting.server import Dispatcher, PushHub
+from rocketspark.remoting.streams import serve_stream
 
 PULL = {"topic": "t", "queueId": 0, "queueOffset": 0}  # a pull request's required fields
 
@@ -51,7 +52,7 @@ async def collect(dispatcher: Dispatcher, request: RemotingCommand) -> list[Remo
     accepted = dispatcher.accept(request, 0)
     if isinstance(accepted, RemotingCommand):
         return [accepted]
-    return [r async for r in dispatcher.serve_stream(request, accepted)]
+    return [r async for r in serve_stream(dispatcher, request, accepted)]
 
 
 def test_an_unknown_code_is_refused_and_counted_as_one() -> None:
@@ -106,7 +107,7 @@ def test_a_stopped_stream_runs_its_handlers_clean_up_and_logs_nothing(caplog: py
         request.flag |= Flag.MORE
         accepted = dispatcher.accept(request, 0)
         assert isinstance(accepted, Ticket)
-        stream = dispatcher.serve_stream(request, accepted)
+        stream = serve_stream(dispatcher, request, accepted)
         await anext(stream)
         await stream.aclose()  # what the listener does when the client stops it or goes away
 

@@ -34,8 +34,10 @@ class RequestShape:
             msgspec.msgpack.decode(request.body, type=self.body, strict=True)
         except msgspec.ValidationError as exc:
             raise InvalidParameterError(explain(request.code, "body", str(exc), None)) from None
-        except msgspec.DecodeError as exc:
-            raise MalformedRequestError(f"{request_name(request.code)} body is not valid msgpack: {exc}") from None
+        except msgspec.DecodeError as undecodable:
+            raise MalformedRequestError(
+                f"{request_name(request.code)} body is not valid msgpack: {undecodable}"
+            ) from None
 
 
 def request_name(code: int) -> str:
