@@ -7,7 +7,7 @@ INSTALLED := $(VENV)/.project-installed
 COMPILED := $(VENV)/.compiled-in-place
 SOURCES := $(shell find rocketspark broker nameserver -type f -not -path '*/__pycache__/*' -not -name '*.so' 2>/dev/null)
 
-.PHONY: test compiled run check docs bench bench-rocketmq4 bench-wire bench-spark bench-spark-latency bench-resilience bench-security protos clean
+.PHONY: test compiled uncompiled run check docs bench bench-rocketmq4 bench-wire bench-spark bench-spark-latency bench-resilience bench-security protos clean
 
 # Dependencies once; the project itself is installed the way a user installs it (not in
 # editable mode), so that Spark's data-source discovery finds pyspark_rocketmq, and again
@@ -23,19 +23,28 @@ $(DEPS): pyproject.toml
 # This install compiles the broker's request path with mypyc (setup.py) from the venv's mypy
 # (--no-build-isolation builds with it; the install of the dependencies above compiles nothing).
 # The tests and benchmarks run the checkout, so it is also compiled in place (each extension
-# beside its .py, loaded first); the tests refuse to start on an extension older than its source
-# (rocketspark/compiled.py).
+# beside its .py, loaded first), from the same build/ (mypyc rewrites only C that changed, so
+# nothing is compiled twice). Every extension is dated to the build's start: a source saved
+# during the build is newer, and the tests refuse to start on a source newer than the build
+# (rocketspark/compiled.py). `make uncompiled` removes them: the checkout then runs as source.
 $(INSTALLED): $(DEPS) $(SOURCES) setup.py
 	rm -rf build
 	$(PY) -m pip install --quiet --no-deps --force-reinstall --no-build-isolation .
 	touch $(INSTALLED)
 
-$(COMPILED): $(DEPS) $(SOURCES) setup.py
-	rm -rf build
+$(COMPILED): $(DEPS) $(SOURCES) setup.py | $(INSTALLED)
+	$(MAKE) --no-print-directory uncompiled
+	touch $(COMPILED).started
 	$(PY) setup.py --quiet build_ext --inplace
-	touch $(COMPILED)
+	find . -maxdepth 1 -name '*__mypyc*.so' -exec touch -r $(COMPILED).started {} +
+	find rocketspark broker nameserver -name '*.so' -exec touch -r $(COMPILED).started {} +
+	mv $(COMPILED).started $(COMPILED)
 
 compiled: $(COMPILED)
+
+uncompiled:
+	find . -maxdepth 1 -name '*__mypyc*.so' -delete
+	find rocketspark broker nameserver -name '*.so' -delete
 
 # The console's test drives Debian's headless chromium: installed here when missing (root, apt).
 CHROMIUM := $(shell command -v chromium || command -v chromium-browser)
@@ -102,7 +111,5 @@ bench-security: $(INSTALLED) $(COMPILED)
 protos: $(INSTALLED)  # regenerate rocketspark/grpcv2/stubs from protos/ (needs the dev extra: grpcio-tools)
 	$(PY) -m pip install -q ".[dev]" && $(PY) tools/gen_protos.py
 
-clean:
+clean: uncompiled
 	rm -rf $(VENV) build site *.egg-info .pytest_cache .mypy_cache .ruff_cache
-	find . -maxdepth 1 -name '*__mypyc*.so' -delete
-	find rocketspark broker nameserver -name '*.so' -delete

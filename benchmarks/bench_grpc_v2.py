@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from rocketmq import ClientConfiguration, Credentials, Producer
 from rocketmq import Message as V2Message
 
-from rocketspark import Admin, LocalCluster
+from rocketspark import Admin, LocalCluster, compiled
 
 HERE = Path(__file__).resolve().parent
 TOPIC = "bench-v2"
@@ -65,6 +65,7 @@ def send_rate(endpoint: str, messages: int, threads: int) -> float:
 
 
 def main() -> None:
+    compiled.require_fresh()  # the checkout's build, as the source is now
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=3)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rocketspark import Admin, LocalCluster, Message, Producer
+from rocketspark import Admin, LocalCluster, Message, Producer, compiled
 
 TOPIC = "bench-keys"
 BATCH = 1000
@@ -76,6 +76,7 @@ def show(name: str, ms: list[float]) -> float:
 
 
 def main() -> None:
+    compiled.require_fresh()  # the checkout's build, as the source is now
     parser = argparse.ArgumentParser()
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--lookups", type=int, default=200)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rocketspark import Admin, LocalCluster, Message, Producer
+from rocketspark import Admin, LocalCluster, Message, Producer, compiled
 from rocketspark.cli import package_job
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,6 +90,7 @@ def submit(work: Path, nameserver: str, python: str, archive: Path | None, run: 
 
 
 def main() -> None:
+    compiled.require_fresh()  # the checkout's build, as the source is now
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--messages", type=int, default=600)
     parser.add_argument("--rounds", type=int, default=2)

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_broker
 from bench_broker import BATCH, ingest_broker
 
-from rocketspark import Admin, LocalCluster, Message, Producer
+from rocketspark import Admin, LocalCluster, Message, Producer, compiled
 from rocketspark.errors import RocketSparkError
 
 HEARTBEAT_TIMEOUT_MS = 3000
@@ -109,6 +109,7 @@ def failover_times(kills: int) -> list[float]:
 
 
 def main() -> None:
+    compiled.require_fresh()  # the checkout's build, as the source is now
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--kills", type=int, default=5)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rocketspark import Admin, LocalCluster, Message, Producer
+from rocketspark import Admin, LocalCluster, Message, Producer, compiled
 
 MiB = 1024 * 1024
 RSS_TARGET_MB = 600
@@ -152,6 +152,7 @@ SECTIONS: list[Callable[[], None]] = [measure_inflight_rss, measure_topic_creati
 
 
 def main() -> None:
+    compiled.require_fresh()  # the checkout's build, as the source is now
     for section in SECTIONS:
         section()
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rocketspark import Admin, Consumer, LocalCluster, Message, Producer
+from rocketspark import Admin, Consumer, LocalCluster, Message, Producer, compiled
 
 ALI_ONS = Path(__file__).resolve().parent.parent / "tests" / "ali_ons"
 TOPIC = "bench4"
@@ -96,6 +96,7 @@ def ours_consume(nameserver: str, topic: str, expected: int) -> float:
 
 
 def main() -> None:
+    compiled.require_fresh()  # the checkout's build, as the source is now
     parser = argparse.ArgumentParser()
     parser.add_argument("--messages", type=int, default=20_000)
     n = parser.parse_args().messages

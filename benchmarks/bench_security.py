@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_broker import QUEUES, cpu_calibration, drain, ingest_broker
 
-from rocketspark import Admin, LocalCluster, Message
+from rocketspark import Admin, LocalCluster, Message, compiled
 
 BATCH = 1000
 USER, SECRET = "bench", "bench-" + os.urandom(8).hex()
@@ -75,6 +75,7 @@ def process_cpu_s(pid: int) -> float:
 
 
 def main() -> None:
+    compiled.require_fresh()  # the checkout's build, as the source is now
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=400_000, help="messages per ingest run (default 400000)")
     parser.add_argument("--rounds", type=int, default=5)

@@ -45,7 +45,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-from rocketspark import Admin, LocalCluster, Message, Producer
+from rocketspark import Admin, LocalCluster, Message, Producer, compiled
 from rocketspark.spark.reading import MIN_ARROW_ROWS
 
 BEST_ARROW_ROWS = 50_000  # the Data Source API's best case, measured (research/datasource-api)
@@ -238,6 +238,7 @@ def print_filtered(figures: list[tuple[str, bool, int, int, float]], rows: int) 
 
 
 def main() -> None:
+    compiled.require_fresh()  # the checkout's build, as the source is now
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--per-batch", type=int, default=500_000)

@@ -26,7 +26,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-from rocketspark import Admin, LocalCluster, Message, Producer
+from rocketspark import Admin, LocalCluster, Message, Producer, compiled
 
 BODY = b"x" * 100
 
@@ -71,6 +71,7 @@ def measure(spark: Any, nameserver: str, topic: str, cache_ms: int, args: argpar
 
 
 def main() -> None:
+    compiled.require_fresh()  # the checkout's build, as the source is now
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=1500)
     parser.add_argument("--interval-ms", type=float, default=20)

@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rocketspark import Admin, Consumer, LocalCluster, Message, Producer
+from rocketspark import Admin, Consumer, LocalCluster, Message, Producer, compiled
 
 GiB = 1 << 30
 BODY = 1024
@@ -74,6 +74,7 @@ def crc_ceiling(commitlog: Path) -> float:
 
 
 def main() -> None:
+    compiled.require_fresh()  # the checkout's build, as the source is now
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--recovery-gib", type=float, default=1.0)
     parser.add_argument("--rss-gib", type=float, default=10.0)

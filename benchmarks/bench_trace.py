@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rocketspark import Admin, Consumer, LocalCluster, Message, Producer
+from rocketspark import Admin, Consumer, LocalCluster, Message, Producer, compiled
 from rocketspark.errors import MessageNotFoundError
 from rocketspark.protocol.types import SendResult
 
@@ -126,6 +126,7 @@ def lookup(admin: Admin, sent: list[SendResult], count: int) -> None:
 
 
 def main() -> None:
+    compiled.require_fresh()  # the checkout's build, as the source is now
     parser = argparse.ArgumentParser()
     parser.add_argument("--messages", type=int, default=1_000_000, help="messages the look-up is made among")
     parser.add_argument("--seconds", type=float, default=3.0, help="length of one rate measurement")

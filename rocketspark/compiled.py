@@ -2,8 +2,8 @@
 
 ``setup.py`` compiles the broker's request path with mypyc. A checkout builds it in place
 (``make compiled``): each module's extension sits beside its ``.py`` and Python loads the
-extension first. An extension older than its source would run the old code, so the tests and
-benchmarks refuse to start on one (:func:`stale`) and say how to rebuild.
+extension first. A build older than the source would run the old code, so the tests and
+benchmarks refuse to start on one (:func:`refusal`) and say how to rebuild.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Final
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 PACKAGES: Final = ("rocketspark", "broker", "nameserver")
-REBUILD: Final = "run `make compiled` (or delete the extensions to run the source as it is)"
+REBUILD: Final = "run `make compiled` (or `make uncompiled` to run the checkout as source)"
 
 
 def is_compiled(module: ModuleType) -> bool:
@@ -35,27 +35,34 @@ def extensions(root: Path = ROOT) -> list[Path]:
 
 
 def stale(root: Path = ROOT) -> list[str]:
-    """The source files changed since their extension was built, as paths under ``root``.
+    """The sources changed since the checkout was compiled, as paths under ``root`` (none when
+    nothing is compiled).
 
-    A module's extension is a small shim; its code is in the build's one shared library
-    (``<hash>__mypyc`` at the top of the tree), which a rebuild rewrites while it leaves an
-    unchanged shim as it was. So a module is built as late as the newer of the two."""
+    Any module counts, not only the compiled ones: mypyc copies the value of another module's
+    ``Final`` constant into the code that reads it. So does ``setup.py``, which says what is
+    compiled. The build is as old as its shared library (``<hash>__mypyc`` at the top of the
+    tree; ``make compiled`` dates it and every shim to the build's start), or as its shims
+    without one."""
+    built = extensions(root)
+    if not built:
+        return []
     shared = [path.stat().st_mtime for path in root.glob("*__mypyc*") if path.is_file()]
-    built_at = max(shared, default=0.0)
-    out: list[str] = []
-    for path in extensions(root):
-        suffix = next(s for s in importlib.machinery.EXTENSION_SUFFIXES if path.name.endswith(s))
-        source = _source_of(path, suffix)
-        if source.stat().st_mtime > max(path.stat().st_mtime, built_at):
-            out.append(str(source.relative_to(root)))
-    return out
+    built_at = max(shared) if shared else max(path.stat().st_mtime for path in built)
+    sources = [root / "setup.py"] + [path for package in PACKAGES for path in (root / package).rglob("*.py")]
+    return sorted(str(path.relative_to(root)) for path in sources if path.exists() and path.stat().st_mtime > built_at)
+
+
+def refusal(root: Path = ROOT) -> str | None:
+    """Why the tests or a benchmark must not run on this checkout's build, or None."""
+    changed = stale(root)
+    return f"changed since the checkout was compiled: {_some(changed)}; {REBUILD}" if changed else None
 
 
 def require_fresh() -> None:
     """Stop a benchmark that would measure code older than its source."""
-    changed = stale()
-    if changed:
-        raise SystemExit(f"changed since they were compiled: {', '.join(changed)}; {REBUILD}")
+    why = refusal()
+    if why is not None:
+        raise SystemExit(why)
 
 
 def summary() -> str:
@@ -65,6 +72,12 @@ def summary() -> str:
     if is_compiled(server_connection):
         return f"compiled with mypyc ({len(extensions())} modules in {ROOT})"
     return f"plain Python ({sys.implementation.name} {sys.version.split()[0]}): setup.py's modules are not compiled"
+
+
+def _some(paths: list[str], shown: int = 5) -> str:
+    """A few of ``paths``, for a message."""
+    more = f" and {len(paths) - shown} more" if len(paths) > shown else ""
+    return ", ".join(paths[:shown]) + more
 
 
 def _source_of(extension: Path, suffix: str) -> Path:

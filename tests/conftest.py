@@ -19,10 +19,10 @@ PUSH_ALWAYS = {"notify_max_load_per_cpu": 1_000.0}
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """A compiled module older than its source would test the old code (rocketspark.compiled)."""
-    changed = compiled.stale()
-    if changed:
-        pytest.exit(f"changed since they were compiled: {', '.join(changed)}; {compiled.REBUILD}", returncode=2)
+    """A compiled checkout older than its source would test the old code (rocketspark.compiled)."""
+    why = compiled.refusal()
+    if why is not None:
+        pytest.exit(why, returncode=2)
 
 
 @pytest.fixture(autouse=True)

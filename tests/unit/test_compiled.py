@@ -46,25 +46,26 @@ def _tree(root: Path, sources: dict[str, float], built: dict[str, float]) -> Non
         os.utime(path, (when, when))
 
 
-def test_an_extension_older_than_its_source_is_stale_and_a_rebuilt_one_is_not(tmp_path: Path) -> None:
+def test_a_source_newer_than_the_build_is_stale_whether_compiled_or_not(tmp_path: Path) -> None:
+    """mypyc copies another module's Final constants into the code that reads them: a change to
+    any module (or to setup.py's list) leaves the build behind."""
     _tree(
         tmp_path,
-        {"rocketspark/a.py": 200.0, "broker/store/b.py": 100.0},
-        {f"rocketspark/a{SUFFIX}": 150.0, f"broker/store/b{SUFFIX}": 150.0, f"rocketspark/c{SUFFIX}": 1.0},
+        {"rocketspark/a.py": 100.0, "broker/store/b.py": 100.0, "rocketspark/plain.py": 100.0, "setup.py": 100.0},
+        {f"rocketspark/a{SUFFIX}": 150.0, f"broker/store/b{SUFFIX}": 150.0, f"0123abcd__mypyc{SUFFIX}": 150.0},
     )
-    assert compiled.stale(tmp_path) == ["rocketspark/a.py"]
-    assert [p.name for p in compiled.extensions(tmp_path)] == [f"b{SUFFIX}", f"a{SUFFIX}"]  # c has no source
-    os.utime(tmp_path / f"rocketspark/a{SUFFIX}", (300.0, 300.0))
+    assert compiled.stale(tmp_path) == [] and compiled.refusal(tmp_path) is None
+    for name in ("rocketspark/plain.py", "setup.py"):
+        os.utime(tmp_path / name, (200.0, 200.0))
+    assert compiled.stale(tmp_path) == ["rocketspark/plain.py", "setup.py"]
+    assert "make compiled" in str(compiled.refusal(tmp_path))
+    os.utime(tmp_path / f"0123abcd__mypyc{SUFFIX}", (300.0, 300.0))  # rebuilt: the shims' own dates do not matter
     assert compiled.stale(tmp_path) == []
 
 
-def test_a_rebuilt_shared_library_makes_its_unchanged_shims_current(tmp_path: Path) -> None:
-    """A rebuild leaves a module's shim as it was (its C does not change with the module's
-    code) and rewrites the shared library the code is in."""
-    _tree(tmp_path, {"rocketspark/a.py": 200.0}, {f"rocketspark/a{SUFFIX}": 100.0})
-    assert compiled.stale(tmp_path) == ["rocketspark/a.py"]
-    _tree(tmp_path, {}, {f"0123abcd__mypyc{SUFFIX}": 250.0})
-    assert compiled.stale(tmp_path) == []
+def test_a_tree_with_nothing_compiled_is_never_stale(tmp_path: Path) -> None:
+    _tree(tmp_path, {"rocketspark/a.py": 200.0}, {f"rocketspark/orphan{SUFFIX}": 1.0})  # no .py beside it
+    assert compiled.extensions(tmp_path) == [] and compiled.stale(tmp_path) == []
 
 
 def test_every_listed_module_exists_and_is_typed_source() -> None:
@@ -102,13 +103,18 @@ def test_no_compiled_function_reuses_an_exception_name_for_another_type() -> Non
     assert found == []
 
 
-def test_no_compiled_module_names_an_attribute_thread() -> None:
-    """mypyc names an attribute's C field after it: ``_thread`` became ``__thread``, a C keyword,
-    and the whole build failed to compile."""
+# GCC's keywords spelled with two leading underscores: an attribute "_x" is the C field "__x".
+_GCC_KEYWORDS = {"asm", "inline", "const", "signed", "volatile", "restrict", "typeof", "real", "imag", "alignof"}
+_GCC_KEYWORDS |= {"thread", "attribute", "complex", "auto_type", "label__", "extension__"}
+
+
+def test_no_compiled_module_names_an_attribute_after_a_c_keyword() -> None:
+    """mypyc names an attribute's C field after it: ``_thread`` became ``__thread``, a keyword
+    of GCC's, and the whole build failed to compile."""
     named = [
-        f"{path}:{node.lineno}"
+        f"{path}:{node.lineno}: {node.attr}"
         for path in _setup_list()
         for node in ast.walk(ast.parse((compiled.ROOT / path).read_text()))
-        if isinstance(node, ast.Attribute) and node.attr == "_thread"
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and node.attr[1:] in _GCC_KEYWORDS
     ]
     assert named == []
