@@ -43,6 +43,7 @@ $(COMPILED): $(DEPS) $(SOURCES) setup.py | $(INSTALLED)
 compiled: $(COMPILED)
 
 uncompiled:
+	rm -f $(COMPILED)
 	find . -maxdepth 1 -name '*__mypyc*.so' -delete
 	find rocketspark broker nameserver -name '*.so' -delete
 
