@@ -66,7 +66,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from rocketspark.codec.build import encode_messages
-from rocketspark.codec.layout import BROKER_AT, BROKER_FIELDS, PREFIX
+from rocketspark.codec.layout import BORN_AT, BROKER_AT, BROKER_FIELDS, COUNT_AT, PREFIX
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
 from rocketspark.protocol.trace import COMMIT, PUB, SUB_BEFORE, TRACE_TOPIC, commit_key, encode_event, record_key
@@ -81,10 +81,8 @@ MAX_PENDING: Final = 100_000  # tuples waiting; past it new ones are dropped (co
 ITEM_BYTES: Final = 200  # what a pending tuple holds besides a noted message's body or a pull's spans
 DROP_LOG_S: Final = 10.0  # dropped events are logged at most this often
 NOTE: Final = "note"  # a pending tuple of ``noted``
-_COUNT = struct.Struct(">I")  # a record's message count, at byte 52
-_COUNT_AT: Final = 52
-_BORN = struct.Struct(">Q")  # born_ms, at byte 56
-_BORN_AT: Final = 56
+_COUNT = struct.Struct(">I")  # a record's message count, at layout.COUNT_AT
+_BORN = struct.Struct(">Q")  # born_ms, at layout.BORN_AT
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +120,7 @@ Serve = Callable[[RemotingCommand], Coroutine[Any, Any, RemotingCommand]]
 
 def born_ms(record: bytes) -> int:
     """The producer's clock when it built the (sent) batch record."""
-    return int(_BORN.unpack_from(record, _BORN_AT)[0]) if len(record) >= _BORN_AT + 8 else 0
+    return int(_BORN.unpack_from(record, BORN_AT)[0]) if len(record) >= BORN_AT + 8 else 0
 
 
 def _delivered_spans(body: bytes, from_offset: int) -> list[tuple[int, int, int, int]]:
@@ -133,7 +131,7 @@ def _delivered_spans(body: bytes, from_offset: int) -> list[tuple[int, int, int,
     while pos + BROKER_AT + BROKER_FIELDS.size <= end:
         size = PREFIX.unpack_from(body, pos)[0]
         _queue, base, record_offset, _store_ms, _ = BROKER_FIELDS.unpack_from(body, pos + BROKER_AT)
-        count = _COUNT.unpack_from(body, pos + _COUNT_AT)[0]
+        count = _COUNT.unpack_from(body, pos + COUNT_AT)[0]
         skip = max(0, from_offset - base)
         if skip < count:
             spans.append((base + skip, record_offset, skip, count - skip))

@@ -96,6 +96,8 @@ BODY_CRC_AT: Final = BROKER_END  # 44
 BODY_AT: Final = BODY_CRC_AT + 4  # 48: where the body CRC starts covering
 PRODUCER_FIELDS: Final = struct.Struct(">BBHIQQIIQI16s")  # version .. first_id, at BODY_AT
 assert BODY_AT + PRODUCER_FIELDS.size == HEADER_SIZE
+COUNT_AT: Final = BODY_AT + struct.calcsize(">BBH")  # 52: the message count, after version, attributes, topic_len
+BORN_AT: Final = COUNT_AT + 4  # 56: born_ms
 
 COMPRESSION_MASK: Final = 0x03
 NONE, ZSTD, LZ4 = 0, 1, 2

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from rocketspark.codec import compression, ids
+from rocketspark.codec import compression, ids, layout
 from rocketspark.codec.arrow import SCHEMA, Source, to_record_batch
 from rocketspark.codec.build import (
     Idempotence,
@@ -43,6 +43,7 @@ from rocketspark.codec.layout import (
     BROKER_END,
     BROKER_FIELDS,
     HEADER,
+    HEADER_DTYPE,
     HEADER_SIZE,
     LZ4,
     MAX_TAG_BYTES,
@@ -72,6 +73,7 @@ PRODUCER_ID, PRODUCER_EPOCH, BASE_SEQUENCE, TAG_SUMMARY, SECTION_SIZE, FIRST_ID 
 HEADER_CRC_AT = 8
 VERSION_AT = 48
 COUNT_AT = 52
+BORN_AT = 56
 SECTION_SIZE_AT = 88
 ATTRIBUTES_AT = 49
 
@@ -297,6 +299,16 @@ def test_the_header_says_what_the_producer_sent() -> None:
     assert (head[PRODUCER_ID], head[PRODUCER_EPOCH], head[BASE_SEQUENCE]) == (42, 3, 17)
     assert record[HEADER_SIZE:SECTION_AT] == TOPIC.encode()
     assert head[TOTAL] == len(record)
+
+
+def test_the_single_field_offsets_are_where_the_header_puts_them() -> None:
+    record = encode_messages(TOPIC, tagged("A", "B", "C"))
+    head = header(record)
+    assert int.from_bytes(record[COUNT_AT : COUNT_AT + 4], "big") == head[COUNT] == 3
+    assert int.from_bytes(record[BORN_AT : BORN_AT + 8], "big") == head[BORN_MS]
+    fields = HEADER_DTYPE.fields
+    assert fields is not None
+    assert (fields["count"][1], fields["born_ms"][1]) == (layout.COUNT_AT, layout.BORN_AT) == (COUNT_AT, BORN_AT)
 
 
 def test_pack_ext_is_empty_without_keys_or_properties() -> None:
