@@ -126,7 +126,7 @@ class Broker:
             f"broker {self.name}",
             max_inflight_bytes=config.max_inflight_request_bytes,
             guard=config.guard(self.acl),
-            observer=self.metrics,
+            observer=self.metrics.requests if self.metrics is not None else None,
         )
 
     def _build_replication(self, config: BrokerConfig, nameserver_transport: Transport | None) -> None:
@@ -204,9 +204,9 @@ class Broker:
         """Bind (not start) the RocketMQ 5 gRPC endpoint, unless grpc_listen_port = -1."""
         if self.grpc_endpoint is None:
             return
-        config = self.config
+        config, observer = self.config, self.metrics.requests if self.metrics is not None else None
         self.grpc_server, port = bind_grpc(
-            self.grpc_endpoint, config.listen_host, config.grpc_listen_port, self.security.server_tls, self.metrics
+            self.grpc_endpoint, config.listen_host, config.grpc_listen_port, self.security.server_tls, observer
         )
         self.grpc_address = f"{config.advertised_address}:{port}"
 

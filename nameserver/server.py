@@ -41,7 +41,8 @@ class NameServer:
         self.routes = RouteTable(config.broker_expired_ms)
         self.readiness = Readiness(Path(config.data_dir) if config.data_dir else None, config.startup_wait_ms)
         self.acl = config.acl_store(Path(config.controller_data_dir).parent / "acl.json")
-        self.dispatcher = Dispatcher("nameserver", guard=config.guard(self.acl), observer=metrics)
+        observer = metrics.requests if metrics is not None else None
+        self.dispatcher = Dispatcher("nameserver", guard=config.guard(self.acl), observer=observer)
         self.push = PushHub(on_close=self._push_closed)
         self.notifier = RouteNotifier(
             self.push,

@@ -1,5 +1,7 @@
 """One server's metrics: its registry, the request histogram every server has, and the HTTP
-endpoint Prometheus scrapes.
+endpoint Prometheus scrapes. The histogram's counts are kept by :mod:`rocketspark.metrics.tally`
+as requests are served, and turned into the ``rocketmq_rpc_latency`` family when Prometheus
+scrapes.
 
 Names follow RocketMQ 5 where it has one (``rocketmq_rpc_latency`` in milliseconds, with its
 bucket bounds and its ``cluster``/``node_type``/``node_id`` labels on every series); ours start
@@ -10,24 +12,29 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import utils as prometheus_utils
 from prometheus_client.exposition import choose_encoder
-from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.samples import Sample
 
 from rocketspark.errors import ConfigError
 from rocketspark.metrics import http
 from rocketspark.metrics.access import Refusal, ScrapeAccess
 from rocketspark.metrics.labels import request_name, response_name
+from rocketspark.metrics.tally import Requests, Tally
 from rocketspark.security.tls import ServerTls
 
 log = logging.getLogger(__name__)
+_go_float: Callable[[float], str] = prometheus_utils.floatToGoString  # how prometheus_client writes a bound ("1.0")
 REFUSAL_LOG_INTERVAL_S = 60.0  # a refused scrape is logged at most this often (Prometheus retries every scrape)
 
+RPC_LATENCY = "rocketmq_rpc_latency"
 RPC_LATENCY_BUCKETS_MS = (1, 3, 5, 10, 100, 1000, 3000)  # RocketMQ's le_1_ms ... le_3_s
 FLUSH_LATENCY_BUCKETS_MS = (1, 5, 10, 50, 100, 500, 1000, 5000)
 PULL_HOLD_BUCKETS_S = (0.01, 0.1, 0.5, 1, 2, 5, 10, 30, 60)
@@ -87,6 +94,38 @@ class Collecting(Protocol):
     def collect(self) -> Iterator[Metric]: ...
 
 
+class _Latencies:
+    """``rocketmq_rpc_latency`` read from the tally at scrape time, labelled by name as
+    RocketMQ 5 does (``send_message``, ``success``): request codes that name the same request
+    (a RocketMQ client's and ours) are one series."""
+
+    def __init__(self, node: Node, tally: Tally) -> None:
+        self.node = node
+        self.tally = tally
+        self.names = [*node.names, "protocol_type", "request_code", "response_code"]
+        self.bounds = [*(_go_float(bound) for bound in tally.bounds), "+Inf"]
+
+    def collect(self) -> Iterator[Metric]:
+        merged: dict[tuple[str, str, str], tuple[list[int], float, float]] = {}
+        for (protocol, code, response), counts, total, created in self.tally.snapshot():
+            labels = (protocol, request_name(code), response_name(response))
+            seen = merged.get(labels)
+            if seen is not None:
+                counts = [a + b for a, b in zip(seen[0], counts, strict=True)]
+                total, created = total + seen[1], min(created, seen[2])
+            merged[labels] = (counts, total, created)
+        family = HistogramMetricFamily(
+            RPC_LATENCY,
+            "Time to serve a request, in milliseconds, by protocol, request code and response code",
+            labels=self.names,
+        )
+        for labels, (counts, total, created) in merged.items():
+            values = [*self.node.values, *labels]
+            family.add_metric(values, list(zip(self.bounds, counts, strict=True)), total)
+            family.samples.append(Sample(f"{RPC_LATENCY}_created", dict(zip(self.names, values, strict=True)), created))
+        yield family
+
+
 class NodeMetrics:
     """A server's registry and request metrics; ``serve`` opens ``/metrics``."""
 
@@ -94,13 +133,8 @@ class NodeMetrics:
         self.node = node
         self.registry = CollectorRegistry(auto_describe=False)
         self.families = Families(node)
-        self.rpc_latency = Histogram(
-            "rocketmq_rpc_latency",
-            "Time to serve a request, in milliseconds, by protocol, request code and response code",
-            [*node.names, "protocol_type", "request_code", "response_code"],
-            buckets=RPC_LATENCY_BUCKETS_MS,
-            registry=self.registry,
-        )
+        self.latency = Tally(RPC_LATENCY_BUCKETS_MS)
+        self.registry.register(_Latencies(node, self.latency))
         self.pull_hold = Histogram(
             "rocketspark_pull_hold_seconds",
             "Time a long-polled pull was held waiting for messages, in seconds (kept out of rocketmq_rpc_latency)",
@@ -117,30 +151,21 @@ class NodeMetrics:
         )
         for reason in ("credentials", "permission"):
             self.scrape_refusals.labels(*node.values, reason)
-        self._children: dict[tuple[str, int | str, int | str], tuple[Histogram, Histogram]] = {}
+        self._held: dict[tuple[str, int | str], Histogram] = {}
+        self.requests = Requests(self.latency, self._observe_held)  # the dispatcher's and v2 endpoint's observer
         self._server: http.Server | None = None
         self._refusal_logged = 0.0
         self.url = ""
 
-    def observe_request(
-        self, protocol: str, code: int | str, response_code: int | str, started: float, held: float = 0.0
-    ) -> None:
-        """A request served (``started``: its ``time.perf_counter()``), labelled by name as
-        RocketMQ 5 does; ``held``, the seconds a long poll held it, goes to the hold histogram
-        instead of its latency (the time to its answer once it has one). The children are
-        cached so that the hot path does no label lookups after the first of each kind."""
-        key = (protocol, code, response_code)
-        children = self._children.get(key)
-        if children is None:
-            request = request_name(code)
-            children = (
-                self.rpc_latency.labels(*self.node.values, protocol, request, response_name(response_code)),
-                self.pull_hold.labels(*self.node.values, protocol, request),
-            )
-            self._children[key] = children
-        children[0].observe(max(0.0, time.perf_counter() - started - held) * 1000)
-        if held > 0:
-            children[1].observe(held)
+    def _observe_held(self, protocol: str, code: int | str, held: float) -> None:
+        """The seconds a long poll held a request (``requests`` hands them here), labelled by
+        name; each kind's child is cached, so that a held pull does no label lookups after the
+        first of its kind."""
+        child = self._held.get((protocol, code))
+        if child is None:
+            child = self.pull_hold.labels(*self.node.values, protocol, request_name(code))
+            self._held[(protocol, code)] = child
+        child.observe(held)
 
     def add(self, collector: Collecting) -> None:
         self.registry.register(collector)
