@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from broker.store.store import StoreConfig
+from broker.store.values import StoreConfig
 from broker.trace import TraceSettings
 from rocketspark import configfile
 from rocketspark.errors import ConfigError

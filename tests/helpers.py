@@ -10,7 +10,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
-from broker.store.store import MessageStore, PutResult
+from broker.store.store import MessageStore
+from broker.store.values import PutResult
 from rocketspark.codec.build import Idempotence, build_section, encode_batch, tag_summary_of
 from rocketspark.codec.columns import decode
 from rocketspark.codec.ids import store_host

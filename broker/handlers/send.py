@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from typing import Final
 
 from broker.config import BrokerConfig
 from broker.connections import Connections
@@ -28,7 +29,8 @@ from broker.ha.role import Role
 from broker.longpoll import LongPollHub
 from broker.registry import Registry
 from broker.static_topics import StaticTopics
-from broker.store.store import MessageStore, PutResult
+from broker.store.store import MessageStore
+from broker.store.values import PutResult
 from broker.topics import TopicTable
 from broker.trace import TraceRecorder, born_ms, client_of
 from rocketspark.codec import ids
@@ -42,6 +44,9 @@ from rocketspark.protocol.headers import get_int, get_str
 from rocketspark.protocol.types import SendStatus, TopicConfig
 from rocketspark.protocol.validation import DEFAULT_TOPIC_QUEUE_NUMS, HELD_TOPIC_PREFIXES, validate_topic_name
 from rocketspark.remoting.server import Dispatcher
+
+SEND_OK: Final = SendStatus.SEND_OK.value  # an Enum member's value is read as Python: once, here
+FLUSH_DISK_TIMEOUT: Final = SendStatus.FLUSH_DISK_TIMEOUT.value
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,10 +191,10 @@ async def handle_send(ctx: SendContext, cmd: RemotingCommand) -> RemotingCommand
     if batch.producer_id:
         ctx.producers.stored(key, batch.producer_epoch, batch.base_sequence + skipped, result.count, result.end_offset)
     ctx.longpoll.notify((topic, queue_id))
-    status = SendStatus.SEND_OK
+    status = SEND_OK
     ctx.replication.appended()
     if ctx.config.flush_mode == "sync" and not await ctx.store.flusher.wait_flushed(result.end_offset):
-        status = SendStatus.FLUSH_DISK_TIMEOUT
+        status = FLUSH_DISK_TIMEOUT
     if ctx.replication.waits_for_slaves:
         await ctx.replication.acknowledge(result.end_offset)  # in_sync_replicas of the group hold it
     ext.update(
@@ -197,7 +202,7 @@ async def handle_send(ctx: SendContext, cmd: RemotingCommand) -> RemotingCommand
         count=result.count,
         msgId=ids.offset_msg_id_at(ids.store_host(ctx.address()), result.first_offset),
         firstMsgId=ids.client_id_hex(first),
-        status=status.value,
+        status=status,
     )
     if ctx.trace.traced(config):
         _trace_sent(ctx, cmd, topic, result, (queue_id, delta), body, ids.client_id_hex(first), started)
@@ -206,9 +211,7 @@ async def handle_send(ctx: SendContext, cmd: RemotingCommand) -> RemotingCommand
 
 def _all_duplicates(cmd: RemotingCommand, ext: dict[str, object]) -> RemotingCommand:
     """The answer to a resent batch whose every message was stored before."""
-    return cmd.response(
-        ext={**ext, "queueOffset": -1, "count": 0, "msgId": "", "firstMsgId": "", "status": SendStatus.SEND_OK.value}
-    )
+    return cmd.response(ext={**ext, "queueOffset": -1, "count": 0, "msgId": "", "firstMsgId": "", "status": SEND_OK})
 
 
 def _trace_sent(

@@ -22,8 +22,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 from broker.store.commitlog import CommitLog
 from broker.store.consumequeue import ConsumeQueue
@@ -38,37 +36,11 @@ from broker.store.retention import Retention
 from broker.store.scan import ScannedRecord, records_after
 from broker.store.scrub import ScrubbedLog, Scrubber, ScrubStats
 from broker.store.stats import StoreStats
+from broker.store.values import PutResult, StoreConfig
 from rocketspark.codec.layout import RecordCorrupted
 from rocketspark.errors import StoreWriteError
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StoreConfig:
-    """The store's settings, built by ``broker.config.BrokerConfig.store_config``, where each
-    is declared (with its default and its meaning) under the key a user writes."""
-
-    path: Path  # data_dir
-    segment_bytes: int
-    queue_entries_per_file: int
-    flush_mode: str
-    flush_interval_ms: int
-    sync_flush_timeout_ms: int
-    retention_ms: int  # retention_hours
-    checkpoint_interval_ms: int
-    scrub_bytes_per_s: int  # 0: no scrub
-    scrub_pause_ms: int
-    max_record_bytes: int  # a larger size field in a record header is damage (from the batch limit)
-
-
-@dataclass(frozen=True, slots=True)
-class PutResult:
-    first_queue_offset: int
-    first_offset: int  # commit-log offset of the first record
-    end_offset: int  # commit-log offset just past the last record
-    count: int
-    store_ms: int
 
 
 class MessageStore:

@@ -63,20 +63,41 @@ class BodyTooLarge(ValueError):
         self.index, self.size, self.limit = index, size, limit
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(init=False)
 class SentBatch:
     """What the broker needs of a checked batch: its size, tags, who sent it and its first
     client id (None: the producer gave none, or sent the previous version: the broker mints
-    them, ``build.with_first_id``)."""
+    them, ``build.with_first_id``). Its ``__init__`` is written out, as ``store.PutResult``'s
+    is: compiled, a native constructor instead of a generated one run as Python once a send."""
 
-    count: int
-    tag_summary: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    topic: bytes
-    first_id: bytes | None = None
-    kinds: tuple[tuple[str, int], ...] = ()  # messages of a type other than normal, by type (metrics)
+    count: Final[int]
+    tag_summary: Final[int]
+    producer_id: Final[int]
+    producer_epoch: Final[int]
+    base_sequence: Final[int]
+    topic: Final[bytes]
+    first_id: Final[bytes | None]
+    kinds: Final[tuple[tuple[str, int], ...]]  # messages of a type other than normal, by type (metrics)
+
+    def __init__(
+        self,
+        count: int,
+        tag_summary: int,
+        producer_id: int,
+        producer_epoch: int,
+        base_sequence: int,
+        topic: bytes,
+        first_id: bytes | None = None,
+        kinds: tuple[tuple[str, int], ...] = (),
+    ) -> None:
+        self.count = count
+        self.tag_summary = tag_summary
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.topic = topic
+        self.first_id = first_id
+        self.kinds = kinds
 
 
 def check_sent(record: bytes, *, max_body: int, max_section: int, small: int = SMALL_BATCH) -> SentBatch:

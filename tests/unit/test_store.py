@@ -17,7 +17,8 @@ from broker.config import BrokerConfig
 from broker.store.mappedfile import Sync
 from broker.store.reading import GetStatus
 from broker.store.recovery import RecoveryReport
-from broker.store.store import MessageStore, StoreConfig
+from broker.store.store import MessageStore
+from broker.store.values import StoreConfig
 from rocketspark.codec.layout import HEADER_SIZE, tag_hash
 from tests.helpers import decode_messages, eventually, put_batch
 
