@@ -57,7 +57,7 @@ def send_result(topic: str, ref: Target, response: RemotingCommand, own: dict[in
     if own and skipped:  # the broker stored only the messages after the duplicates
         own = {i - skipped: v for i, v in own.items() if i >= skipped} or None
     return SendResult(
-        status=SendStatus(ext.get("status", "SEND_OK")),
+        status=_status(ext.get("status", "SEND_OK")),
         msg_id=(own or {}).get(0) or first,
         topic=topic,
         broker_name=ref.broker_name,
@@ -69,3 +69,12 @@ def send_result(topic: str, ref: Target, response: RemotingCommand, own: dict[in
         batch_first_id=first,
         own_ids=own,
     )
+
+
+_STATUSES = {status.value: status for status in SendStatus}
+
+
+def _status(value: object) -> SendStatus:
+    """The answer's status; a dictionary look-up, where calling the Enum runs as Python."""
+    status = _STATUSES.get(str(value))
+    return status if status is not None else SendStatus(value)

@@ -58,13 +58,17 @@ class Idempotence:
     base_sequence: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(init=False)
 class Section:
-    """A message section, uncompressed, with what the header says about it."""
+    """A message section, uncompressed, with what the header says about it. Its ``__init__``
+    is written out (as ``ingest.SentBatch``'s is): compiled, a native constructor."""
 
-    data: bytes
-    count: int
-    tag_summary: int
+    data: Final[bytes]
+    count: Final[int]
+    tag_summary: Final[int]
+
+    def __init__(self, data: bytes, count: int, tag_summary: int) -> None:
+        self.data, self.count, self.tag_summary = data, count, tag_summary
 
 
 def pack_ext(keys: Sequence[str], properties: dict[str, str]) -> bytes:
@@ -171,7 +175,7 @@ def encode_batch(
     """A whole batch record with the broker's fields zero, as a producer sends it. Its messages'
     client ids start at ``first_id`` (16 bytes; default: minted by this process's
     ``ids.mint``; ``ids.NO_ID``: none, the broker mints them)."""
-    packed = compression.compress(compression_kind, section.data)
+    packed = section.data if compression_kind == NONE else compression.compress(compression_kind, section.data)
     if compression_kind != NONE and HEADER_SIZE + len(topic) + len(packed) < section.count * MIN_BYTES_PER_MESSAGE:
         compression_kind, packed = NONE, section.data  # the broker refuses it: offset ids must stay inside the batch
     born = int(time.time() * 1000) if born_ms is None else born_ms
