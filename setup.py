@@ -1,5 +1,5 @@
-"""Builds rocketspark with the broker's request path compiled by mypyc; everything else about
-the package is in pyproject.toml.
+"""Builds rocketspark with a send's path (the broker's side, the client's connection) compiled
+by mypyc; everything else about the package is in pyproject.toml.
 
 One message per send costs the broker its Python: reading the frame, checking the record,
 storing it and answering took about 36 us of interpreter time a send. mypyc (mypy's compiler,
@@ -22,16 +22,20 @@ from pathlib import Path
 
 from setuptools import Extension, setup
 
-# The path of a single send through the broker, and the codec both ends share. A module here
-# must not use what mypyc does not compile (async generators, nested classes), must not be
-# subclassed, patched or weakly referenced from plain Python, and must not name an attribute
-# ``_thread`` (its C name clashes with the ``__thread`` keyword).
+# The path of a single send: the broker's side, the client's connection, and the codec both
+# ends share. A module here must not use what mypyc does not compile (async generators, nested
+# classes), must not be subclassed, patched or weakly referenced from plain Python, must not
+# name an attribute ``_thread`` (its C name clashes with the ``__thread`` keyword), and must
+# not call anything that acts in a slice's bounds (mypyc may compute them twice).
+# tests/unit/test_compiled.py holds these rules.
 COMPILED = [
     "rocketspark/remoting/server_connection.py",
     "rocketspark/remoting/server.py",
     "rocketspark/remoting/frame.py",
     "rocketspark/remoting/admission.py",
     "rocketspark/remoting/eager.py",
+    "rocketspark/remoting/connection.py",
+    "rocketspark/remoting/waiter.py",
     "rocketspark/protocol/command.py",
     "rocketspark/protocol/headers.py",
     "rocketspark/protocol/validation.py",

@@ -49,8 +49,6 @@ _END = object()  # a stream's end, queued after its last response
 
 Failure = Callable[[BaseException, bool], RocketSparkError]  # (cause, answered before) -> what callers get
 Watch = tuple[float, Callable[[], None]]  # (every seconds, check): Connection.call's watch
-
-
 Pending = concurrent.futures.Future[RemotingCommand] | Waiter
 
 
@@ -68,8 +66,9 @@ class Connection:
         failure: Failure,
         on_request: Callable[[RemotingCommand, Connection], None] | None = None,
         on_close: Callable[[Connection, RocketSparkError], None] | None = None,
+        caller_grace_s: float = CALLER_GRACE_S,  # the background reader leaves the socket to callers this long
     ) -> None:
-        self.address = address
+        self.address, self._grace = address, caller_grace_s
         self.failure = failure
         self.on_request = on_request
         self.on_close = on_close
@@ -95,8 +94,7 @@ class Connection:
         except BaseException:
             sock.close()
             raise
-        self._sock = sock
-        self._poll = select.poll()
+        self._sock, self._poll = sock, select.poll()
         self._poll.register(sock, select.POLLIN)
         reader = self._read if self._tls is not None else self._read_when_idle
         self._reader = threading.Thread(target=reader, name=f"remoting-{address}", daemon=True)
@@ -214,7 +212,7 @@ class Connection:
 
     def _wake_reader(self) -> None:
         """An async answer or a stream is due: the background reader must not sleep out its
-        grace period after the last synchronous caller (nobody else would read it)."""
+        grace after the last synchronous caller (nobody else would read it)."""
         if self._tls is None:
             self._wake.set()
 
@@ -271,11 +269,11 @@ class Connection:
         while self._broken is None:
             waiting = len(self._waiting)
             alone = waiting <= 1 and len(self._pending) <= waiting and not self._streams
-            if alone and (self._callers or time.monotonic() - self._left < CALLER_GRACE_S):
-                self._wake.wait(CALLER_GRACE_S)
+            if alone and (self._callers or time.monotonic() - self._left < self._grace):
+                self._wake.wait(self._grace)
                 self._wake.clear()
                 continue
-            if not self._read_role.acquire(timeout=CALLER_GRACE_S):
+            if not self._read_role.acquire(timeout=self._grace):
                 continue
             try:
                 self._read_once(None)
@@ -337,12 +335,14 @@ class Connection:
         self._fail(error)
 
     def _take_frames(self, buffer: bytearray, data: bytes) -> None:
-        """Take every whole frame of ``buffer`` + ``data``; ``buffer`` keeps the partial tail."""
-        if buffer:
-            buffer += data
-            del buffer[: frame.take_commands(buffer, self._dispatch)]
+        """Every whole frame of ``buffer`` + ``data``; ``buffer`` keeps the partial tail."""
+        if buffer:  # frames are counted before slicing: compiled, a call in a slice's bound runs twice
+            buffer.extend(data)
+            used = frame.take_commands(buffer, self._dispatch)
+            del buffer[:used]
         else:
-            buffer += memoryview(data)[frame.take_commands(data, self._dispatch) :]
+            used = frame.take_commands(data, self._dispatch)
+            buffer.extend(memoryview(data)[used:])
 
     def _dispatch(self, command: RemotingCommand) -> None:
         if not command.is_response:

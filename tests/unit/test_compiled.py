@@ -118,3 +118,21 @@ def test_no_compiled_module_names_an_attribute_after_a_c_keyword() -> None:
         if isinstance(node, ast.Attribute) and node.attr.startswith("_") and node.attr[1:] in _GCC_KEYWORDS
     ]
     assert named == []
+
+
+_PURE = {"int", "len", "min", "max", "abs"}  # calls a slice's bound may make: nothing happens twice
+
+
+def test_no_compiled_slice_bound_calls_anything_that_acts() -> None:
+    """mypyc computes a slice's bounds twice when it slices an object it does not know (a
+    memoryview): ``memoryview(data)[take_commands(data, dispatch):]`` handed every pushed
+    request to its listener twice. A bound may call only what is pure (``_PURE``)."""
+    found = []
+    for path in _setup_list():
+        for node in ast.walk(ast.parse((compiled.ROOT / path).read_text())):
+            if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice):
+                bounds = [b for b in (node.slice.lower, node.slice.upper, node.slice.step) if b is not None]
+                calls = [n for b in bounds for n in ast.walk(b) if isinstance(n, ast.Call)]
+                if any(not (isinstance(c.func, ast.Name) and c.func.id in _PURE) for c in calls):
+                    found.append(f"{path}:{node.lineno}: {ast.unparse(node)}")
+    assert found == []

@@ -20,10 +20,9 @@ import pytest
 from rocketspark.errors import NotMasterError, RequestTimeoutError, RocketSparkError
 from rocketspark.protocol.codes import Flag, RequestCode
 from rocketspark.protocol.command import RemotingCommand
-from rocketspark.remoting import connection as connection_module
 from rocketspark.remoting import frame
 from rocketspark.remoting.client import RemotingClient
-from rocketspark.remoting.connection import Connection
+from rocketspark.remoting.connection import CALLER_GRACE_S, Connection
 
 
 class _Peer:
@@ -79,7 +78,7 @@ def peer() -> Iterator[_Peer]:
     server.listener.close()
 
 
-def _connect(peer: _Peer, on_request: object = None) -> Connection:
+def _connect(peer: _Peer, on_request: object = None, caller_grace_s: float = CALLER_GRACE_S) -> Connection:
     def failure(cause: BaseException, answered: bool) -> RocketSparkError:
         return RocketSparkError(f"connection failed: {cause}")
 
@@ -91,6 +90,7 @@ def _connect(peer: _Peer, on_request: object = None) -> Connection:
         timeout_s=5,
         failure=failure,
         on_request=on_request,  # type: ignore[arg-type]
+        caller_grace_s=caller_grace_s,
     )
 
 
@@ -99,10 +99,10 @@ def _call(conn: Connection, body: bytes, timeout_s: float = 10, **ext: object) -
     return conn.call(request, timeout_s, lambda: RequestTimeoutError("no answer in time"))
 
 
-def test_a_caller_in_a_loop_reads_its_own_answers(peer: _Peer, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(connection_module, "CALLER_GRACE_S", 60.0)  # the background reader stays aside
+def test_a_caller_in_a_loop_reads_its_own_answers(peer: _Peer) -> None:
     readers: list[int] = []
-    conn = _connect(peer, lambda command, _: readers.append(threading.get_ident()))
+    # a long grace: the background reader stays aside
+    conn = _connect(peer, lambda command, _: readers.append(threading.get_ident()), caller_grace_s=60.0)
     try:
         _call(conn, b"first")  # perhaps read by the background reader, which then stands aside
         readers.clear()
@@ -129,9 +129,8 @@ def test_many_threads_each_get_their_own_answers(peer: _Peer) -> None:
         conn.close()
 
 
-def test_a_reader_that_times_out_hands_the_reading_on(peer: _Peer, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(connection_module, "CALLER_GRACE_S", 60.0)  # nobody but callers reads
-    conn = _connect(peer)
+def test_a_reader_that_times_out_hands_the_reading_on(peer: _Peer) -> None:
+    conn = _connect(peer, caller_grace_s=60.0)  # nobody but callers reads
     try:
         _call(conn, b"warm")  # the background reader now stands aside
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
@@ -184,11 +183,8 @@ def test_a_closed_connection_fails_its_reading_caller(peer: _Peer) -> None:
             waiting.result(timeout=10)
 
 
-def test_a_reading_caller_hears_of_a_failure_found_by_another_thread(
-    peer: _Peer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(connection_module, "CALLER_GRACE_S", 60.0)  # the caller, not the background, reads
-    conn = _connect(peer)
+def test_a_reading_caller_hears_of_a_failure_found_by_another_thread(peer: _Peer) -> None:
+    conn = _connect(peer, caller_grace_s=60.0)  # the caller, not the background, reads
     _call(conn, b"warm")
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         waiting = pool.submit(_call, conn, b"never", 60, silent=True)
