@@ -77,12 +77,8 @@ class PublishInfo:
 
 
 def replicated(route: TopicRouteData, broker_name: str) -> bool:
-    """Whether the broker is a replica group (a connection failure there may be a failover).
-    A loop, not ``any`` over a generator: it is asked once a send."""
-    for broker in route.brokers:  # noqa: SIM110 (the docstring says why)
-        if broker.broker_name == broker_name and broker.replicas:
-            return True
-    return False
+    """Whether the broker is a replica group (a connection failure there may be a failover)."""
+    return any(b.broker_name == broker_name and b.replicas for b in route.brokers)
 
 
 def publish_info_of(route: TopicRouteData) -> PublishInfo:

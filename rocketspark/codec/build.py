@@ -175,7 +175,7 @@ def encode_batch(
     """A whole batch record with the broker's fields zero, as a producer sends it. Its messages'
     client ids start at ``first_id`` (16 bytes; default: minted by this process's
     ``ids.mint``; ``ids.NO_ID``: none, the broker mints them)."""
-    packed = section.data if compression_kind == NONE else compression.compress(compression_kind, section.data)
+    packed = compression.compress(compression_kind, section.data)
     if compression_kind != NONE and HEADER_SIZE + len(topic) + len(packed) < section.count * MIN_BYTES_PER_MESSAGE:
         compression_kind, packed = NONE, section.data  # the broker refuses it: offset ids must stay inside the batch
     born = int(time.time() * 1000) if born_ms is None else born_ms

@@ -13,14 +13,16 @@ path costs more than the counting.
 
 Who writes and who reads: a server's event loop observes its requests (its RocketMQ 5 endpoint's
 too), and a scrape reads from the metrics server's thread. An observation is a few stores with
-no Python call among them, done whole under the GIL; a scrape copies each series' counts before
-it adds them up, so the buckets it reports are cumulative and the last (+Inf) is the count.
+no Python call among them, done whole under the GIL; a scrape adds each series' counts up in one
+C call (``accumulate``), so the buckets it reports are cumulative and the last (+Inf) is the count.
 """
 
 from __future__ import annotations
 
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
+from itertools import accumulate
 
 Key = tuple[str, int | str, int | str]  # (protocol, request code, response code), as observed
 
@@ -51,25 +53,16 @@ class Tally:
         if series is None:
             series = Series(len(self.bounds) + 1)
             self.series[key] = series
-        bounds = self.bounds
-        i, last = 0, len(bounds)
-        while i < last and value > bounds[i]:
-            i += 1
-        series.counts[i] += 1
+        series.counts[bisect_left(self.bounds, value)] += 1  # past every bound: the last, +Inf
         series.total += value
 
     def snapshot(self) -> list[tuple[Key, list[int], float, float]]:
         """Every series: its key, its cumulative bucket counts (the last is the count), its sum
         and when it was created."""
-        out: list[tuple[Key, list[int], float, float]] = []
-        for key, series in list(self.series.items()):
-            running = 0
-            cumulative: list[int] = []
-            for count in list(series.counts):
-                running += count
-                cumulative.append(running)
-            out.append((key, cumulative, series.total, series.created))
-        return out
+        return [
+            (key, list(accumulate(series.counts)), series.total, series.created)
+            for key, series in list(self.series.items())
+        ]
 
 
 class Requests:
