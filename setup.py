@@ -45,6 +45,8 @@ COMPILED = [
     "rocketspark/codec/build.py",
     "rocketspark/codec/ids.py",
     "rocketspark/codec/layout.py",
+    "rocketspark/codec/few.py",  # a consumer's small pulls, read field by field
+    "rocketspark/codec/messages.py",
     "broker/handlers/send.py",
     "broker/store/store.py",
     "broker/store/values.py",

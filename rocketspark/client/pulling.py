@@ -22,7 +22,7 @@ from rocketspark.codec import ids
 from rocketspark.codec.arrow import SCHEMA, Source, to_record_batch
 from rocketspark.codec.columns import Columns, decode
 from rocketspark.codec.layout import RecordCorrupted
-from rocketspark.codec.messages import to_messages
+from rocketspark.codec.messages import few_messages, to_messages
 from rocketspark.errors import DataCorruptedError, InvalidParameterError, NoRouteInfoError
 from rocketspark.filtering import Selector, compile_cached
 from rocketspark.protocol.codes import RequestCode, ResponseCode
@@ -142,20 +142,55 @@ def read_columns(plan: PullPlan, body: bytes, *, verify: bool, end: int | None =
     logical offset the plan asked for up to ``end`` (logical, exclusive), with the wanted tags
     or passing the SQL92 filter: whole batches come back (the broker's tag filter goes by each
     batch's summary, its SQL92 filter keeps a batch with one message that passes)."""
-    segment, queue = plan.segment, plan.queue
     try:
         columns = decode(body, verify=verify)
     except RecordCorrupted as exc:
-        raise DataCorruptedError(
-            f"a record of {queue.topic} queue {queue.queue_id} (read from offset {plan.offset} on broker "
-            f"{segment.broker_name}) failed its integrity check: {exc}; the broker's copy is damaged"
-        ) from None
-    stop = None if end is None else segment.physical(end)
-    columns = columns.select(segment.physical(plan.offset), stop, plan.wanted)
+        raise _damaged(plan, exc) from None
+    columns = columns.select(plan.segment.physical(plan.offset), _stop(plan, end), plan.wanted)
     if plan.selector is None:
         return columns
     passed = plan.selector.mask(columns)
     return columns if passed.all() else columns.take(passed)
+
+
+def _stop(plan: PullPlan, end: int | None) -> int | None:
+    return None if end is None else plan.segment.physical(end)
+
+
+def _damaged(plan: PullPlan, exc: RecordCorrupted) -> DataCorruptedError:
+    segment, queue = plan.segment, plan.queue
+    return DataCorruptedError(
+        f"a record of {queue.topic} queue {queue.queue_id} (read from offset {plan.offset} on broker "
+        f"{segment.broker_name}) failed its integrity check: {exc}; the broker's copy is damaged"
+    )
+
+
+def read_messages(plan: PullPlan, body: bytes, host: bytes, *, verify: bool, end: int | None) -> list[MessageExt]:
+    """``read_columns`` as message objects; a few records (a consumer following a queue gets
+    one a message) are read straight to messages, without numpy's fixed cost."""
+    segment, queue = plan.segment, plan.queue
+    if plan.selector is None:
+        try:
+            few = few_messages(
+                body,
+                queue.topic,
+                segment.broker_name,
+                host,
+                verify=verify,
+                first=segment.physical(plan.offset),
+                stop=_stop(plan, end),
+                wanted=plan.wanted,
+                queue_id=queue.queue_id,
+                offset_delta=segment.offset_delta,
+            )
+        except RecordCorrupted as exc:
+            raise _damaged(plan, exc) from None
+        if few is not None:
+            return few
+    columns = read_columns(plan, body, verify=verify, end=end)
+    return to_messages(
+        columns, queue.topic, segment.broker_name, host, queue_id=queue.queue_id, offset_delta=segment.offset_delta
+    )
 
 
 def finish_pull(
@@ -173,21 +208,16 @@ def finish_pull(
     messages: list[MessageExt] = []
     batch = None
     if status is PullStatus.FOUND:
-        columns = read_columns(plan, response.body, verify=verify, end=end)
         host = ids.store_host(plan.address)  # offset ids name the broker the messages were read from
         if columnar:
+            columns = read_columns(plan, response.body, verify=verify, end=end)
             source = Source(queue.topic, queue.queue_id, segment.offset_delta, segment.broker_name, host)
             batch = to_record_batch(columns, source, SCHEMA)
+            found = len(columns)
         else:
-            messages = to_messages(
-                columns,
-                queue.topic,
-                segment.broker_name,
-                host,
-                queue_id=queue.queue_id,
-                offset_delta=segment.offset_delta,
-            )
-        if not len(columns):
+            messages = read_messages(plan, response.body, host, verify=verify, end=end)
+            found = len(messages)
+        if not found:
             status = PullStatus.NO_MATCHED_MSG
     next_offset = next_logical(plan, nxt)
     if status is PullStatus.OFFSET_ILLEGAL:

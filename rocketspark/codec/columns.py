@@ -10,7 +10,6 @@ decoder, the Arrow builder and the broker's ingest check all read
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
 import msgpack
@@ -18,13 +17,12 @@ import numpy as np
 import numpy.typing as npt
 
 from rocketspark.codec import compression, ids
-from rocketspark.codec.heads import I64, MAX_SECTION, SMALL_RECORDS, Heads, read_heads
+from rocketspark.codec.few import SMALL_MESSAGES, SMALL_RECORDS, message_rows
+from rocketspark.codec.heads import I64, MAX_SECTION, Heads, read_heads
 from rocketspark.codec.layout import COMPRESSION_MASK, HAS_TAG, NONE, RecordCorrupted, summary_of, tag_hash
 from rocketspark.protocol.properties import UNIQ_KEY
 
 _U32 = np.dtype("<u4")
-SMALL_MESSAGES = 32  # this few messages (in at most SMALL_RECORDS records) are read with struct
-_U32S = {k: struct.Struct(f"<{k}I") for k in range(6, 3 * (SMALL_MESSAGES + 1) + 1, 3)}  # a record's offsets
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,33 +245,8 @@ def decode(
 def _messages_few(
     data: bytes | memoryview, heads: Heads, secs: list[int], counts: list[int], sizes: list[int]
 ) -> tuple[I64, I64, I64, I64, I64, I64, npt.NDArray[np.bool_], I64, I64]:
-    """``decode``'s pass over the messages for a few of them, record by record with
-    ``struct``: the offsets' sums, then offsets going backwards, then flags against tags, each
-    over every record before the next (the order numpy's checks name a record in)."""
-    offsets = [_U32S[3 * (n + 1)].unpack_from(data, at) for at, n in zip(secs, counts, strict=True)]
-    for r, (values, at, n, size) in enumerate(zip(offsets, secs, counts, sizes, strict=True)):
-        ends = values[n] + values[2 * n + 1] + values[3 * n + 2]
-        if values[0] or values[n + 1] or values[2 * n + 2] or at + 13 * n + 12 + ends != at + size:
-            raise heads.corrupted(r, "a message section whose offsets do not add up to its size")
-    for r, (values, n) in enumerate(zip(offsets, counts, strict=True)):
-        if any(values[k + 1] < values[k] for k in range(3 * n + 2) if k % (n + 1) != n):
-            raise heads.corrupted(r, "message offsets that go backwards")
-    rows: list[tuple[int, ...]] = []
-    flagged: int | None = None
-    for r, (values, at, n) in enumerate(zip(offsets, secs, counts, strict=True)):
-        flags_at = at + 12 * (n + 1)
-        body_base = flags_at + n
-        tag_base = body_base + values[n]
-        ext_base = tag_base + values[2 * n + 1]
-        for i in range(n):
-            flag, tag_len = data[flags_at + i], values[n + 2 + i] - values[n + 1 + i]
-            if flagged is None and (flag > HAS_TAG or (not flag & HAS_TAG and tag_len > 0)):
-                flagged = r
-            rows.append((r, i, body_base + values[i], values[i + 1] - values[i], tag_base + values[n + 1 + i],
-                         tag_len, flag & HAS_TAG, ext_base + values[2 * n + 2 + i],
-                         values[2 * n + 3 + i] - values[2 * n + 2 + i]))  # fmt: skip
-    if flagged is not None:
-        raise heads.corrupted(flagged, "message flags that disagree with its tags")
+    """``decode``'s pass over the messages for a few of them (``few.message_rows``), as columns."""
+    rows = message_rows(data, heads.starts.tolist(), secs, counts, sizes)
     columns = np.array(rows, dtype=np.int64).T.copy()  # one contiguous row a column, as numpy's pass gives
     batch, index, body_at, body_len, tag_at, tag_len, has_tag, ext_at, ext_len = columns
     return batch, index, body_at, body_len, tag_at, tag_len, has_tag.astype(np.bool_), ext_at, ext_len

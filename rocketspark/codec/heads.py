@@ -15,6 +15,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
+from rocketspark.codec.few import SMALL_RECORDS, check_crcs, check_fields, record_fault
 from rocketspark.codec.layout import (
     BATCH_MAGIC,
     BODY_AT,
@@ -37,7 +38,6 @@ from rocketspark.codec.layout import (
 I64 = npt.NDArray[np.int64]
 MAX_SECTION: Final = 1 << 30  # a larger uncompressed section is damage, whatever the limits
 _HEAD_SPAN: Final = np.arange(HEADER_SIZE, dtype=np.int64)
-SMALL_RECORDS: Final = 8  # this few records' fields are checked in Python: numpy's fixed cost would be most of it
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +73,7 @@ class Heads:
 
     def corrupted(self, i: int, what: str) -> RecordCorrupted:
         """The error for record ``i``: what it has that does not hold together, and where."""
-        pos = int(self.starts[i])
-        return RecordCorrupted(f"the record at byte {pos} has {what}", pos)
+        return record_fault(int(self.starts[i]), what)
 
     def first_id(self, record: int) -> bytes | None:
         """Record ``record``'s first client id (16 bytes); None when it has none (version 2)."""
@@ -111,43 +110,13 @@ def read_heads(
     heads = Heads.of(np.frombuffer(buf, dtype=np.uint8), starts)
     rows = heads.rows
     if verify:  # CRCs first: a damaged byte is damage, whatever field it landed in
-        view = memoryview(buf)
-        crc32 = zlib.crc32
-        for pos, total, header_crc, body_crc in zip(
-            starts.tolist(),
-            rows["total"].tolist(),
-            rows["header_crc"].tolist(),
-            rows["body_crc"].tolist(),
-            strict=True,
-        ):
-            if crc32(view[pos + BODY_AT : pos + total]) != body_crc:
-                raise RecordCorrupted(f"body CRC mismatch in the record at byte {pos}", pos)
-            if crc32(view[pos + BROKER_AT : pos + BROKER_END]) != header_crc:
-                raise RecordCorrupted(f"header CRC mismatch in the record at byte {pos}", pos)
+        fields = (rows["total"].tolist(), rows["header_crc"].tolist(), rows["body_crc"].tolist())
+        check_crcs(buf, heads.starts.tolist(), *fields)
     if len(heads) <= small:
-        _check_fields_few(heads, max_section)
+        check_fields(rows.tolist(), heads.topic_at.tolist(), heads.starts.tolist(), max_section)
     else:
         _check_fields(heads, max_section)
     return heads
-
-
-def _check_fields_few(heads: Heads, max_section: int) -> None:
-    """``_check_fields`` record by record, each rule over every record before the next rule
-    (the numpy check's order, so both name the same record and fault)."""
-    rows = heads.rows.tolist()  # HEADER_DTYPE's order: version 9, attributes 10, topic_len 11, count 12, size 18
-    for i, row in enumerate(rows):
-        if row[9] != VERSION and row[9] != V2:
-            raise heads.corrupted(i, f"version {row[9]} (this reader knows {V2} and {VERSION})")
-    for i, row in enumerate(rows):
-        if not 1 <= row[12] <= MAX_COUNT:
-            raise heads.corrupted(i, f"a count of {row[12]}")
-    for i, row in enumerate(rows):
-        if row[18] > max_section:
-            raise heads.corrupted(i, f"a message section of {row[18]} bytes, over the limit of {max_section} bytes")
-    for i, (row, topic_at) in enumerate(zip(rows, heads.topic_at.tolist(), strict=True)):
-        room, size, plain = row[0] - topic_at - row[11], row[18], (row[10] & COMPRESSION_MASK) == NONE
-        if room < 0 or (plain and room != size) or size < 13 * row[12] + 12:
-            raise heads.corrupted(i, "sizes that do not add up (topic, section and record size disagree)")
 
 
 def _check_fields(heads: Heads, max_section: int) -> None:
