@@ -57,6 +57,8 @@ COMPILED = [
     "broker/store/queues.py",
     "broker/store/keyindex.py",  # its thread parses every stored record for keys
     "broker/store/keydb.py",
+    "broker/store/reading.py",  # a pull's read: every message a follower is pushed
+    "broker/store/entrycheck.py",
     "broker/dedupe.py",
     "broker/longpoll.py",
     "broker/ha/replication.py",

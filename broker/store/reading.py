@@ -108,7 +108,7 @@ class QueueReader:
         scan_budget = MAX_FILTER_SCAN
         slot = cq.slot_for(offset)
         done = False
-        while not done and slot < cq.max_slot:
+        while slot < cq.max_slot and not done:  # mypyc builds no C for `not done and ...` in this loop
             chunk = cq.read(slot, 64 if tag_hashes is None else 1024)
             if not chunk:
                 break

@@ -85,7 +85,7 @@ PREFIX: Final = struct.Struct(">II")  # total_size, magic: what every record, bl
 MIN_BLANK_SIZE: Final = PREFIX.size
 
 HEADER: Final = struct.Struct(">IIIIQQQIIBBHIQQIIQI16s")
-HEADER_SIZE: Final = HEADER.size  # 108
+HEADER_SIZE: Final[int] = HEADER.size  # 108
 FIRST_ID_AT: Final = 92
 V2_HEADER_SIZE: Final = FIRST_ID_AT  # a version-2 record's topic starts here
 ID_SIZE: Final = HEADER_SIZE - V2_HEADER_SIZE
