@@ -20,8 +20,7 @@ from rocketspark.client.admin import Admin
 from rocketspark.client.consumer import Consumer
 from rocketspark.client.producer import Producer
 from rocketspark.codec import ids
-from rocketspark.codec.columns import decode
-from rocketspark.codec.messages import to_messages
+from rocketspark.codec.messages import read_messages
 from rocketspark.grpcv2.clients import in_thread
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
@@ -168,8 +167,9 @@ class Queues:
         answer = await self.dispatcher.serve_translated(ours, user)
         messages: list[MessageExt] = []
         if answer.code == ResponseCode.SUCCESS:
-            columns = decode(answer.body).select(offset, None, tags)
-            messages = to_messages(columns, topic, self.broker_name, ids.store_host(self.address()))
+            host = ids.store_host(self.address())
+            messages = read_messages(answer.body, topic, self.broker_name, host, verify=True, first=offset, stop=None,
+                                     wanted=tags)  # fmt: skip
         next_offset, low, high = int(answer.ext["next"]), int(answer.ext["min"]), int(answer.ext["max"])
         return Pulled(answer.code, next_offset, low, high, messages, ours.held)
 

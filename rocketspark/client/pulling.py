@@ -17,12 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import rocketspark.codec.messages as codec_messages
 from rocketspark.client.logical import LogicalQueue, Segment
 from rocketspark.codec import ids
 from rocketspark.codec.arrow import SCHEMA, Source, to_record_batch
 from rocketspark.codec.columns import Columns, decode
 from rocketspark.codec.layout import RecordCorrupted
-from rocketspark.codec.messages import few_messages, to_messages
+from rocketspark.codec.messages import to_messages
 from rocketspark.errors import DataCorruptedError, InvalidParameterError, NoRouteInfoError
 from rocketspark.filtering import Selector, compile_cached
 from rocketspark.protocol.codes import RequestCode, ResponseCode
@@ -168,29 +169,18 @@ def _damaged(plan: PullPlan, exc: RecordCorrupted) -> DataCorruptedError:
 def read_messages(plan: PullPlan, body: bytes, host: bytes, *, verify: bool, end: int | None) -> list[MessageExt]:
     """``read_columns`` as message objects; a few records (a consumer following a queue gets
     one a message) are read straight to messages, without numpy's fixed cost."""
+    if plan.selector is not None:
+        columns = read_columns(plan, body, verify=verify, end=end)
+        return to_messages(columns, plan.queue.topic, plan.segment.broker_name, host, queue_id=plan.queue.queue_id,
+                           offset_delta=plan.segment.offset_delta)  # fmt: skip
     segment, queue = plan.segment, plan.queue
-    if plan.selector is None:
-        try:
-            few = few_messages(
-                body,
-                queue.topic,
-                segment.broker_name,
-                host,
-                verify=verify,
-                first=segment.physical(plan.offset),
-                stop=_stop(plan, end),
-                wanted=plan.wanted,
-                queue_id=queue.queue_id,
-                offset_delta=segment.offset_delta,
-            )
-        except RecordCorrupted as exc:
-            raise _damaged(plan, exc) from None
-        if few is not None:
-            return few
-    columns = read_columns(plan, body, verify=verify, end=end)
-    return to_messages(
-        columns, queue.topic, segment.broker_name, host, queue_id=queue.queue_id, offset_delta=segment.offset_delta
-    )
+    try:
+        return codec_messages.read_messages(
+            body, queue.topic, segment.broker_name, host, verify=verify, first=segment.physical(plan.offset),
+            stop=_stop(plan, end), wanted=plan.wanted, queue_id=queue.queue_id, offset_delta=segment.offset_delta,
+        )  # fmt: skip
+    except RecordCorrupted as exc:
+        raise _damaged(plan, exc) from None
 
 
 def finish_pull(

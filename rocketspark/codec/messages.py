@@ -18,7 +18,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from rocketspark.codec.columns import Columns
+from rocketspark.codec.columns import Columns, decode
 from rocketspark.codec.few import SMALL_MESSAGES, SMALL_RECORDS, Row, check_crcs, check_fields, message_rows
 from rocketspark.codec.heads import MAX_SECTION, record_starts
 from rocketspark.codec.ids import BatchIds
@@ -92,6 +92,32 @@ def _repeat(values: list[Any], counts: list[int]) -> list[Any]:
     for value, k in zip(values, counts, strict=True):
         out += [value] * k
     return out
+
+
+def read_messages(
+    buf: bytes,
+    topic: str,
+    broker_name: str,
+    host: bytes,
+    *,
+    verify: bool,
+    first: int,
+    stop: int | None,
+    wanted: list[str] | None,
+    queue_id: int | None = None,
+    offset_delta: int = 0,
+) -> list[MessageExt]:
+    """The messages of a pull's records at queue offsets ``[first, stop)`` (``stop`` None: to
+    the end) with one of the ``wanted`` tags: ``few_messages`` where it reads them, else through
+    columns. RecordCorrupted when a record does not hold together."""
+    few = few_messages(
+        buf, topic, broker_name, host, verify=verify, first=first, stop=stop, wanted=wanted, queue_id=queue_id,
+        offset_delta=offset_delta,
+    )  # fmt: skip
+    if few is not None:
+        return few
+    columns = decode(buf, verify=verify).select(first, stop, wanted)
+    return to_messages(columns, topic, broker_name, host, queue_id=queue_id, offset_delta=offset_delta)
 
 
 def few_messages(

@@ -16,7 +16,7 @@ from rocketspark.codec.columns import Columns, decode
 from rocketspark.codec.few import SMALL_MESSAGES, SMALL_RECORDS
 from rocketspark.codec.heads import record_starts
 from rocketspark.codec.layout import HEADER, LZ4, NONE, ZSTD, RecordCorrupted
-from rocketspark.codec.messages import few_messages, to_messages
+from rocketspark.codec.messages import few_messages, read_messages, to_messages
 from rocketspark.protocol.types import Message, MessageExt
 
 FIELDS = ("batch", "index", "body_at", "body_len", "tag_at", "tag_len", "has_tag", "ext_at", "ext_len")
@@ -169,3 +169,12 @@ def test_damaged_buffers_are_refused_alike_as_messages() -> None:
         refused += isinstance(as_messages(bytes(buf), verify, 0, None, None), str)
         read += assert_same_messages(rng, bytes(buf), verify)
     assert refused > 500 and read > 500
+
+
+def test_read_messages_gives_the_columns_messages_for_few_and_many() -> None:
+    rng = random.Random(21)
+    for records, messages in [(1, 1), (3, 9), (SMALL_RECORDS + 2, 40)]:
+        buf = sample_buffer(rng, records, messages)
+        got = read_messages(buf, "orders", "broker-a", HOST, verify=True, first=1, stop=None, wanted=None,
+                            queue_id=3, offset_delta=1000)  # fmt: skip
+        assert got == as_messages(buf, True, 1, None, None)
