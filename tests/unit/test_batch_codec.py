@@ -7,6 +7,7 @@ import re
 import struct
 import time
 import zlib
+from collections.abc import Sequence
 
 import msgpack
 import numpy as np
@@ -139,7 +140,7 @@ def flipped(record: bytes, at: int) -> bytes:
     return bytes(out)
 
 
-def raw_record(bodies: list[bytes], tags: list[bytes | None], exts: list[bytes]) -> bytes:
+def raw_record(bodies: list[bytes], tags: Sequence[bytes | None], exts: list[bytes]) -> bytes:
     """A record built from raw column bytes, bypassing build_section's checks (bad tags, exts)."""
     has_tag = np.array([t is not None for t in tags], dtype=np.uint8)
     tag_bytes = [t or b"" for t in tags]
