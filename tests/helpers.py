@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pathlib
 import socket
+import struct
 import threading
 import time
+import zlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
@@ -15,6 +17,7 @@ from broker.store.values import PutResult
 from rocketspark.codec.build import Idempotence, build_section, encode_batch, tag_summary_of
 from rocketspark.codec.columns import decode
 from rocketspark.codec.ids import store_host
+from rocketspark.codec.layout import BODY_AT, BODY_CRC_AT, HEADER_SIZE, V2, V2_HEADER_SIZE
 from rocketspark.codec.messages import to_messages
 from rocketspark.protocol.bodies import unpack
 from rocketspark.protocol.codes import RequestCode
@@ -101,6 +104,17 @@ def put_batch(
     """Store one batch record of ``bodies`` as the send handler does."""
     record = batch_record(topic, bodies, tags)
     return store.put(topic, queue_id, record, len(bodies), tag_summary_of(record))
+
+
+def as_version_2(record: bytes) -> bytes:
+    """A sent record as rocketspark wrote it before client ids: layout version 2, whose header
+    has no first id (its topic starts at byte 92)."""
+    head = bytearray(record[:V2_HEADER_SIZE])
+    head[BODY_AT] = V2  # the version, the first byte under the body CRC
+    out = bytearray(head + record[HEADER_SIZE:])
+    struct.pack_into(">I", out, 0, len(out))
+    struct.pack_into(">I", out, BODY_CRC_AT, zlib.crc32(out[BODY_AT:]))
+    return bytes(out)
 
 
 def decode_messages(body: bytes, topic: str = "t", broker: str = "b") -> list[MessageExt]:

@@ -108,7 +108,7 @@ class QueueReader:
         scan_budget = MAX_FILTER_SCAN
         slot = cq.slot_for(offset)
         done = False
-        while slot < cq.max_slot and not done:  # mypyc builds no C for `not done and ...` in this loop
+        while slot < cq.max_slot and not done:  # `not done and ...`: mypyc 2.4.1's C for it does not compile
             chunk = cq.read(slot, 64 if tag_hashes is None else 1024)
             if not chunk:
                 break

@@ -17,13 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import rocketspark.codec.messages as codec_messages
 from rocketspark.client.logical import LogicalQueue, Segment
 from rocketspark.codec import ids
 from rocketspark.codec.arrow import SCHEMA, Source, to_record_batch
 from rocketspark.codec.columns import Columns, decode
 from rocketspark.codec.layout import RecordCorrupted
-from rocketspark.codec.messages import to_messages
+from rocketspark.codec.messages import read_messages, to_messages
 from rocketspark.errors import DataCorruptedError, InvalidParameterError, NoRouteInfoError
 from rocketspark.filtering import Selector, compile_cached
 from rocketspark.protocol.codes import RequestCode, ResponseCode
@@ -155,10 +154,12 @@ def read_columns(plan: PullPlan, body: bytes, *, verify: bool, end: int | None =
 
 
 def _stop(plan: PullPlan, end: int | None) -> int | None:
+    """The physical offset a read of ``plan`` stops before, for a logical ``end`` (None: none)."""
     return None if end is None else plan.segment.physical(end)
 
 
 def _damaged(plan: PullPlan, exc: RecordCorrupted) -> DataCorruptedError:
+    """What a consumer is told of a record that failed its checks: where it was read."""
     segment, queue = plan.segment, plan.queue
     return DataCorruptedError(
         f"a record of {queue.topic} queue {queue.queue_id} (read from offset {plan.offset} on broker "
@@ -166,16 +167,17 @@ def _damaged(plan: PullPlan, exc: RecordCorrupted) -> DataCorruptedError:
     )
 
 
-def read_messages(plan: PullPlan, body: bytes, host: bytes, *, verify: bool, end: int | None) -> list[MessageExt]:
+def messages_of(plan: PullPlan, body: bytes, host: bytes, *, verify: bool, end: int | None = None) -> list[MessageExt]:
     """``read_columns`` as message objects; a few records (a consumer following a queue gets
-    one a message) are read straight to messages, without numpy's fixed cost."""
+    one a message) are read straight to messages (``codec.messages.read_messages``), without
+    numpy's fixed cost. An SQL92 filter needs the columns."""
+    segment, queue = plan.segment, plan.queue
     if plan.selector is not None:
         columns = read_columns(plan, body, verify=verify, end=end)
-        return to_messages(columns, plan.queue.topic, plan.segment.broker_name, host, queue_id=plan.queue.queue_id,
-                           offset_delta=plan.segment.offset_delta)  # fmt: skip
-    segment, queue = plan.segment, plan.queue
+        return to_messages(columns, queue.topic, segment.broker_name, host, queue_id=queue.queue_id,
+                           offset_delta=segment.offset_delta)  # fmt: skip
     try:
-        return codec_messages.read_messages(
+        return read_messages(
             body, queue.topic, segment.broker_name, host, verify=verify, first=segment.physical(plan.offset),
             stop=_stop(plan, end), wanted=plan.wanted, queue_id=queue.queue_id, offset_delta=segment.offset_delta,
         )  # fmt: skip
@@ -205,7 +207,7 @@ def finish_pull(
             batch = to_record_batch(columns, source, SCHEMA)
             found = len(columns)
         else:
-            messages = read_messages(plan, response.body, host, verify=verify, end=end)
+            messages = messages_of(plan, response.body, host, verify=verify, end=end)
             found = len(messages)
         if not found:
             status = PullStatus.NO_MATCHED_MSG

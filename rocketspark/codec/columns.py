@@ -5,7 +5,8 @@ checks each record's header and both CRCs (:mod:`rocketspark.codec.heads`), and 
 every message's body, tag and keys/properties with numpy over all messages together: the
 only Python loop is one step per batch. The result, :class:`Columns`, is what the Message
 decoder, the Arrow builder and the broker's ingest check all read
-(:mod:`rocketspark.codec.messages`, :mod:`rocketspark.codec.arrow`).
+(:mod:`rocketspark.codec.messages`, :mod:`rocketspark.codec.arrow`); a consumer's pull of a few
+small records skips it (``messages.few_messages``).
 """
 
 from __future__ import annotations

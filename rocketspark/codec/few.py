@@ -6,7 +6,8 @@ response).
 The rules are the numpy checks', applied in their order (each rule over every record before
 the next), so both name the same record and fault for any buffer;
 ``tests/unit/test_decode_few.py`` holds them to it. A header is ``layout.HEADER``'s tuple of
-fields; a numpy header row's ``tolist()`` has the same first 19.
+fields (``layout.F_*`` name their places); a numpy header row's ``tolist()`` has the same first
+19.
 """
 
 from __future__ import annotations
@@ -20,6 +21,12 @@ from rocketspark.codec.layout import (
     BROKER_AT,
     BROKER_END,
     COMPRESSION_MASK,
+    F_ATTRIBUTES,
+    F_COUNT,
+    F_SECTION_SIZE,
+    F_TOPIC_LEN,
+    F_TOTAL,
+    F_VERSION,
     HAS_TAG,
     MAX_COUNT,
     NONE,
@@ -58,17 +65,19 @@ def check_crcs(
 def check_fields(heads: list[Head], topic_ats: list[int], starts: list[int], max_section: int) -> None:
     """Version, count, section size, and sizes that add up (``heads._check_fields``'s rules)."""
     for pos, head in zip(starts, heads, strict=True):
-        if head[9] != VERSION and head[9] != V2:
-            raise record_fault(pos, f"version {head[9]} (this reader knows {V2} and {VERSION})")
+        if head[F_VERSION] != VERSION and head[F_VERSION] != V2:
+            raise record_fault(pos, f"version {head[F_VERSION]} (this reader knows {V2} and {VERSION})")
     for pos, head in zip(starts, heads, strict=True):
-        if not 1 <= head[12] <= MAX_COUNT:
-            raise record_fault(pos, f"a count of {head[12]}")
+        if not 1 <= head[F_COUNT] <= MAX_COUNT:
+            raise record_fault(pos, f"a count of {head[F_COUNT]}")
     for pos, head in zip(starts, heads, strict=True):
-        if head[18] > max_section:
-            raise record_fault(pos, f"a message section of {head[18]} bytes, over the limit of {max_section} bytes")
+        if head[F_SECTION_SIZE] > max_section:
+            size = head[F_SECTION_SIZE]
+            raise record_fault(pos, f"a message section of {size} bytes, over the limit of {max_section} bytes")
     for pos, head, topic_at in zip(starts, heads, topic_ats, strict=True):
-        room, size, plain = head[0] - topic_at - head[11], head[18], (head[10] & COMPRESSION_MASK) == NONE
-        if room < 0 or (plain and room != size) or size < 13 * head[12] + 12:
+        room = head[F_TOTAL] - topic_at - head[F_TOPIC_LEN]
+        size, plain = head[F_SECTION_SIZE], (head[F_ATTRIBUTES] & COMPRESSION_MASK) == NONE
+        if room < 0 or (plain and room != size) or size < 13 * head[F_COUNT] + 12:
             raise record_fault(pos, "sizes that do not add up (topic, section and record size disagree)")
 
 

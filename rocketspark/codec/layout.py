@@ -4,7 +4,8 @@ One send of k messages to one queue is stored as one batch record (a single send
 of one), as Kafka's record batch v2 and RocketMQ 5's inner batch do. The producer builds the
 whole record; the broker checks it once (sizes, count, the body CRC), fills in the fields it
 assigns and appends the bytes. A pull answers with whole records, as stored; the client
-checks both CRCs and decodes every column at once (:mod:`rocketspark.codec.columns`).
+checks both CRCs and decodes every column at once (:mod:`rocketspark.codec.columns`), or, for a
+few small records, field by field (:mod:`rocketspark.codec.few`).
 
 Header (big-endian, fixed, ``HEADER_SIZE`` bytes)::
 
@@ -98,6 +99,22 @@ PRODUCER_FIELDS: Final = struct.Struct(">BBHIQQIIQI16s")  # version .. first_id,
 assert BODY_AT + PRODUCER_FIELDS.size == HEADER_SIZE
 COUNT_AT: Final = BODY_AT + struct.calcsize(">BBH")  # 52: the message count, after version, attributes, topic_len
 BORN_AT: Final = COUNT_AT + 4  # 56: born_ms
+
+# Where each field lies in ``HEADER.unpack``'s tuple (a ``HEADER_DTYPE`` row's ``tolist()`` has
+# the same first 19), for code that reads a few records field by field (``codec.few``).
+F_TOTAL: Final = 0
+F_HEADER_CRC: Final = 2
+F_QUEUE_ID: Final = 3
+F_BASE_OFFSET: Final = 4
+F_LOG_OFFSET: Final = 5
+F_STORE_MS: Final = 6
+F_BODY_CRC: Final = 8
+F_VERSION: Final = 9
+F_ATTRIBUTES: Final = 10
+F_TOPIC_LEN: Final = 11
+F_COUNT: Final = 12
+F_BORN_MS: Final = 13
+F_SECTION_SIZE: Final = 18
 
 COMPRESSION_MASK: Final = 0x03
 NONE, ZSTD, LZ4 = 0, 1, 2

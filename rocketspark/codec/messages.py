@@ -19,10 +19,28 @@ import msgpack
 import numpy as np
 
 from rocketspark.codec.columns import Columns, decode
-from rocketspark.codec.few import SMALL_MESSAGES, SMALL_RECORDS, Row, check_crcs, check_fields, message_rows
+from rocketspark.codec.few import SMALL_MESSAGES, SMALL_RECORDS, Head, Row, check_crcs, check_fields, message_rows
 from rocketspark.codec.heads import MAX_SECTION, record_starts
 from rocketspark.codec.ids import BatchIds
-from rocketspark.codec.layout import COMPRESSION_MASK, HEADER, first_id_of, head_size
+from rocketspark.codec.layout import (
+    COMPRESSION_MASK,
+    F_ATTRIBUTES,
+    F_BASE_OFFSET,
+    F_BODY_CRC,
+    F_BORN_MS,
+    F_COUNT,
+    F_HEADER_CRC,
+    F_LOG_OFFSET,
+    F_QUEUE_ID,
+    F_SECTION_SIZE,
+    F_STORE_MS,
+    F_TOPIC_LEN,
+    F_TOTAL,
+    F_VERSION,
+    HEADER,
+    first_id_of,
+    head_size,
+)
 from rocketspark.protocol.types import GC_PAUSE, MessageExt
 
 _tuple_new = tuple.__new__
@@ -95,7 +113,7 @@ def _repeat(values: list[Any], counts: list[int]) -> list[Any]:
 
 
 def read_messages(
-    buf: bytes,
+    buf: bytes | memoryview,
     topic: str,
     broker_name: str,
     host: bytes,
@@ -121,7 +139,7 @@ def read_messages(
 
 
 def few_messages(
-    buf: bytes,
+    buf: bytes | memoryview,
     topic: str,
     broker_name: str,
     host: bytes,
@@ -135,41 +153,46 @@ def few_messages(
 ) -> list[MessageExt] | None:
     """``to_messages`` of ``decode(buf).select(first, stop, wanted)``, for a buffer of a few
     uncompressed records (``few.SMALL_RECORDS``, ``few.SMALL_MESSAGES``), read with ``struct``;
-    the same checks, errors and messages. None when ``buf`` is not that: decode it as columns."""
-    starts = record_starts(buf)
-    heads = [HEADER.unpack_from(buf, pos) for pos in starts] if len(starts) <= SMALL_RECORDS else []
-    counts = [head[12] for head in heads]
-    if not heads or not 0 < sum(counts) <= SMALL_MESSAGES or any(head[10] & COMPRESSION_MASK for head in heads):
+    the same checks, errors and messages. (One difference, on damage only a CRC would have
+    refused: a 64-bit time or offset of 2^63 or more is read unsigned here, where numpy's
+    columns read it negative.) None when ``buf`` is not that: decode it as columns."""
+    data = buf if isinstance(buf, bytes) else bytes(buf)  # bodies and tags are sliced from it as bytes
+    starts = record_starts(data)
+    heads = [HEADER.unpack_from(data, pos) for pos in starts] if len(starts) <= SMALL_RECORDS else []
+    counts = [head[F_COUNT] for head in heads]
+    if not heads or not 0 < sum(counts) <= SMALL_MESSAGES or any(h[F_ATTRIBUTES] & COMPRESSION_MASK for h in heads):
         return None  # a damaged count or compression flag too: the columns name the fault
     if verify:
-        check_crcs(buf, starts, [h[0] for h in heads], [h[2] for h in heads], [h[8] for h in heads])
-    topic_ats = [head_size(head[9]) for head in heads]
+        fields = ([h[F_TOTAL] for h in heads], [h[F_HEADER_CRC] for h in heads], [h[F_BODY_CRC] for h in heads])
+        check_crcs(data, starts, *fields)
+    topic_ats = [head_size(head[F_VERSION]) for head in heads]
     check_fields(heads, topic_ats, starts, MAX_SECTION)
-    secs = [pos + at + head[11] for pos, at, head in zip(starts, topic_ats, heads, strict=True)]
-    rows = message_rows(buf, starts, secs, counts, [head[18] for head in heads])
-    return _build(
-        buf, heads, _kept(buf, heads, rows, first, stop, wanted), topic, broker_name, host, queue_id, offset_delta
-    )
+    secs = [pos + at + head[F_TOPIC_LEN] for pos, at, head in zip(starts, topic_ats, heads, strict=True)]
+    rows = message_rows(data, starts, secs, counts, [head[F_SECTION_SIZE] for head in heads])
+    kept = _kept(data, heads, rows, first, stop, wanted)
+    return _build(data, heads, kept, topic, broker_name, host, queue_id, offset_delta)
 
 
 def _kept(
-    buf: bytes, heads: list[tuple[Any, ...]], rows: list[Row], first: int, stop: int | None, wanted: list[str] | None
+    data: bytes, heads: list[Head], rows: list[Row], first: int, stop: int | None, wanted: list[str] | None
 ) -> list[Row]:
-    """The rows ``Columns.select`` keeps: queue offsets in ``[first, stop)``, a wanted tag."""
+    """The rows ``Columns.select`` keeps: queue offsets in ``[first, stop)``, a wanted tag
+    (``Columns.tag_in``: byte for byte, an empty tag wanted by ``""``)."""
     tags = {tag.encode() for tag in wanted} if wanted else None
     kept: list[Row] = []
     for row in rows:
-        offset = heads[row[0]][4] + row[1]
+        record, index, _, _, tag_at, tag_len, has_tag, _, _ = row
+        offset = heads[record][F_BASE_OFFSET] + index
         if offset < first or (stop is not None and offset >= stop):
             continue
-        if tags is None or (row[6] and buf[row[4] : row[4] + row[5]] in tags):
+        if tags is None or (has_tag and data[tag_at : tag_at + tag_len] in tags):
             kept.append(row)
     return kept
 
 
 def _build(
-    buf: bytes,
-    heads: list[tuple[Any, ...]],
+    data: bytes,
+    heads: list[Head],
     rows: list[Row],
     topic: str,
     broker_name: str,
@@ -179,18 +202,19 @@ def _build(
 ) -> list[MessageExt]:
     """``to_messages``'s objects for these rows, decoded in its order (every tag, then every
     message's keys and properties: a damaged one fails as it would there)."""
-    tags = [buf[row[4] : row[4] + row[5]].decode() if row[6] else None for row in rows]
+    tags = [data[at : at + length].decode() if has else None for _, _, _, _, at, length, has, _, _ in rows]
     exts: list[tuple[Any, Any]] = []
-    for row in rows:
-        keys, properties = msgpack.unpackb(buf[row[7] : row[7] + row[8]]) if row[8] else (None, None)
+    for _, _, _, _, _, _, _, ext_at, ext_len in rows:
+        keys, properties = msgpack.unpackb(data[ext_at : ext_at + ext_len]) if ext_len else (None, None)
         exts.append((keys, properties))
     batch_ids = [BatchIds(first_id_of(head), host) for head in heads]
     new, cls = _tuple_new, MessageExt
     messages: list[MessageExt] = []
-    for (r, i, body_at, body_len, *_), tag, (keys, properties) in zip(rows, tags, exts, strict=True):
-        head = heads[r]
-        fields = (topic, head[3] if queue_id is None else queue_id, head[4] + i + offset_delta,
-                  buf[body_at : body_at + body_len], tag, keys, properties, head[13], head[6], head[5], broker_name,
-                  i, batch_ids[r])  # fmt: skip
+    for (record, index, body_at, body_len, *_), tag, (keys, properties) in zip(rows, tags, exts, strict=True):
+        head = heads[record]
+        qid = head[F_QUEUE_ID] if queue_id is None else queue_id
+        fields = (topic, qid, head[F_BASE_OFFSET] + index + offset_delta, data[body_at : body_at + body_len], tag,
+                  keys, properties, head[F_BORN_MS], head[F_STORE_MS], head[F_LOG_OFFSET], broker_name, index,
+                  batch_ids[record])  # fmt: skip  # MessageExt's order, as to_messages builds it
         messages.append(new(cls, fields))
     return messages

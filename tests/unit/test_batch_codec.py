@@ -51,7 +51,6 @@ from rocketspark.codec.layout import (
     MIXED,
     NONE,
     PRODUCER_FIELDS,
-    V2_HEADER_SIZE,
     VERSION,
     ZSTD,
     RecordCorrupted,
@@ -60,6 +59,7 @@ from rocketspark.codec.layout import (
 )
 from rocketspark.codec.messages import to_messages
 from rocketspark.protocol.types import Message, MessageExt
+from tests.helpers import as_version_2
 
 TOPIC = "orders"
 BROKER = "broker-a"
@@ -554,17 +554,6 @@ def test_arrow_client_ids_are_the_first_id_plus_the_place(first: bytes) -> None:
     assert got == [m.msg_id for m in to_messages(kept, TOPIC, BROKER, HOST)]
 
 
-def as_version_2(record: bytes) -> bytes:
-    """A sent record as rocketspark wrote it before client ids: layout version 2, whose header
-    has no first id (its topic starts at byte 92)."""
-    head = bytearray(record[:V2_HEADER_SIZE])
-    head[VERSION_AT] = 2
-    out = bytearray(head + record[HEADER_SIZE:])
-    struct.pack_into(">I", out, 0, len(out))
-    struct.pack_into(">I", out, BODY_CRC_AT, zlib.crc32(out[BODY_AT:]))
-    return bytes(out)
-
-
 def test_a_version_2_record_still_reads_and_its_ids_fall_back_to_offset_ids() -> None:
     old = store(as_version_2(encode_messages(TOPIC, sample_messages())), base_offset=0, phys=0)
     new = store(encode_messages(TOPIC, tagged("A", None)), base_offset=5, phys=len(old))
@@ -974,6 +963,16 @@ def test_a_compressed_section_of_another_size_than_declared_is_refused() -> None
     size = header(record)[SECTION_SIZE]
     with pytest.raises(RecordCorrupted):
         decode(patched(record, SECTION_SIZE_AT, ">I", size + 13))
+
+
+@pytest.mark.parametrize("kind", [ZSTD, LZ4])
+@pytest.mark.parametrize("declared", [99, 101, 150])
+def test_a_section_is_refused_unless_it_decompresses_to_exactly_its_declared_size(kind: int, declared: int) -> None:
+    """An LZ4 section that decompressed short once came back full size, its tail uninitialized."""
+    packed = compression.compress(kind, bytes(range(100)))
+    assert compression.decompress(kind, packed, 100) == bytes(range(100))
+    with pytest.raises(compression.DecompressionFailed, match=f"not {declared}"):
+        compression.decompress(kind, memoryview(packed), declared)
 
 
 def test_an_unknown_compression_is_refused() -> None:

@@ -48,6 +48,25 @@ def test_after_retention_moved_the_start_into_a_file(tmp_path: Path) -> None:
         assert cq.slot_for(offset) == slot_by_scan(cq, offset), offset
 
 
+def test_after_retention_moved_the_start_into_the_newest_entries(tmp_path: Path) -> None:
+    cq = filled(tmp_path / "q", 300, 1000, seed=6)
+    cq.delete_expired(log_min_offset=(300 - TAIL_SLOTS // 2) * 200)  # the start lies among the newest entries
+    assert cq.max_slot - cq.min_slot < TAIL_SLOTS
+    for offset in range(cq.min_offset - 3, cq.max_offset + 3):
+        assert cq.slot_for(offset) == slot_by_scan(cq, offset), offset
+
+
+def test_a_reopened_queue_finds_the_same_slots(tmp_path: Path) -> None:
+    cq = filled(tmp_path / "q", 250, 37, seed=8)
+    cq.flush()
+    cq.close_files()
+    again = ConsumeQueue(tmp_path / "q", "orders", 0, 37)
+    again.load()  # its last file's end read back from the file
+    assert (again.min_slot, again.max_slot) == (0, 250)
+    for offset in range(-1, again.max_offset + 3):
+        assert again.slot_for(offset) == slot_by_scan(again, offset), offset
+
+
 def test_an_empty_queue_answers_its_end(tmp_path: Path) -> None:
     cq = ConsumeQueue(tmp_path / "q", "orders", 0, 100)
     assert cq.slot_for(0) == cq.slot_for(5) == 0

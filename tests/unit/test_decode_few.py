@@ -7,30 +7,42 @@ messages (``messages.few_messages``): the same messages as through columns, or t
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import numpy as np
 import pytest
 
-from rocketspark.codec.build import encode_messages
+from rocketspark.client.logical import LogicalQueue, Segment
+from rocketspark.client.pulling import PullPlan, finish_pull, plan_pull
+from rocketspark.codec.build import encode_messages, stamped_head
 from rocketspark.codec.columns import Columns, decode
 from rocketspark.codec.few import SMALL_MESSAGES, SMALL_RECORDS
 from rocketspark.codec.heads import record_starts
-from rocketspark.codec.layout import HEADER, LZ4, NONE, ZSTD, RecordCorrupted
+from rocketspark.codec.ids import NO_ID
+from rocketspark.codec.layout import BODY_AT, HEADER, LZ4, NONE, ZSTD, RecordCorrupted
 from rocketspark.codec.messages import few_messages, read_messages, to_messages
-from rocketspark.protocol.types import Message, MessageExt
+from rocketspark.errors import DataCorruptedError
+from rocketspark.protocol.codes import ResponseCode
+from rocketspark.protocol.command import RemotingCommand
+from rocketspark.protocol.static_mapping import LogicQueueMappingItem
+from rocketspark.protocol.types import Message, MessageExt, PullStatus
+from tests.helpers import as_version_2
 
+BASE = 1_000  # the sample records' first queue offset
 FIELDS = ("batch", "index", "body_at", "body_len", "tag_at", "tag_len", "has_tag", "ext_at", "ext_len")
 
 
 def sample_buffer(
     rng: random.Random, records: int, messages: int, kinds: tuple[int, ...] = (NONE, NONE, ZSTD, LZ4)
 ) -> bytes:
-    """``records`` records of ``messages`` messages in all: tags, keys and properties mixed,
-    each record compressed with one of ``kinds``."""
+    """``records`` records of ``messages`` messages in all, as a pull answers them: stored one
+    after another on queue 2 (base offsets counting on from ``BASE``, log offsets, store times),
+    tags, keys and properties mixed, each record compressed with one of ``kinds``, some without
+    client ids, some of layout version 2."""
     sizes = [1] * records
     for _ in range(messages - records):
         sizes[rng.randrange(records)] += 1
-    parts = []
+    parts, base, phys = [], BASE, 7_000_000
     for size in sizes:
         batch = [
             Message(
@@ -42,7 +54,12 @@ def sample_buffer(
             )
             for _ in range(size)
         ]
-        parts.append(encode_messages("orders", batch, compression_kind=rng.choice(kinds)))
+        kind = rng.choice(kinds)
+        record = encode_messages("orders", batch, compression_kind=kind, first_id=rng.choice([None, None, NO_ID]))
+        if rng.random() < 0.2:
+            record = as_version_2(record)
+        parts.append(stamped_head(record, 2, base, phys, 1_700_000_000_000 + base) + record[BODY_AT:])
+        base, phys = base + size, phys + len(record)
     return b"".join(parts)
 
 
@@ -90,22 +107,29 @@ def test_damaged_buffers_are_refused_alike() -> None:
 HOST = bytes(range(8))
 
 
+Relabel = tuple[int | None, int]  # the queue id and offset delta a read relabels its messages with
+
+
 def as_messages(
-    buf: bytes, verify: bool, first: int, stop: int | None, wanted: list[str] | None
+    buf: bytes, verify: bool, first: int, stop: int | None, wanted: list[str] | None, relabel: Relabel = (3, 1000)
 ) -> list[MessageExt] | str:
     """The messages through columns, as the consumer read them before ``few_messages``."""
+    queue_id, delta = relabel
     try:
         columns = decode(buf, verify=verify).select(first, stop, wanted)
-        return to_messages(columns, "orders", "broker-a", HOST, queue_id=3, offset_delta=1000)
+        return to_messages(columns, "orders", "broker-a", HOST, queue_id=queue_id, offset_delta=delta)
     except Exception as exc:  # damage the CRCs were not asked to catch fails in a tag's UTF-8 or in msgpack too
         return f"{type(exc).__name__}: {exc}"
 
 
-def few_outcome(buf: bytes, verify: bool, first: int, stop: int | None, wanted: list[str] | None) -> object:
+def few_outcome(
+    buf: bytes, verify: bool, first: int, stop: int | None, wanted: list[str] | None, relabel: Relabel
+) -> object:
+    queue_id, delta = relabel
     try:
         return few_messages(
-            buf, "orders", "broker-a", HOST, verify=verify, first=first, stop=stop, wanted=wanted, queue_id=3,
-            offset_delta=1000,
+            buf, "orders", "broker-a", HOST, verify=verify, first=first, stop=stop, wanted=wanted, queue_id=queue_id,
+            offset_delta=delta,
         )  # fmt: skip
     except Exception as exc:
         return f"{type(exc).__name__}: {exc}"
@@ -120,11 +144,16 @@ def wraps_in_numpy(buf: bytes) -> bool:
         return False
 
 
-def assert_same_messages(rng: random.Random, buf: bytes, verify: bool) -> bool:
-    """Whether ``few_messages`` read ``buf`` itself (rather than leaving it to the columns)."""
-    first, stop = rng.choice([(0, None), (1, None), (0, 3), (2, 4)])
+def assert_same_messages(rng: random.Random, buf: bytes, verify: bool, *, sound: bool = False) -> bool:
+    """Whether ``few_messages`` read ``buf`` itself (rather than leaving it to the columns);
+    a ``sound`` buffer must read to messages, not to an error both readers share."""
+    first, stop = rng.choice([(BASE, None), (BASE + 1, None), (BASE, BASE + 3), (BASE + 2, BASE + 4), (0, None)])
     wanted = rng.choice([None, ["A"], ["", "ünï"], ["B"]])
-    few, reference = few_outcome(buf, verify, first, stop, wanted), as_messages(buf, verify, first, stop, wanted)
+    relabel = rng.choice([(3, 1000), (None, 0)])
+    few = few_outcome(buf, verify, first, stop, wanted, relabel)
+    reference = as_messages(buf, verify, first, stop, wanted, relabel)
+    if sound:
+        assert isinstance(reference, list)
     if few is None or (not verify and wraps_in_numpy(buf)):
         return False
     assert few == reference
@@ -140,8 +169,11 @@ def test_sound_buffers_read_to_the_same_messages(records: int, messages: int) ->
         pytest.skip("a record holds one message at least")
     rng = random.Random(records * 1000 + messages)
     for _ in range(4):
-        assert_same_messages(rng, sample_buffer(rng, records, messages), verify=True)  # compressed records mixed in
-    plain = [assert_same_messages(rng, sample_buffer(rng, records, messages, (NONE,)), verify=True) for _ in range(4)]
+        assert_same_messages(rng, sample_buffer(rng, records, messages), verify=True, sound=True)  # compressed ones
+    plain = [
+        assert_same_messages(rng, sample_buffer(rng, records, messages, (NONE,)), verify=True, sound=True)
+        for _ in range(8)
+    ]
     assert all(plain)  # uncompressed records are read by few_messages, not left to the columns
 
 
@@ -173,8 +205,42 @@ def test_damaged_buffers_are_refused_alike_as_messages() -> None:
 
 def test_read_messages_gives_the_columns_messages_for_few_and_many() -> None:
     rng = random.Random(21)
-    for records, messages in [(1, 1), (3, 9), (SMALL_RECORDS + 2, 40)]:
-        buf = sample_buffer(rng, records, messages)
-        got = read_messages(buf, "orders", "broker-a", HOST, verify=True, first=1, stop=None, wanted=None,
+    for records, messages, kinds in [
+        (1, 1, (NONE,)),
+        (3, 9, (NONE,)),
+        (2, 4, (ZSTD,)),
+        (SMALL_RECORDS + 2, 40, (NONE,)),
+    ]:
+        buf = sample_buffer(rng, records, messages, kinds)
+        read_few = few_messages(buf, "orders", "b", HOST, verify=True, first=0, stop=None, wanted=None) is not None
+        assert read_few == (kinds == (NONE,) and records <= SMALL_RECORDS)
+        got = read_messages(buf, "orders", "broker-a", HOST, verify=True, first=BASE + 1, stop=None, wanted=None,
                             queue_id=3, offset_delta=1000)  # fmt: skip
-        assert got == as_messages(buf, True, 1, None, None)
+        assert got == as_messages(buf, True, BASE + 1, None, None) and len(got) == messages - 1
+
+
+def test_a_memoryview_reads_as_its_bytes() -> None:
+    buf = sample_buffer(random.Random(5), 2, 3, (NONE,))
+    args: dict[str, Any] = {"verify": True, "first": 0, "stop": None, "wanted": None}
+    got = few_messages(memoryview(buf), "orders", "b", HOST, **args)
+    assert got is not None and got == few_messages(buf, "orders", "b", HOST, **args)
+    assert all(type(m.body) is bytes for m in got)
+
+
+def test_a_small_pull_reads_relabelled_and_its_damage_is_reported_where_it_was_read() -> None:
+    """Through ``finish_pull``: a static topic's segment (logical 10,000 is physical ``BASE``)."""
+    item = LogicQueueMappingItem(gen=1, queue_id=2, bname="broker-a", logic_offset=10_000, start_offset=BASE)
+    segment = Segment(item, "127.0.0.1:10911")
+    plan = plan_pull(LogicalQueue("orders", 5, (segment,), 1, True), 10_000, 32, timeout_ms=1000)
+    assert isinstance(plan, PullPlan)
+    body = sample_buffer(random.Random(9), 1, 2, (NONE,))
+    ext = {"next": BASE + 2, "min": BASE, "max": BASE + 2}
+    result = finish_pull(plan, RemotingCommand(ResponseCode.SUCCESS, ext=ext, body=body), verify=True)
+    assert result.status is PullStatus.FOUND and result.next_offset == 10_002
+    assert [(m.queue_id, m.queue_offset) for m in result.messages] == [(5, 10_000), (5, 10_001)]
+    damaged = bytearray(body)
+    damaged[-1] ^= 0x01
+    with pytest.raises(
+        DataCorruptedError, match=r"orders queue 5 \(read from offset 10000 on broker broker-a\).*body CRC"
+    ):
+        finish_pull(plan, RemotingCommand(ResponseCode.SUCCESS, ext=ext, body=bytes(damaged)), verify=True)
