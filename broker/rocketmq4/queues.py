@@ -21,6 +21,7 @@ from rocketspark.client.consumer import Consumer
 from rocketspark.client.producer import Producer
 from rocketspark.codec import ids
 from rocketspark.codec.messages import read_messages
+from rocketspark.codec.source import Source
 from rocketspark.grpcv2.clients import in_thread
 from rocketspark.protocol.codes import RequestCode, ResponseCode
 from rocketspark.protocol.command import RemotingCommand
@@ -167,9 +168,8 @@ class Queues:
         answer = await self.dispatcher.serve_translated(ours, user)
         messages: list[MessageExt] = []
         if answer.code == ResponseCode.SUCCESS:
-            host = ids.store_host(self.address())
-            messages = read_messages(answer.body, topic, self.broker_name, host, verify=True, first=offset, stop=None,
-                                     wanted=tags)  # fmt: skip
+            source = Source(topic, queue_id, 0, self.broker_name, ids.store_host(self.address()))
+            messages = read_messages(answer.body, source, verify=True, first=offset, stop=None, wanted=tags)
         next_offset, low, high = int(answer.ext["next"]), int(answer.ext["min"]), int(answer.ext["max"])
         return Pulled(answer.code, next_offset, low, high, messages, ours.held)
 

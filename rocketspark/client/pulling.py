@@ -19,10 +19,11 @@ from typing import Any
 
 from rocketspark.client.logical import LogicalQueue, Segment
 from rocketspark.codec import ids
-from rocketspark.codec.arrow import SCHEMA, Source, to_record_batch
+from rocketspark.codec.arrow import SCHEMA, to_record_batch
 from rocketspark.codec.columns import Columns, decode
 from rocketspark.codec.layout import RecordCorrupted
 from rocketspark.codec.messages import read_messages, to_messages
+from rocketspark.codec.source import Source
 from rocketspark.errors import DataCorruptedError, InvalidParameterError, NoRouteInfoError
 from rocketspark.filtering import Selector, compile_cached
 from rocketspark.protocol.codes import RequestCode, ResponseCode
@@ -167,20 +168,20 @@ def _damaged(plan: PullPlan, exc: RecordCorrupted) -> DataCorruptedError:
     )
 
 
-def messages_of(plan: PullPlan, body: bytes, host: bytes, *, verify: bool, end: int | None = None) -> list[MessageExt]:
-    """``read_columns`` as message objects; a few records (a consumer following a queue gets
-    one a message) are read straight to messages (``codec.messages.read_messages``), without
-    numpy's fixed cost. An SQL92 filter needs the columns."""
-    segment, queue = plan.segment, plan.queue
+def messages_of(
+    plan: PullPlan, body: bytes, source: Source, *, verify: bool, end: int | None = None
+) -> list[MessageExt]:
+    """``read_columns`` as message objects labelled from ``source``; a few records (a consumer
+    following a queue gets one a message) are read straight to messages
+    (``codec.messages.read_messages``), without numpy's fixed cost. An SQL92 filter needs the
+    columns."""
     if plan.selector is not None:
         columns = read_columns(plan, body, verify=verify, end=end)
-        return to_messages(columns, queue.topic, segment.broker_name, host, queue_id=queue.queue_id,
-                           offset_delta=segment.offset_delta)  # fmt: skip
+        return to_messages(columns, source.topic, source.broker_name, source.host, queue_id=source.queue_id,
+                           offset_delta=source.offset_delta)  # fmt: skip
+    first = plan.segment.physical(plan.offset)
     try:
-        return read_messages(
-            body, queue.topic, segment.broker_name, host, verify=verify, first=segment.physical(plan.offset),
-            stop=_stop(plan, end), wanted=plan.wanted, queue_id=queue.queue_id, offset_delta=segment.offset_delta,
-        )  # fmt: skip
+        return read_messages(body, source, verify=verify, first=first, stop=_stop(plan, end), wanted=plan.wanted)
     except RecordCorrupted as exc:
         raise _damaged(plan, exc) from None
 
@@ -201,13 +202,13 @@ def finish_pull(
     batch = None
     if status is PullStatus.FOUND:
         host = ids.store_host(plan.address)  # offset ids name the broker the messages were read from
+        source = Source(queue.topic, queue.queue_id, segment.offset_delta, segment.broker_name, host)
         if columnar:
             columns = read_columns(plan, response.body, verify=verify, end=end)
-            source = Source(queue.topic, queue.queue_id, segment.offset_delta, segment.broker_name, host)
             batch = to_record_batch(columns, source, SCHEMA)
             found = len(columns)
         else:
-            messages = messages_of(plan, response.body, host, verify=verify, end=end)
+            messages = messages_of(plan, response.body, source, verify=verify, end=end)
             found = len(messages)
         if not found:
             status = PullStatus.NO_MATCHED_MSG

@@ -12,7 +12,6 @@ message whose properties hold a ``UNIQ_KEY`` shows that id.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 from typing import Any
 
 import msgpack
@@ -22,6 +21,7 @@ import pyarrow as pa
 
 from rocketspark.codec.columns import Columns
 from rocketspark.codec.heads import I64
+from rocketspark.codec.source import Source
 from rocketspark.protocol.properties import UNIQ_KEY, priority_of
 
 UTC = "UTC"
@@ -43,17 +43,6 @@ SCHEMA = pa.schema(
     ]
 )
 _HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
-
-
-@dataclass(frozen=True, slots=True)
-class Source:
-    """What every message of one pull shares: where it was read and how to relabel it."""
-
-    topic: str
-    queue_id: int  # logical queue id
-    offset_delta: int  # logical minus physical offset of the segment
-    broker_name: str
-    host: bytes = b"\0\0\0\0\0\0\0\0"  # ids.store_host of the broker it was read from (offset ids)
 
 
 def _view_array(kind: pa.DataType, data: bytes, begins: I64, lengths: I64, valid: np.ndarray | None) -> pa.Array:

@@ -31,7 +31,6 @@ from rocketspark.codec.layout import (
     F_COUNT,
     F_HEADER_CRC,
     F_LOG_OFFSET,
-    F_QUEUE_ID,
     F_SECTION_SIZE,
     F_STORE_MS,
     F_TOPIC_LEN,
@@ -41,6 +40,7 @@ from rocketspark.codec.layout import (
     first_id_of,
     head_size,
 )
+from rocketspark.codec.source import Source
 from rocketspark.protocol.types import GC_PAUSE, MessageExt
 
 _tuple_new = tuple.__new__
@@ -113,49 +113,33 @@ def _repeat(values: list[Any], counts: list[int]) -> list[Any]:
 
 
 def read_messages(
-    buf: bytes | memoryview,
-    topic: str,
-    broker_name: str,
-    host: bytes,
-    *,
-    verify: bool,
-    first: int,
-    stop: int | None,
-    wanted: list[str] | None,
-    queue_id: int | None = None,
-    offset_delta: int = 0,
+    buf: bytes | memoryview, source: Source, *, verify: bool, first: int, stop: int | None, wanted: list[str] | None
 ) -> list[MessageExt]:
     """The messages of a pull's records at queue offsets ``[first, stop)`` (``stop`` None: to
-    the end) with one of the ``wanted`` tags: ``few_messages`` where it reads them, else through
-    columns. RecordCorrupted when a record does not hold together."""
-    few = few_messages(
-        buf, topic, broker_name, host, verify=verify, first=first, stop=stop, wanted=wanted, queue_id=queue_id,
-        offset_delta=offset_delta,
-    )  # fmt: skip
+    the end) with one of the ``wanted`` tags, labelled from ``source``: ``few_messages`` where it
+    reads them, else through columns. RecordCorrupted when a record does not hold together."""
+    few = few_messages(buf, source, verify=verify, first=first, stop=stop, wanted=wanted)
     if few is not None:
         return few
     columns = decode(buf, verify=verify).select(first, stop, wanted)
-    return to_messages(columns, topic, broker_name, host, queue_id=queue_id, offset_delta=offset_delta)
+    return to_messages(
+        columns,
+        source.topic,
+        source.broker_name,
+        source.host,
+        queue_id=source.queue_id,
+        offset_delta=source.offset_delta,
+    )
 
 
 def few_messages(
-    buf: bytes | memoryview,
-    topic: str,
-    broker_name: str,
-    host: bytes,
-    *,
-    verify: bool,
-    first: int,
-    stop: int | None,
-    wanted: list[str] | None,
-    queue_id: int | None = None,
-    offset_delta: int = 0,
+    buf: bytes | memoryview, source: Source, *, verify: bool, first: int, stop: int | None, wanted: list[str] | None
 ) -> list[MessageExt] | None:
-    """``to_messages`` of ``decode(buf).select(first, stop, wanted)``, for a buffer of a few
-    uncompressed records (``few.SMALL_RECORDS``, ``few.SMALL_MESSAGES``), read with ``struct``;
-    the same checks, errors and messages. (One difference, on damage only a CRC would have
-    refused: a 64-bit time or offset of 2^63 or more is read unsigned here, where numpy's
-    columns read it negative.) None when ``buf`` is not that: decode it as columns."""
+    """``read_messages`` for a buffer of a few uncompressed records (``few.SMALL_RECORDS``,
+    ``few.SMALL_MESSAGES``), read with ``struct``: the same checks, errors and messages as
+    through columns. (One difference, on damage only a CRC would have refused: a 64-bit time or
+    offset of 2^63 or more is read unsigned here, where numpy's columns read it negative.) None
+    when ``buf`` is not that: decode it as columns."""
     data = buf if isinstance(buf, bytes) else bytes(buf)  # bodies and tags are sliced from it as bytes
     starts = record_starts(data)
     heads = [HEADER.unpack_from(data, pos) for pos in starts] if len(starts) <= SMALL_RECORDS else []
@@ -169,8 +153,7 @@ def few_messages(
     check_fields(heads, topic_ats, starts, MAX_SECTION)
     secs = [pos + at + head[F_TOPIC_LEN] for pos, at, head in zip(starts, topic_ats, heads, strict=True)]
     rows = message_rows(data, starts, secs, counts, [head[F_SECTION_SIZE] for head in heads])
-    kept = _kept(data, heads, rows, first, stop, wanted)
-    return _build(data, heads, kept, topic, broker_name, host, queue_id, offset_delta)
+    return _build(data, heads, _kept(data, heads, rows, first, stop, wanted), source)
 
 
 def _kept(
@@ -190,16 +173,7 @@ def _kept(
     return kept
 
 
-def _build(
-    data: bytes,
-    heads: list[Head],
-    rows: list[Row],
-    topic: str,
-    broker_name: str,
-    host: bytes,
-    queue_id: int | None,
-    offset_delta: int,
-) -> list[MessageExt]:
+def _build(data: bytes, heads: list[Head], rows: list[Row], source: Source) -> list[MessageExt]:
     """``to_messages``'s objects for these rows, decoded in its order (every tag, then every
     message's keys and properties: a damaged one fails as it would there)."""
     tags = [data[at : at + length].decode() if has else None for _, _, _, _, at, length, has, _, _ in rows]
@@ -207,14 +181,14 @@ def _build(
     for _, _, _, _, _, _, _, ext_at, ext_len in rows:
         keys, properties = msgpack.unpackb(data[ext_at : ext_at + ext_len]) if ext_len else (None, None)
         exts.append((keys, properties))
-    batch_ids = [BatchIds(first_id_of(head), host) for head in heads]
+    batch_ids = [BatchIds(first_id_of(head), source.host) for head in heads]
+    topic, queue_id, delta, broker_name = source.topic, source.queue_id, source.offset_delta, source.broker_name
     new, cls = _tuple_new, MessageExt
     messages: list[MessageExt] = []
     for (record, index, body_at, body_len, *_), tag, (keys, properties) in zip(rows, tags, exts, strict=True):
         head = heads[record]
-        qid = head[F_QUEUE_ID] if queue_id is None else queue_id
-        fields = (topic, qid, head[F_BASE_OFFSET] + index + offset_delta, data[body_at : body_at + body_len], tag,
-                  keys, properties, head[F_BORN_MS], head[F_STORE_MS], head[F_LOG_OFFSET], broker_name, index,
+        fields = (topic, queue_id, head[F_BASE_OFFSET] + index + delta, data[body_at : body_at + body_len], tag, keys,
+                  properties, head[F_BORN_MS], head[F_STORE_MS], head[F_LOG_OFFSET], broker_name, index,
                   batch_ids[record])  # fmt: skip  # MessageExt's order, as to_messages builds it
         messages.append(new(cls, fields))
     return messages

@@ -25,7 +25,8 @@ from rocketspark.client.logical import SegmentRange
 from rocketspark.client.pipeline import Pipeline
 from rocketspark.client.pulling import STATUS_CODES, PullPlan, next_logical, plan_pull, read_columns
 from rocketspark.codec import ids
-from rocketspark.codec.arrow import Source, to_record_batch
+from rocketspark.codec.arrow import to_record_batch
+from rocketspark.codec.source import Source
 from rocketspark.errors import ConnectError, RocketSparkError
 from rocketspark.filtering import compile_cached
 from rocketspark.protocol.codes import ResponseCode

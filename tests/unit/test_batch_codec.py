@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from rocketspark.codec import compression, ids, layout
-from rocketspark.codec.arrow import SCHEMA, Source, to_record_batch
+from rocketspark.codec.arrow import SCHEMA, to_record_batch
 from rocketspark.codec.build import (
     Idempotence,
     Section,
@@ -58,6 +58,7 @@ from rocketspark.codec.layout import (
     tag_hash,
 )
 from rocketspark.codec.messages import to_messages
+from rocketspark.codec.source import Source
 from rocketspark.protocol.types import Message, MessageExt
 from tests.helpers import as_version_2
 

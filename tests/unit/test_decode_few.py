@@ -21,6 +21,7 @@ from rocketspark.codec.heads import record_starts
 from rocketspark.codec.ids import NO_ID
 from rocketspark.codec.layout import BODY_AT, HEADER, LZ4, NONE, ZSTD, RecordCorrupted
 from rocketspark.codec.messages import few_messages, read_messages, to_messages
+from rocketspark.codec.source import Source
 from rocketspark.errors import DataCorruptedError
 from rocketspark.protocol.codes import ResponseCode
 from rocketspark.protocol.command import RemotingCommand
@@ -107,30 +108,28 @@ def test_damaged_buffers_are_refused_alike() -> None:
 HOST = bytes(range(8))
 
 
-Relabel = tuple[int | None, int]  # the queue id and offset delta a read relabels its messages with
+AS_STORED = Source("orders", 2, 0, "broker-a", HOST)  # the sample records' own queue, offsets as stored
+RELABELLED = Source("orders", 3, 1000, "broker-a", HOST)  # as a static topic's logical queue reads them
 
 
 def as_messages(
-    buf: bytes, verify: bool, first: int, stop: int | None, wanted: list[str] | None, relabel: Relabel = (3, 1000)
+    buf: bytes, verify: bool, first: int, stop: int | None, wanted: list[str] | None, source: Source = RELABELLED
 ) -> list[MessageExt] | str:
     """The messages through columns, as the consumer read them before ``few_messages``."""
-    queue_id, delta = relabel
     try:
         columns = decode(buf, verify=verify).select(first, stop, wanted)
-        return to_messages(columns, "orders", "broker-a", HOST, queue_id=queue_id, offset_delta=delta)
+        return to_messages(
+            columns, "orders", "broker-a", HOST, queue_id=source.queue_id, offset_delta=source.offset_delta
+        )
     except Exception as exc:  # damage the CRCs were not asked to catch fails in a tag's UTF-8 or in msgpack too
         return f"{type(exc).__name__}: {exc}"
 
 
 def few_outcome(
-    buf: bytes, verify: bool, first: int, stop: int | None, wanted: list[str] | None, relabel: Relabel
+    buf: bytes, verify: bool, first: int, stop: int | None, wanted: list[str] | None, source: Source
 ) -> object:
-    queue_id, delta = relabel
     try:
-        return few_messages(
-            buf, "orders", "broker-a", HOST, verify=verify, first=first, stop=stop, wanted=wanted, queue_id=queue_id,
-            offset_delta=delta,
-        )  # fmt: skip
+        return few_messages(buf, source, verify=verify, first=first, stop=stop, wanted=wanted)
     except Exception as exc:
         return f"{type(exc).__name__}: {exc}"
 
@@ -149,9 +148,9 @@ def assert_same_messages(rng: random.Random, buf: bytes, verify: bool, *, sound:
     a ``sound`` buffer must read to messages, not to an error both readers share."""
     first, stop = rng.choice([(BASE, None), (BASE + 1, None), (BASE, BASE + 3), (BASE + 2, BASE + 4), (0, None)])
     wanted = rng.choice([None, ["A"], ["", "ünï"], ["B"]])
-    relabel = rng.choice([(3, 1000), (None, 0)])
-    few = few_outcome(buf, verify, first, stop, wanted, relabel)
-    reference = as_messages(buf, verify, first, stop, wanted, relabel)
+    source = rng.choice([RELABELLED, AS_STORED])
+    few = few_outcome(buf, verify, first, stop, wanted, source)
+    reference = as_messages(buf, verify, first, stop, wanted, source)
     if sound:
         assert isinstance(reference, list)
     if few is None or (not verify and wraps_in_numpy(buf)):
@@ -180,11 +179,11 @@ def test_sound_buffers_read_to_the_same_messages(records: int, messages: int) ->
 def test_many_or_compressed_records_are_left_to_the_columns() -> None:
     rng = random.Random(3)
     plain = [encode_messages("orders", [Message("orders", b"x")] * SMALL_MESSAGES) for _ in range(2)]
-    assert few_messages(b"".join(plain), "orders", "b", HOST, verify=True, first=0, stop=None, wanted=None) is None
+    assert few_messages(b"".join(plain), AS_STORED, verify=True, first=0, stop=None, wanted=None) is None
     zstd = encode_messages("orders", [Message("orders", b"x")], compression_kind=ZSTD)
-    assert few_messages(zstd, "orders", "b", HOST, verify=True, first=0, stop=None, wanted=None) is None
+    assert few_messages(zstd, AS_STORED, verify=True, first=0, stop=None, wanted=None) is None
     many = b"".join(encode_messages("orders", [Message("orders", b"x")]) for _ in range(SMALL_RECORDS + 1))
-    assert few_messages(many, "orders", "b", HOST, verify=True, first=0, stop=None, wanted=None) is None
+    assert few_messages(many, AS_STORED, verify=True, first=0, stop=None, wanted=None) is None
     assert assert_same_messages(rng, plain[0], verify=True)
 
 
@@ -212,18 +211,17 @@ def test_read_messages_gives_the_columns_messages_for_few_and_many() -> None:
         (SMALL_RECORDS + 2, 40, (NONE,)),
     ]:
         buf = sample_buffer(rng, records, messages, kinds)
-        read_few = few_messages(buf, "orders", "b", HOST, verify=True, first=0, stop=None, wanted=None) is not None
+        read_few = few_messages(buf, AS_STORED, verify=True, first=0, stop=None, wanted=None) is not None
         assert read_few == (kinds == (NONE,) and records <= SMALL_RECORDS)
-        got = read_messages(buf, "orders", "broker-a", HOST, verify=True, first=BASE + 1, stop=None, wanted=None,
-                            queue_id=3, offset_delta=1000)  # fmt: skip
+        got = read_messages(buf, RELABELLED, verify=True, first=BASE + 1, stop=None, wanted=None)
         assert got == as_messages(buf, True, BASE + 1, None, None) and len(got) == messages - 1
 
 
 def test_a_memoryview_reads_as_its_bytes() -> None:
     buf = sample_buffer(random.Random(5), 2, 3, (NONE,))
     args: dict[str, Any] = {"verify": True, "first": 0, "stop": None, "wanted": None}
-    got = few_messages(memoryview(buf), "orders", "b", HOST, **args)
-    assert got is not None and got == few_messages(buf, "orders", "b", HOST, **args)
+    got = few_messages(memoryview(buf), AS_STORED, **args)
+    assert got is not None and got == few_messages(buf, AS_STORED, **args)
     assert all(type(m.body) is bytes for m in got)
 
 
