@@ -22,7 +22,7 @@ from rocketspark.codec import ids
 from rocketspark.codec.arrow import SCHEMA, to_record_batch
 from rocketspark.codec.columns import Columns, decode
 from rocketspark.codec.layout import RecordCorrupted
-from rocketspark.codec.messages import read_messages, to_messages
+from rocketspark.codec.messages import labelled, read_messages
 from rocketspark.codec.source import Source
 from rocketspark.errors import DataCorruptedError, InvalidParameterError, NoRouteInfoError
 from rocketspark.filtering import Selector, compile_cached
@@ -176,9 +176,7 @@ def messages_of(
     (``codec.messages.read_messages``), without numpy's fixed cost. An SQL92 filter needs the
     columns."""
     if plan.selector is not None:
-        columns = read_columns(plan, body, verify=verify, end=end)
-        return to_messages(columns, source.topic, source.broker_name, source.host, queue_id=source.queue_id,
-                           offset_delta=source.offset_delta)  # fmt: skip
+        return labelled(read_columns(plan, body, verify=verify, end=end), source)
     first = plan.segment.physical(plan.offset)
     try:
         return read_messages(body, source, verify=verify, first=first, stop=_stop(plan, end), wanted=plan.wanted)

@@ -122,6 +122,11 @@ def read_messages(
     if few is not None:
         return few
     columns = decode(buf, verify=verify).select(first, stop, wanted)
+    return labelled(columns, source)
+
+
+def labelled(columns: Columns, source: Source) -> list[MessageExt]:
+    """``to_messages`` of ``columns``, labelled from ``source``."""
     return to_messages(
         columns,
         source.topic,
