@@ -195,7 +195,12 @@ class ConsumeQueue:
 
     def slot_for(self, offset: int) -> int:
         """The slot of the batch holding queue ``offset`` (binary search); ``max_slot`` past
-        the last message, ``min_slot`` before the first.
+        the last message, ``min_slot`` before the first."""
+        return self.find(offset)[0]
+
+    def find(self, offset: int) -> tuple[int, bytes]:
+        """``slot_for(offset)``, and the packed entries from that slot on that the search read
+        already (empty when it read none of them): a pull reads those first, not again.
 
         The newest ``TAIL_SLOTS`` entries (of the last file) are read first, in one ``pread``:
         a reader that keeps up (a consumer following the queue) finds its slot there, where a
@@ -207,7 +212,7 @@ class ConsumeQueue:
             if len(data) == (hi - tail) * ENTRY_SIZE:
                 at = _first_ending_after(data, offset)
                 if at or tail == lo:  # else the batch may be older than the tail's first: search before it
-                    return tail + at
+                    return tail + at, data[at * ENTRY_SIZE :]
                 hi = tail
         while lo < hi:
             mid = (lo + hi) // 2
@@ -215,7 +220,7 @@ class ConsumeQueue:
                 lo = mid + 1
             else:
                 hi = mid
-        return lo
+        return lo, b""
 
     def first_slot_at_or_after(self, phys_limit: int) -> int:
         """The first slot whose commit-log offset is >= ``phys_limit`` (binary search)."""

@@ -106,12 +106,13 @@ class QueueReader:
         nbytes = messages = 0
         cursor = offset
         scan_budget = MAX_FILTER_SCAN
-        slot = cq.slot_for(offset)
+        slot, chunk = cq.find(offset)  # the entries its search read already come first
         done = False
         while slot < cq.max_slot and not done:  # `not done and ...`: mypyc 2.4.1's C for it does not compile
-            chunk = cq.read(slot, 64 if tag_hashes is None else 1024)
             if not chunk:
-                break
+                chunk = cq.read(slot, 64 if tag_hashes is None else 1024)
+                if not chunk:
+                    break
             for phys, size, tags, base, count, _store in ENTRY.iter_unpack(chunk):
                 slot += 1
                 end = base + count
@@ -136,6 +137,7 @@ class QueueReader:
                 if messages >= max_messages or cursor >= stop:
                     done = True
                     break
+            chunk = b""
         body = self._gather(cq, bases, expected, counts, physes, sizes)
         self.stats.read(cq.topic, messages, len(body))
         status = GetStatus.FOUND if sizes else GetStatus.NO_MATCHED_MESSAGE

@@ -1,6 +1,7 @@
 """``ConsumeQueue.slot_for`` reads the newest entries at once before it searches the rest; it must
 answer as a search of every entry would, for any offset: in the tail or before it, across files,
-past the ends, with tombstones and after retention moved the queue's start into a file."""
+past the ends, with tombstones and after retention moved the queue's start into a file. The
+entries ``find`` hands a pull with the slot must be the queue's own from that slot on."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.store.consumequeue import TAIL_SLOTS, ConsumeQueue
+from broker.store.consumequeue import ENTRY_SIZE, TAIL_SLOTS, ConsumeQueue
 
 
 def slot_by_scan(cq: ConsumeQueue, offset: int) -> int:
@@ -36,8 +37,18 @@ def filled(path: Path, batches: int, per_file: int, seed: int) -> ConsumeQueue:
 @pytest.mark.parametrize(("batches", "per_file"), [(1, 100), (10, 100), (TAIL_SLOTS + 1, 1000), (500, 37), (500, 1000)])
 def test_every_offset_finds_the_slot_a_scan_finds(tmp_path: Path, batches: int, per_file: int) -> None:
     cq = filled(tmp_path / "q", batches, per_file, seed=batches * per_file)
+    handed = 0
     for offset in range(-1, cq.max_offset + 3):
-        assert cq.slot_for(offset) == slot_by_scan(cq, offset), offset
+        slot, entries = cq.find(offset)
+        assert slot == cq.slot_for(offset) == slot_by_scan(cq, offset), offset
+        assert len(entries) % ENTRY_SIZE == 0
+        assert entries == cq.read(slot, len(entries) // ENTRY_SIZE), offset
+        handed += bool(entries)
+    # a follower reads no entry twice: every offset of the newest entries read at once but the
+    # first's (whose batch may start before them: that one is searched for) is handed its entries
+    tail = max(cq.max_slot - TAIL_SLOTS, (cq.max_slot - 1) // per_file * per_file)
+    first = min(tail + 1, cq.max_slot - 1)
+    assert handed >= cq.entry(cq.max_slot - 1).end - cq.entry(first).base
 
 
 def test_after_retention_moved_the_start_into_a_file(tmp_path: Path) -> None:
