@@ -103,16 +103,16 @@ def _first_mismatch_small(body: bytes, topic: bytes, queue_id: int, entries: Ent
     for i, start in enumerate(starts):
         head = layout.HEADER.unpack_from(body, start)
         if (
-            head[1] != layout.BATCH_MAGIC
-            or head[0] != sizes[i]
-            or head[3] != queue_id
-            or head[4] != bases[i]
-            or head[12] != counts[i]
-            or head[5] != phys[i]
-            or head[11] != len(topic)
+            head[layout.F_MAGIC] != layout.BATCH_MAGIC
+            or head[layout.F_TOTAL] != sizes[i]
+            or head[layout.F_QUEUE_ID] != queue_id
+            or head[layout.F_BASE_OFFSET] != bases[i]
+            or head[layout.F_COUNT] != counts[i]
+            or head[layout.F_LOG_OFFSET] != phys[i]
+            or head[layout.F_TOPIC_LEN] != len(topic)
         ):
             return Mismatch(i, bases[i], phys[i], _describe(body, start, sizes[i]))
-        versions.append(head[9])
+        versions.append(head[layout.F_VERSION])
     if topic:
         for i, start in enumerate(starts):
             at = start + layout.head_size(versions[i])
@@ -124,12 +124,20 @@ def _first_mismatch_small(body: bytes, topic: bytes, queue_id: int, entries: Ent
 def _describe(body: bytes, pos: int, size: int) -> str:
     """What the entry led to instead of its record, for the error and the log."""
     head = layout.HEADER.unpack_from(body, pos)
-    total, magic, qid, qoff, phys, tlen, count = head[0], head[1], head[3], head[4], head[5], head[11], head[12]
+    total, magic, qid, qoff, phys, tlen, count = (
+        head[layout.F_TOTAL],
+        head[layout.F_MAGIC],
+        head[layout.F_QUEUE_ID],
+        head[layout.F_BASE_OFFSET],
+        head[layout.F_LOG_OFFSET],
+        head[layout.F_TOPIC_LEN],
+        head[layout.F_COUNT],
+    )
     if magic != layout.BATCH_MAGIC:
         return f"no record there (magic 0x{magic:08X}): damaged or not a record boundary"
     if total != size:
         return f"the record there is {total} bytes, the entry says {size}"
-    at = pos + layout.head_size(head[9])
+    at = pos + layout.head_size(head[layout.F_VERSION])
     topic = bytes(body[at : at + min(tlen, size)])
     where = f"queue offset {qoff}" if count == 1 else f"queue offsets {qoff}-{qoff + count - 1}"
     return f"the record there belongs to {topic.decode(errors='replace')}/{qid} at {where} (log offset {phys})"

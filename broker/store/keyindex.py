@@ -36,6 +36,10 @@ from rocketspark.codec.layout import (
     BATCH_MAGIC,
     BLANK_MAGIC,
     COMPRESSION_MASK,
+    F_ATTRIBUTES,
+    F_COUNT,
+    F_TOPIC_LEN,
+    F_VERSION,
     HEADER,
     HEADER_SIZE,
     PREFIX,
@@ -221,7 +225,7 @@ class KeyIndex:
             fields = HEADER.unpack_from(head)
             first = first_id_of(fields)
             if first is not None:
-                found.batches.append((pos, first, int(fields[12])))
+                found.batches.append((pos, first, int(fields[F_COUNT])))
             self._keys_of(pos, size, fields, found)
         return pos + size  # a batch, or a gap recovery cut out
 
@@ -242,13 +246,18 @@ class KeyIndex:
         fields = HEADER.unpack_from(window, rel)
         first = first_id_of(fields)
         if first is not None:
-            found.batches.append((pos, first, fields[12]))
+            found.batches.append((pos, first, fields[F_COUNT]))
         self._keys_of(pos, size, fields, found)  # its reads are the window's too
         return pos + size
 
     def _keys_of(self, pos: int, size: int, fields: tuple[Any, ...], found: _Found) -> None:
         """The record's keys and its messages' own ``UNIQ_KEY``s, into ``found``."""
-        version, attributes, topic_len, count = fields[9], fields[10], fields[11], fields[12]
+        version, attributes, topic_len, count = (
+            fields[F_VERSION],
+            fields[F_ATTRIBUTES],
+            fields[F_TOPIC_LEN],
+            fields[F_COUNT],
+        )
         topic_at = head_size(version)
         if not attributes & COMPRESSION_MASK:
             # the ext offsets' last entry is the size of every message's keys and properties

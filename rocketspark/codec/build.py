@@ -31,6 +31,7 @@ from rocketspark.codec.layout import (
     BROKER_END,
     BROKER_FIELDS,
     COMPRESSION_MASK,
+    F_VERSION,
     HAS_TAG,
     HEADER,
     HEADER_SIZE,
@@ -219,7 +220,7 @@ def with_first_id(record: bytes | memoryview, first_id: bytes) -> bytes:
     header is laid out again and the body CRC computed anew (the id lies under it), once per
     record: only sends without ids pay it."""
     head = HEADER.unpack_from(record, 0)
-    at = head_size(int(head[9]))
+    at = head_size(int(head[F_VERSION]))
     producer = PRODUCER_FIELDS.pack(VERSION, *head[10:19], first_id)
     rest = memoryview(record)[at:]
     body_crc = zlib.crc32(rest, zlib.crc32(producer))

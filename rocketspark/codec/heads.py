@@ -22,6 +22,9 @@ from rocketspark.codec.layout import (
     BROKER_AT,
     BROKER_END,
     COMPRESSION_MASK,
+    F_BODY_CRC,
+    F_HEADER_CRC,
+    F_VERSION,
     HEADER,
     HEADER_DTYPE,
     HEADER_SIZE,
@@ -155,10 +158,10 @@ def check_record(buf: bytes | memoryview, pos: int, limit: int) -> int:
         raise RecordCorrupted(f"impossible record size {total} at {pos}", pos)
     head = HEADER.unpack_from(buf, pos)
     view = memoryview(buf)
-    if zlib.crc32(view[pos + BODY_AT : pos + total]) != head[8]:
+    if zlib.crc32(view[pos + BODY_AT : pos + total]) != head[F_BODY_CRC]:
         raise RecordCorrupted(f"body CRC mismatch in record at {pos}", pos)
-    if zlib.crc32(view[pos + BROKER_AT : pos + BROKER_END]) != head[2]:
+    if zlib.crc32(view[pos + BROKER_AT : pos + BROKER_END]) != head[F_HEADER_CRC]:
         raise RecordCorrupted(f"header CRC mismatch in record at {pos}", pos)
-    if head[9] not in VERSIONS:  # intact, but of a format this broker does not know
-        raise RecordCorrupted(f"record version {head[9]} at {pos} (this broker knows {V2} and {VERSION})", pos)
+    if head[F_VERSION] not in VERSIONS:  # intact, but of a format this broker does not know
+        raise RecordCorrupted(f"record version {head[F_VERSION]} at {pos} (this broker knows {V2} and {VERSION})", pos)
     return int(total)

@@ -31,6 +31,10 @@ from rocketspark.codec.layout import (
     BROKER_AT,
     BROKER_END,
     COMPRESSION_MASK,
+    F_ATTRIBUTES,
+    F_COUNT,
+    F_MAGIC,
+    F_TOTAL,
     HAS_TAG,
     HEADER,
     HEADER_SIZE,
@@ -105,8 +109,12 @@ def check_sent(record: bytes, *, max_body: int, max_section: int, small: int = S
     most messages checked one by one (0: every batch with numpy)."""
     if len(record) >= HEADER_SIZE:
         head = HEADER.unpack_from(record, 0)
-        one_record = head[0] == len(record) and head[1] == BATCH_MAGIC
-        if one_record and 1 <= head[12] <= min(small, SMALL_BATCH) and head[10] & COMPRESSION_MASK == NONE:
+        one_record = head[F_TOTAL] == len(record) and head[F_MAGIC] == BATCH_MAGIC
+        if (
+            one_record
+            and 1 <= head[F_COUNT] <= min(small, SMALL_BATCH)
+            and head[F_ATTRIBUTES] & COMPRESSION_MASK == NONE
+        ):
             try:
                 return _check_small(record, head, max_body, max_section)
             except RecordCorrupted as exc:

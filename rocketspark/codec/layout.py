@@ -103,6 +103,7 @@ BORN_AT: Final = COUNT_AT + 4  # 56: born_ms
 # Where each field lies in ``HEADER.unpack``'s tuple (a ``HEADER_DTYPE`` row's ``tolist()`` has
 # the same first 19), for code that reads a few records field by field (``codec.few``).
 F_TOTAL: Final = 0
+F_MAGIC: Final = 1
 F_HEADER_CRC: Final = 2
 F_QUEUE_ID: Final = 3
 F_BASE_OFFSET: Final = 4
@@ -114,7 +115,12 @@ F_ATTRIBUTES: Final = 10
 F_TOPIC_LEN: Final = 11
 F_COUNT: Final = 12
 F_BORN_MS: Final = 13
+F_PRODUCER_ID: Final = 14
+F_PRODUCER_EPOCH: Final = 15
+F_BASE_SEQUENCE: Final = 16
+F_TAG_SUMMARY: Final = 17
 F_SECTION_SIZE: Final = 18
+F_FIRST_ID: Final = 19
 
 COMPRESSION_MASK: Final = 0x03
 NONE, ZSTD, LZ4 = 0, 1, 2
@@ -199,8 +205,8 @@ def head_size(version: int) -> int:
 def first_id_of(head: tuple[object, ...]) -> bytes | None:
     """The first client id in a record's ``HEADER`` fields; None for a version-2 record or one
     whose producer gave none."""
-    raw = head[19]
-    return raw if head[9] != V2 and isinstance(raw, bytes) and any(raw) else None
+    raw = head[F_FIRST_ID]
+    return raw if head[F_VERSION] != V2 and isinstance(raw, bytes) and any(raw) else None
 
 
 def encode_blank(size: int) -> bytes:

@@ -43,6 +43,20 @@ from rocketspark.codec.layout import (
     BROKER_AT,
     BROKER_END,
     BROKER_FIELDS,
+    F_ATTRIBUTES,
+    F_BASE_SEQUENCE,
+    F_BODY_CRC,
+    F_BORN_MS,
+    F_COUNT,
+    F_FIRST_ID,
+    F_HEADER_CRC,
+    F_PRODUCER_EPOCH,
+    F_PRODUCER_ID,
+    F_QUEUE_ID,
+    F_SECTION_SIZE,
+    F_TOPIC_LEN,
+    F_TOTAL,
+    F_VERSION,
     HEADER,
     HEADER_DTYPE,
     HEADER_SIZE,
@@ -67,10 +81,6 @@ BROKER = "broker-a"
 HOST = ids.store_host("10.0.0.7:10911")  # where the tests' records are read from
 SECTION_AT = HEADER_SIZE + len(TOPIC)  # where a TOPIC record's message section starts
 
-# HEADER field indexes (see layout.HEADER)
-TOTAL, MAGIC, HEADER_CRC, QUEUE_ID, BASE_OFFSET, COMMITLOG_OFFSET, STORE_MS = range(7)
-BODY_CRC, VERSION_FIELD, ATTRIBUTES, TOPIC_LEN, COUNT, BORN_MS = range(8, 14)
-PRODUCER_ID, PRODUCER_EPOCH, BASE_SEQUENCE, TAG_SUMMARY, SECTION_SIZE, FIRST_ID = range(14, 20)
 
 HEADER_CRC_AT = 8
 VERSION_AT = 48
@@ -115,7 +125,7 @@ def header(record: bytes, pos: int = 0) -> tuple[int, ...]:
 
 def first_id_in(record: bytes) -> bytes:
     """The first client id a (version 3) record's header carries."""
-    raw: bytes = HEADER.unpack_from(record)[FIRST_ID]
+    raw: bytes = HEADER.unpack_from(record)[F_FIRST_ID]
     return raw
 
 
@@ -273,11 +283,11 @@ def test_an_empty_buffer_decodes_to_no_messages() -> None:
 
 def test_a_sent_record_has_zero_broker_fields_and_stamping_fills_them() -> None:
     record = encode_messages(TOPIC, tagged("A"))
-    assert header(record)[QUEUE_ID:BODY_CRC] == (0, 0, 0, 0, 0)
-    assert header(record)[HEADER_CRC] == zlib.crc32(bytes(BROKER_END - BROKER_AT))  # valid for zero fields
+    assert header(record)[F_QUEUE_ID:F_BODY_CRC] == (0, 0, 0, 0, 0)
+    assert header(record)[F_HEADER_CRC] == zlib.crc32(bytes(BROKER_END - BROKER_AT))  # valid for zero fields
     head = header(store(record, queue_id=3, base_offset=100, phys=5000, store_ms=77))
-    assert head[QUEUE_ID:BODY_CRC] == (3, 100, 5000, 77, 0)
-    assert head[HEADER_CRC] == zlib.crc32(store(record, 3, 100, 5000, 77)[BROKER_AT:BROKER_END])
+    assert head[F_QUEUE_ID:F_BODY_CRC] == (3, 100, 5000, 77, 0)
+    assert head[F_HEADER_CRC] == zlib.crc32(store(record, 3, 100, 5000, 77)[BROKER_AT:BROKER_END])
 
 
 def test_stamping_leaves_the_producers_bytes_and_body_crc_alone() -> None:
@@ -297,17 +307,17 @@ def test_the_header_says_what_the_producer_sent() -> None:
     idem = Idempotence(producer_id=42, epoch=3, base_sequence=17)
     record = encode_messages(TOPIC, tagged("A", "A"), compression_kind=ZSTD, idempotence=idem)
     head = header(record)
-    assert (head[VERSION_FIELD], head[ATTRIBUTES], head[TOPIC_LEN], head[COUNT]) == (VERSION, ZSTD, len(TOPIC), 2)
-    assert (head[PRODUCER_ID], head[PRODUCER_EPOCH], head[BASE_SEQUENCE]) == (42, 3, 17)
+    assert (head[F_VERSION], head[F_ATTRIBUTES], head[F_TOPIC_LEN], head[F_COUNT]) == (VERSION, ZSTD, len(TOPIC), 2)
+    assert (head[F_PRODUCER_ID], head[F_PRODUCER_EPOCH], head[F_BASE_SEQUENCE]) == (42, 3, 17)
     assert record[HEADER_SIZE:SECTION_AT] == TOPIC.encode()
-    assert head[TOTAL] == len(record)
+    assert head[F_TOTAL] == len(record)
 
 
 def test_the_single_field_offsets_are_where_the_header_puts_them() -> None:
     record = encode_messages(TOPIC, tagged("A", "B", "C"))
     head = header(record)
-    assert int.from_bytes(record[COUNT_AT : COUNT_AT + 4], "big") == head[COUNT] == 3
-    assert int.from_bytes(record[BORN_AT : BORN_AT + 8], "big") == head[BORN_MS]
+    assert int.from_bytes(record[COUNT_AT : COUNT_AT + 4], "big") == head[F_COUNT] == 3
+    assert int.from_bytes(record[BORN_AT : BORN_AT + 8], "big") == head[F_BORN_MS]
     fields = HEADER_DTYPE.fields
     assert fields is not None
     assert (fields["count"][1], fields["born_ms"][1]) == (layout.COUNT_AT, layout.BORN_AT) == (COUNT_AT, BORN_AT)
@@ -342,8 +352,8 @@ def test_compression_shrinks_repetitive_bodies(kind: int) -> None:
     plain = encode_messages(TOPIC, sent)
     packed = encode_messages(TOPIC, sent, compression_kind=kind)
     assert len(packed) < len(plain) // 10
-    assert header(packed)[SECTION_SIZE] == header(plain)[SECTION_SIZE]  # the uncompressed size
-    assert header(packed)[ATTRIBUTES] == kind
+    assert header(packed)[F_SECTION_SIZE] == header(plain)[F_SECTION_SIZE]  # the uncompressed size
+    assert header(packed)[F_ATTRIBUTES] == kind
 
 
 def test_compressed_and_plain_records_decode_together_in_one_buffer() -> None:
@@ -460,7 +470,7 @@ def arrow_batch(messages: list[Message], source: Source, **stamp: int) -> tuple[
 def test_to_record_batch_fills_every_column() -> None:
     source = Source(TOPIC, 7, 1000, BROKER, HOST)
     batch, buf = arrow_batch(sample_messages(), source, base_offset=100, phys=5000, store_ms=9)
-    born = header(buf)[BORN_MS]
+    born = header(buf)[F_BORN_MS]
     assert batch.schema == SCHEMA and batch.num_rows == 5
     columns = batch.to_pydict()
     assert columns["topic"] == [TOPIC] * 5 and columns["brokerName"] == [BROKER] * 5
@@ -576,7 +586,7 @@ def test_a_version_2_send_is_accepted_and_given_ids() -> None:
     assert batch.first_id is None and batch.count == 5 and batch.topic == TOPIC.encode()
     first = ids.mint(5)
     upgraded = with_first_id(sent, first)
-    assert header(upgraded)[VERSION_FIELD] == VERSION and first_id_in(upgraded) == first
+    assert header(upgraded)[F_VERSION] == VERSION and first_id_in(upgraded) == first
     assert check(upgraded).first_id == first
     got = decoded(store(upgraded))
     assert [m.body for m in got] == [m.body for m in sample_messages()]
@@ -619,7 +629,7 @@ def without_born_ms(record: bytes) -> bytes:
 def test_records_split_by_max_bytes_keeping_every_message_in_order() -> None:
     out = list(records(TOPIC, arrays(10), 60))
     assert len(out) > 1 and sum(k for _, k in out) == 10
-    assert [header(r)[COUNT] for r, _ in out] == [k for _, k in out]
+    assert [header(r)[F_COUNT] for r, _ in out] == [k for _, k in out]
     got = decoded(b"".join(r for r, _ in out))
     assert [m.body for m in got] == [f"body{i}".encode() * i for i in range(10)]
 
@@ -627,7 +637,7 @@ def test_records_split_by_max_bytes_keeping_every_message_in_order() -> None:
 def test_each_record_of_several_messages_fits_max_bytes() -> None:
     for record, k in records(TOPIC, arrays(30), 120):
         if k > 1:  # each message counts its data and 13 bytes of offsets and flags
-            assert header(record)[SECTION_SIZE] - 12 <= 120
+            assert header(record)[F_SECTION_SIZE] - 12 <= 120
 
 
 def test_a_message_larger_than_max_bytes_goes_alone() -> None:
@@ -646,13 +656,13 @@ def test_records_split_the_same_way_every_time() -> None:
 def test_records_number_base_sequence_per_record_with_a_producer() -> None:
     out = list(records(TOPIC, arrays(25), 90, producer=(9, 2)))
     counts = [k for _, k in out]
-    assert [header(r)[BASE_SEQUENCE] for r, _ in out] == [sum(counts[:i]) for i in range(len(counts))]
-    assert {(header(r)[PRODUCER_ID], header(r)[PRODUCER_EPOCH]) for r, _ in out} == {(9, 2)}
+    assert [header(r)[F_BASE_SEQUENCE] for r, _ in out] == [sum(counts[:i]) for i in range(len(counts))]
+    assert {(header(r)[F_PRODUCER_ID], header(r)[F_PRODUCER_EPOCH]) for r, _ in out} == {(9, 2)}
 
 
 def test_records_without_a_producer_are_not_idempotent() -> None:
     out = list(records(TOPIC, arrays(5), 1 << 20))
-    assert [(header(r)[PRODUCER_ID], header(r)[BASE_SEQUENCE]) for r, _ in out] == [(0, 0)]
+    assert [(header(r)[F_PRODUCER_ID], header(r)[F_BASE_SEQUENCE]) for r, _ in out] == [(0, 0)]
 
 
 def test_records_decode_back_to_the_same_bodies_tags_and_exts() -> None:
@@ -685,7 +695,7 @@ def test_records_of_a_sliced_arrow_array_start_at_the_slice() -> None:
 def test_compressed_records_from_arrow_decode_back(kind: int) -> None:
     source = arrays(12)
     out = list(records(TOPIC, source, 80, compression_kind=kind))
-    assert {header(r)[ATTRIBUTES] for r, _ in out} == {kind}
+    assert {header(r)[F_ATTRIBUTES] for r, _ in out} == {kind}
     assert [m.body for m in decoded(b"".join(r for r, _ in out))] == source.body.to_pylist()
 
 
@@ -715,8 +725,8 @@ def test_drop_front_keeps_the_later_messages_and_moves_the_sequence_on() -> None
     record = encode_messages(TOPIC, sample_messages(), idempotence=Idempotence(42, 3, 10))
     rest = drop_front(record, 2)
     head = header(rest)
-    assert (head[COUNT], head[PRODUCER_ID], head[PRODUCER_EPOCH], head[BASE_SEQUENCE]) == (3, 42, 3, 12)
-    assert head[BORN_MS] == header(record)[BORN_MS]
+    assert (head[F_COUNT], head[F_PRODUCER_ID], head[F_PRODUCER_EPOCH], head[F_BASE_SEQUENCE]) == (3, 42, 3, 12)
+    assert head[F_BORN_MS] == header(record)[F_BORN_MS]
     got = decoded(store(rest))
     sent = sample_messages()[2:]
     assert [(m.body, m.tags, m.keys, m.properties) for m in got] == [
@@ -740,13 +750,13 @@ def test_drop_front_recomputes_the_tag_summary() -> None:
 def test_drop_front_keeps_the_compression(kind: int) -> None:
     record = encode_messages(TOPIC, sample_messages(), compression_kind=kind, idempotence=Idempotence(5, 1, 0))
     rest = drop_front(record, 4)
-    assert header(rest)[ATTRIBUTES] == kind and header(rest)[BASE_SEQUENCE] == 4
+    assert header(rest)[F_ATTRIBUTES] == kind and header(rest)[F_BASE_SEQUENCE] == 4
     assert [m.body for m in decoded(store(rest))] == [b"both"]
 
 
 def test_drop_front_of_a_record_without_a_producer_stays_without_one() -> None:
     rest = drop_front(encode_messages(TOPIC, tagged("A", "B")), 1)
-    assert (header(rest)[PRODUCER_ID], header(rest)[BASE_SEQUENCE]) == (0, 0)
+    assert (header(rest)[F_PRODUCER_ID], header(rest)[F_BASE_SEQUENCE]) == (0, 0)
     assert [m.body for m in decoded(store(rest))] == [b"m1"]
 
 
@@ -858,7 +868,7 @@ def test_check_sent_refuses_a_corrupt_record_as_malformed() -> None:
 
 def test_check_sent_refuses_a_section_over_max_section() -> None:
     record = encode_messages(TOPIC, [message(b"x" * 100)])
-    size = header(record)[SECTION_SIZE]
+    size = header(record)[F_SECTION_SIZE]
     assert check(record, max_section=size).count == 1
     with pytest.raises(BatchRefused):
         check(record, max_section=size - 1)
@@ -961,7 +971,7 @@ def test_a_compressed_section_that_does_not_decompress_is_refused(kind: int) -> 
 
 def test_a_compressed_section_of_another_size_than_declared_is_refused() -> None:
     record = store(encode_messages(TOPIC, sample_messages(), compression_kind=ZSTD))
-    size = header(record)[SECTION_SIZE]
+    size = header(record)[F_SECTION_SIZE]
     with pytest.raises(RecordCorrupted):
         decode(patched(record, SECTION_SIZE_AT, ">I", size + 13))
 
@@ -984,7 +994,7 @@ def test_an_unknown_compression_is_refused() -> None:
 
 def test_a_section_over_max_section_is_refused() -> None:
     record = stored([message(b"x" * 100)])
-    size = header(record)[SECTION_SIZE]
+    size = header(record)[F_SECTION_SIZE]
     assert len(decode(record, max_section=size)) == 1
     with pytest.raises(RecordCorrupted):
         decode(record, max_section=size - 1)
