@@ -104,7 +104,7 @@ class Senders:
 
 
 def measure(
-    cluster: LocalCluster, senders: Senders, rounds: int, act: Callable[[str], None], undo: Callable[[str], None]
+    cluster: LocalCluster, senders: Senders, rounds: int, act: Callable[[str], None], undo: Callable[[str], object]
 ) -> list[float]:
     times = []
     for _ in range(rounds):

@@ -51,7 +51,9 @@ def node(script: str, options: dict[str, object], timeout_s: float = 900) -> dic
     )
     if done.returncode != 0:
         raise SystemExit(f"{script} failed: {done.stderr[-2000:]}")
-    last = [json.loads(line) for line in done.stdout.splitlines() if line.startswith('{"done"')]
+    last: list[dict[str, object]] = [
+        json.loads(line) for line in done.stdout.splitlines() if line.startswith('{"done"')
+    ]
     return last[-1]
 
 

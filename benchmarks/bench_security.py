@@ -117,8 +117,13 @@ def main() -> None:
         print(f"{what:<28} {off:>14,.0f} {on:>14,.0f} {on / off:>6.2f}")
     print(f"\n{'CPU us per message':<28} {'off: broker':>12} {'client':>8} {'on: broker':>12} {'client':>8}")
     for what in FIGURES:
-        off, on = (cpu[(what, label)] for label in ("off", "on"))
-        per = [1e6 * off[0] / off[2], 1e6 * off[1] / off[2], 1e6 * on[0] / on[2], 1e6 * on[1] / on[2]]
+        used_off, used_on = (cpu[(what, label)] for label in ("off", "on"))
+        per = [
+            1e6 * used_off[0] / used_off[2],
+            1e6 * used_off[1] / used_off[2],
+            1e6 * used_on[0] / used_on[2],
+            1e6 * used_on[1] / used_on[2],
+        ]
         print(f"{what:<28} {per[0]:>12.2f} {per[1]:>8.2f} {per[2]:>12.2f} {per[3]:>8.2f}")
     print("target: ratio >= 0.85 for ingest and drain")
     print(f"machine speed: a 5M-iteration Python loop took {calibration:.2f} s (about 0.25 s on a quiet machine)")

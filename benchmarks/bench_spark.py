@@ -72,7 +72,7 @@ def batch_rate(query: Any) -> float:
     rates = [p["numInputRows"] / (p["durationMs"]["triggerExecution"] / 1000) for p in batches[1:]] or [
         p["numInputRows"] / (p["durationMs"]["triggerExecution"] / 1000) for p in batches
     ]
-    return statistics.median(rates)
+    return float(statistics.median(rates))
 
 
 def run(stream: Any, checkpoint: str, *, fmt: str = "noop", batches: int | None = None, **options: str) -> Any:
@@ -195,7 +195,7 @@ def fill_tagged(nameserver: str, topic: str, rows: int) -> None:
 
 def served(cluster: LocalCluster, admin: Admin, topic: str) -> tuple[int, int]:
     """Messages (the brokers' counters) and bytes (their ``/metrics``) of ``topic`` served so far."""
-    messages = size = 0
+    messages, size = 0, 0.0
     line = re.compile(
         r'^rocketmq_throughput_out(?:_total)?\{[^}]*topic="' + re.escape(topic) + r'"[^}]*\} (\S+)$', re.M
     )

@@ -27,7 +27,7 @@ EXT = {"queueId": 0, "queueOffset": 0, "count": 100, "msgId": "0", "status": "SE
 
 
 def reply(opaque: int) -> bytes:
-    header = msgpack.packb([0, opaque, Flag.RESPONSE, "", EXT], use_bin_type=True)
+    header: bytes = msgpack.packb([0, opaque, Flag.RESPONSE, "", EXT], use_bin_type=True)
     return frame.PREFIX.pack(4 + len(header), (frame.MSGPACK << 24) | len(header)) + header
 
 
