@@ -158,13 +158,13 @@ class ConsumeQueue:
 
     def append(self, entries: bytes, end_offset: int) -> None:
         """Append packed entries at ``max_slot``; ``end_offset`` is one past their last message."""
-        view = memoryview(entries)
         if not self.files and self.max_slot == self.min_slot:
-            self.min_offset = ENTRY.unpack_from(view)[3]
+            self.min_offset = ENTRY.unpack_from(entries)[3]
+        view = memoryview(entries)
         while view:
             f = self._file_for_write()
             n = min(len(view), f.free)
-            f.append(view[:n])
+            f.append(entries if n == len(entries) else view[:n])  # a send's one entry: no slice
             view = view[n:]
             self.max_slot += n // ENTRY_SIZE
         self.max_offset = end_offset

@@ -37,6 +37,7 @@ from rocketspark.codec.layout import (
     HEADER_SIZE,
     MAX_TAG_BYTES,
     NONE,
+    PREFIX,
     PRODUCER_FIELDS,
     VERSION,
     head_size,
@@ -202,16 +203,18 @@ def encode_batch(
     return b"".join((head, topic, packed))
 
 
+_CRC: Final = struct.Struct(">I")  # the header CRC, between the prefix and the broker's fields
+assert PREFIX.size + _CRC.size == BROKER_AT
+
+
 def stamped_head(
     record: bytes | memoryview, queue_id: int, base_offset: int, commitlog_offset: int, store_ms: int
 ) -> bytes:
     """The first ``BODY_AT`` bytes of ``record`` with the broker's fields filled in and their
     CRC: the broker appends this, then ``record[BODY_AT:]`` unchanged."""
     fields = BROKER_FIELDS.pack(queue_id, base_offset, commitlog_offset, store_ms, 0)
-    head = bytearray(record[:BODY_AT])
-    head[BROKER_AT:BROKER_END] = fields
-    head[8:12] = zlib.crc32(fields).to_bytes(4, "big")
-    return bytes(head)
+    # the prefix (size, magic), the header CRC (over the broker's fields), the fields, the body CRC
+    return b"".join((record[: PREFIX.size], _CRC.pack(zlib.crc32(fields)), fields, record[BROKER_END:BODY_AT]))
 
 
 def with_first_id(record: bytes | memoryview, first_id: bytes) -> bytes:

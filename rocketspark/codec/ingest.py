@@ -32,9 +32,18 @@ from rocketspark.codec.layout import (
     BROKER_END,
     COMPRESSION_MASK,
     F_ATTRIBUTES,
+    F_BASE_SEQUENCE,
+    F_BODY_CRC,
     F_COUNT,
+    F_HEADER_CRC,
     F_MAGIC,
+    F_PRODUCER_EPOCH,
+    F_PRODUCER_ID,
+    F_SECTION_SIZE,
+    F_TAG_SUMMARY,
+    F_TOPIC_LEN,
     F_TOTAL,
+    F_VERSION,
     HAS_TAG,
     HEADER,
     HEADER_SIZE,
@@ -252,8 +261,10 @@ def _ext_kinds(record: bytes, exts: tuple[int, ...], exts_at: int) -> dict[str, 
 def _check_small(record: bytes, head: tuple[Any, ...], max_body: int, max_section: int) -> SentBatch:
     """``check_sent`` of one whole uncompressed record of at most SMALL_BATCH messages, message
     by message with ``struct``: the same rules as ``columns.decode`` and the checks after it."""
-    total, _magic, header_crc, *_, body_crc, version, _attributes, topic_len, count = head[:13]
-    producer_id, producer_epoch, base_sequence, tag_summary, size = head[14:19]
+    total, header_crc, body_crc, version = head[F_TOTAL], head[F_HEADER_CRC], head[F_BODY_CRC], head[F_VERSION]
+    topic_len, count, size = head[F_TOPIC_LEN], head[F_COUNT], head[F_SECTION_SIZE]
+    producer_id, producer_epoch, base_sequence = head[F_PRODUCER_ID], head[F_PRODUCER_EPOCH], head[F_BASE_SEQUENCE]
+    tag_summary = head[F_TAG_SUMMARY]
     view = memoryview(record)
     if zlib.crc32(view[BODY_AT:total]) != body_crc:
         raise RecordCorrupted("body CRC mismatch in the record at byte 0", 0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import struct
 
@@ -111,3 +112,28 @@ def test_each_request_gets_a_new_opaque_and_oneway_is_a_bit_of_flag() -> None:
     assert RemotingCommand.request(1).opaque != RemotingCommand.request(1).opaque
     command = RemotingCommand(1, flag=Flag.ONEWAY)
     assert command.is_oneway and not command.is_response
+
+
+def test_threads_encoding_at_once_each_get_their_own_header_whole() -> None:
+    """Every thread's frames share one header packer: none may see another's bytes, and a
+    header it cannot pack leaves the next one whole."""
+
+    def encode_many(k: int) -> list[tuple[int, dict[str, object]]]:
+        seen = []
+        for i in range(2_000):
+            ext: dict[str, object] = {"topic": f"t{k}", "queueId": i, "remark": "x" * (i % 300)}
+            seen.append((k, parse(b"".join(frame.encode(RemotingCommand.request(RequestCode.SEND_MESSAGE, ext)))).ext))
+        return seen
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+        results = [pool.submit(encode_many, k) for k in range(4)]
+        for k, future in enumerate(results):
+            got = future.result()
+            assert [ext for _, ext in got] == [
+                {"topic": f"t{k}", "queueId": i, "remark": "x" * (i % 300)} for i in range(2_000)
+            ]
+    with pytest.raises(TypeError):
+        frame.encode(RemotingCommand.request(RequestCode.SEND_MESSAGE, {"topic": {1, 2}}))  # a set has no msgpack form
+    assert parse(b"".join(frame.encode(RemotingCommand.request(RequestCode.SEND_MESSAGE, {"topic": "t"})))).ext == {
+        "topic": "t"
+    }
