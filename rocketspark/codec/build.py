@@ -48,7 +48,8 @@ from rocketspark.protocol.properties import UNIQ_KEY
 from rocketspark.protocol.types import Message
 
 _pack_ext = msgpack.Packer(use_bin_type=True).pack
-_UNSTAMPED_CRC = zlib.crc32(BROKER_FIELDS.pack(0, 0, 0, 0, 0))  # a sent record's broker fields are zero
+_UNSTAMPED_FIELDS = BROKER_FIELDS.pack(0, 0, 0, 0, 0)  # a sent record's broker fields are zero
+_UNSTAMPED_CRC = zlib.crc32(_UNSTAMPED_FIELDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +93,9 @@ def build_section(
     (``SMALL_SECTION``: one send of a service) are laid out with ``struct``, many with numpy
     (its set-up costs more than a few messages do); both give the same bytes."""
     n = len(bodies)
+    if n == 1 and tags is None and not (exts and exts[0]):  # a service's one plain message
+        body = bodies[0]
+        return Section(_ONE_PLAIN.pack(0, len(body)) + body, 1, 0)
     encoded, has_tag, summary = None, None, 0
     if tags is not None and any(t is not None for t in tags):
         encoded = [b"" if t is None else t.encode() for t in tags]
@@ -121,6 +125,9 @@ def build_section(
 
 SMALL_SECTION: Final = 16
 _OFFSETS: Final = {n: struct.Struct(f"<{n + 1}I") for n in range(1, SMALL_SECTION + 1)}
+# ``_small_section``'s layout of one message with no tag and no keys or properties: its body's
+# offsets, then zeros (the tags' and the extras' offsets, its flag byte), then the body
+_ONE_PLAIN: Final = struct.Struct("<II17x")
 
 
 def _small_section(
@@ -165,6 +172,11 @@ def join_section(
     return b"".join(parts)
 
 
+_CRC: Final = struct.Struct(">I")  # a header's CRCs: the header CRC before the broker's fields, the body CRC after
+assert PREFIX.size + _CRC.size == BROKER_AT and BROKER_END + _CRC.size == BODY_AT
+_UNSTAMPED_BROKER_PART: Final = _CRC.pack(_UNSTAMPED_CRC) + _UNSTAMPED_FIELDS  # after a sent record's prefix
+
+
 def encode_batch(
     topic: bytes,
     section: Section,
@@ -199,12 +211,9 @@ def encode_batch(
     )
     body_crc = zlib.crc32(packed, zlib.crc32(topic, zlib.crc32(producer)))
     total = HEADER_SIZE + len(topic) + len(packed)
-    head = HEADER.pack(total, BATCH_MAGIC, _UNSTAMPED_CRC, 0, 0, 0, 0, 0, body_crc, *PRODUCER_FIELDS.unpack(producer))
-    return b"".join((head, topic, packed))
-
-
-_CRC: Final = struct.Struct(">I")  # the header CRC, between the prefix and the broker's fields
-assert PREFIX.size + _CRC.size == BROKER_AT
+    # the header as its parts: prefix, the unstamped broker part and its CRC, the body CRC, the producer's
+    prefix = PREFIX.pack(total, BATCH_MAGIC)
+    return b"".join((prefix, _UNSTAMPED_BROKER_PART, _CRC.pack(body_crc), producer, topic, packed))
 
 
 def stamped_head(
@@ -326,6 +335,9 @@ _TAGS, _KEYS, _PROPERTIES = attrgetter("tags"), attrgetter("keys"), attrgetter("
 
 def is_plain(messages: Sequence[Message]) -> bool:
     """No message has a tag, keys or properties: the batch is its bodies alone."""
+    if len(messages) == 1:  # a single send
+        only = messages[0]
+        return not (only.tags or only.keys or only.properties)
     return not (any(map(_TAGS, messages)) or any(map(_KEYS, messages)) or any(map(_PROPERTIES, messages)))
 
 

@@ -1068,7 +1068,10 @@ def test_a_batch_of_messages_with_large_properties_is_split_to_fit_its_limit() -
 @pytest.mark.parametrize(
     ("bodies", "tags", "exts"),
     [
-        ([b"one"], None, None),
+        ([b"one"], None, None),  # one plain message: its own short path
+        ([b""], None, None),
+        ([b"one"], None, [b""]),
+        ([b"one"], [None], None),
         ([b"a", b"", b"ccc"], ["x", None, ""], [b"", msgpack.packb([["k"], {}]), b""]),
         ([b"b" * 100] * 16, ["t"] * 16, None),
         ([b"b"] * 17, [None] * 16 + ["late"], [b""] * 17),  # past SMALL_SECTION: numpy
