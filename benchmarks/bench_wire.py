@@ -348,13 +348,13 @@ def main() -> None:
     print("\n3. produce to pull latency (a consumer in another process follows the queue)")
     print(f"   1,000 msg/s offered: p99 {p99_1k:.2f} ms ({verdict(p99_1k <= 1.0)} <= 1 ms)")
     print(
-        f"   10,000 sends/s offered from one process: {reached:,.0f} reached, p99 {p99_10k:.2f} ms "
-        f"({verdict(reached >= 9_500 and p99_10k <= 2.0)}: reached, p99 <= 2 ms)"
+        f"   10,000 sends/s offered from one process: {reached:,.0f} reached ({verdict(reached >= 9_500)}), "
+        f"p99 {p99_10k:.2f} ms ({verdict(p99_10k <= 2.0)} <= 2 ms)"
     )
     print("\n4. 100 B ingest in 1,000-message batches, 4 threads (best of 2)")
     print(
-        f"   {ingest:,.0f} msg/s; a do-nothing server receiving the same frames {ceiling:,.0f}: ratio "
-        f"{ingest / ceiling:.2f} ({verdict(ingest >= 1_200_000 and ingest >= 0.5 * ceiling)} >= 1.2M and >= 0.5x)"
+        f"   {ingest:,.0f} msg/s ({verdict(ingest >= 1_200_000)} >= 1.2M); a do-nothing server receiving the same "
+        f"frames {ceiling:,.0f}: ratio {ingest / ceiling:.2f} ({verdict(ingest >= 0.5 * ceiling)} >= 0.5x)"
     )
     print(
         f"   the same records built once and sent as they are (send_to_queue, as the Spark sink sends): {built:,.0f} "
