@@ -39,6 +39,7 @@ COMPILED = [
     "rocketspark/protocol/command.py",
     "rocketspark/protocol/headers.py",
     "rocketspark/protocol/validation.py",
+    "rocketspark/protocol/packing.py",
     "rocketspark/protocol/shapes/__init__.py",
     "rocketspark/protocol/shapes/declared.py",
     "rocketspark/codec/ingest.py",

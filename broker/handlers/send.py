@@ -154,9 +154,8 @@ def target_queue(ctx: SendContext, cmd: RemotingCommand, config: TopicConfig) ->
 async def handle_send(ctx: SendContext, cmd: RemotingCommand) -> RemotingCommand:
     started = time.perf_counter()
     topic = get_str(cmd, "topic")
+    validate_topic_name(topic)
     config = ctx.topics.get(topic)
-    if config is None:  # a topic of the table was named legally when it was made
-        validate_topic_name(topic)
     body = cmd.body
     batch = built_here(body) if cmd.local else check_batch(ctx, body, topic)  # a malformed body is reported first
     ctx.role.check_writable()  # a slave, or a master whose lease ran out, never takes a write

@@ -200,7 +200,8 @@ class ConsumeQueue:
 
     def find(self, offset: int) -> tuple[int, bytes]:
         """``slot_for(offset)``, and the packed entries from that slot on that the search read
-        already (empty when it read none of them): a pull reads those first, not again.
+        already (empty when the slot lies before the newest entries): a pull reads those first,
+        not again.
 
         The newest ``TAIL_SLOTS`` entries (of the last file) are read first, in one ``pread``:
         a reader that keeps up (a consumer following the queue) finds its slot there, where a
@@ -211,7 +212,8 @@ class ConsumeQueue:
             data = self.read(tail, hi - tail)
             if len(data) == (hi - tail) * ENTRY_SIZE:
                 at = _first_ending_after(data, offset)
-                if at or tail == lo:  # else the batch may be older than the tail's first: search before it
+                # found, unless the tail's first entry starts after ``offset``: the batch may be older
+                if at or tail == lo or ENTRY.unpack_from(data)[3] <= offset:
                     return tail + at, data[at * ENTRY_SIZE :]
                 hi = tail
         while lo < hi:

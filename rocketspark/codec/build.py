@@ -17,7 +17,6 @@ from itertools import accumulate
 from operator import attrgetter
 from typing import Final
 
-import msgpack
 import numpy as np
 import numpy.typing as npt
 
@@ -44,10 +43,10 @@ from rocketspark.codec.layout import (
     summary_of,
     tag_hash,
 )
+from rocketspark.protocol.packing import packer
 from rocketspark.protocol.properties import UNIQ_KEY
 from rocketspark.protocol.types import Message
 
-_pack_ext = msgpack.Packer(use_bin_type=True).pack
 _UNSTAMPED_FIELDS = BROKER_FIELDS.pack(0, 0, 0, 0, 0)  # a sent record's broker fields are zero
 _UNSTAMPED_CRC = zlib.crc32(_UNSTAMPED_FIELDS)
 
@@ -76,7 +75,10 @@ class Section:
 
 def pack_ext(keys: Sequence[str], properties: dict[str, str]) -> bytes:
     """A message's keys and properties as stored: empty when it has neither."""
-    return _pack_ext([list(keys), properties]) if keys or properties else b""
+    if not (keys or properties):
+        return b""
+    packed: bytes = packer().pack([list(keys), properties])
+    return packed
 
 
 def _offsets(lengths: npt.NDArray[np.int64]) -> npt.NDArray[np.uint32]:
@@ -93,9 +95,9 @@ def build_section(
     (``SMALL_SECTION``: one send of a service) are laid out with ``struct``, many with numpy
     (its set-up costs more than a few messages do); both give the same bytes."""
     n = len(bodies)
-    if n == 1 and tags is None and not (exts and exts[0]):  # a service's one plain message
-        body = bodies[0]
-        return Section(_ONE_PLAIN.pack(0, len(body)) + body, 1, 0)
+    only: object = bodies[0] if n == 1 and tags is None and not (exts and exts[0]) else None
+    if isinstance(only, bytes):  # a service's one plain message (any other buffer: below)
+        return Section(_ONE_PLAIN.pack(0, len(only)) + only, 1, 0)
     encoded, has_tag, summary = None, None, 0
     if tags is not None and any(t is not None for t in tags):
         encoded = [b"" if t is None else t.encode() for t in tags]

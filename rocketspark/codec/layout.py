@@ -101,7 +101,8 @@ COUNT_AT: Final = BODY_AT + struct.calcsize(">BBH")  # 52: the message count, af
 BORN_AT: Final = COUNT_AT + 4  # 56: born_ms
 
 # Where each field lies in ``HEADER.unpack``'s tuple (a ``HEADER_DTYPE`` row's ``tolist()`` has
-# the same first 19), for code that reads a few records field by field (``codec.few``).
+# the same first 19; the client id, F_FIRST_ID, is the tuple's alone), for code that reads
+# records field by field. Every field but the reserved one (7) has its name.
 F_TOTAL: Final = 0
 F_MAGIC: Final = 1
 F_HEADER_CRC: Final = 2

@@ -44,16 +44,21 @@ from rocketspark.codec.layout import (
     BROKER_END,
     BROKER_FIELDS,
     F_ATTRIBUTES,
+    F_BASE_OFFSET,
     F_BASE_SEQUENCE,
     F_BODY_CRC,
     F_BORN_MS,
     F_COUNT,
     F_FIRST_ID,
     F_HEADER_CRC,
+    F_LOG_OFFSET,
+    F_MAGIC,
     F_PRODUCER_EPOCH,
     F_PRODUCER_ID,
     F_QUEUE_ID,
     F_SECTION_SIZE,
+    F_STORE_MS,
+    F_TAG_SUMMARY,
     F_TOPIC_LEN,
     F_TOTAL,
     F_VERSION,
@@ -1140,3 +1145,30 @@ def test_batches_of_a_hundred_are_judged_alike_message_by_message_and_with_numpy
     bodies = [m.body for m in sent]
     with pytest.raises(BatchRefused, match="not valid UTF-8"):
         check(raw_record(bodies, [b"ok"] * (n - 1) + [b"\xff"], [b""] * n))
+
+
+def test_the_header_field_positions_name_the_fields_the_layout_has() -> None:
+    """``layout.F_*`` (what readers index ``HEADER.unpack``'s tuple with) against the numpy row
+    type's own names, which share the first 19 positions; the client id is the tuple's last."""
+    named = {
+        "total": F_TOTAL,
+        "magic": F_MAGIC,
+        "header_crc": F_HEADER_CRC,
+        "queue_id": F_QUEUE_ID,
+        "base_offset": F_BASE_OFFSET,
+        "commitlog_offset": F_LOG_OFFSET,
+        "store_ms": F_STORE_MS,
+        "body_crc": F_BODY_CRC,
+        "version": F_VERSION,
+        "attributes": F_ATTRIBUTES,
+        "topic_len": F_TOPIC_LEN,
+        "count": F_COUNT,
+        "born_ms": F_BORN_MS,
+        "producer_id": F_PRODUCER_ID,
+        "producer_epoch": F_PRODUCER_EPOCH,
+        "base_sequence": F_BASE_SEQUENCE,
+        "tag_summary": F_TAG_SUMMARY,
+        "section_size": F_SECTION_SIZE,
+    }
+    assert {name: HEADER_DTYPE.names.index(name) for name in named} == named
+    assert len(HEADER.unpack(bytes(HEADER_SIZE))) - 1 == F_FIRST_ID

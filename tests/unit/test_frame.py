@@ -115,8 +115,9 @@ def test_each_request_gets_a_new_opaque_and_oneway_is_a_bit_of_flag() -> None:
 
 
 def test_threads_encoding_at_once_each_get_their_own_header_whole() -> None:
-    """Every thread's frames share one header packer: none may see another's bytes, and a
-    header it cannot pack leaves the next one whole."""
+    """Each thread packs headers with a packer of its own (``protocol.packing``): threads
+    encoding at once get their own headers whole, and a header a packer cannot pack leaves
+    the next one of that thread whole."""
 
     def encode_many(k: int) -> list[tuple[int, dict[str, object]]]:
         seen = []
