@@ -95,7 +95,8 @@ def build_section(
     (``SMALL_SECTION``: one send of a service) are laid out with ``struct``, many with numpy
     (its set-up costs more than a few messages do); both give the same bytes."""
     n = len(bodies)
-    only: object = bodies[0] if n == 1 and tags is None and not (exts and exts[0]) else None
+    items: Sequence[object] = bodies  # compiled, an item read as bytes is checked to be one
+    only = items[0] if n == 1 and tags is None and not (exts and exts[0]) else None
     if isinstance(only, bytes):  # a service's one plain message (any other buffer: below)
         return Section(_ONE_PLAIN.pack(0, len(only)) + only, 1, 0)
     encoded, has_tag, summary = None, None, 0
