@@ -62,11 +62,21 @@ class SegmentScan:
 
 def parse_record(mm: memoryview | bytes, pos: int, base: int) -> ScannedRecord:
     head = layout.HEADER.unpack_from(mm, pos)
-    total, tlen = head[0], head[11]
-    at = pos + layout.head_size(head[9])
+    total, tlen = head[layout.F_TOTAL], head[layout.F_TOPIC_LEN]
+    at = pos + layout.head_size(head[layout.F_VERSION])
     topic = bytes(mm[at : at + tlen]).decode()
     return ScannedRecord(
-        base + pos, total, topic, head[3], head[4], head[12], head[6], head[17], head[14], head[15], head[16]
+        base + pos,
+        total,
+        topic,
+        head[layout.F_QUEUE_ID],
+        head[layout.F_BASE_OFFSET],
+        head[layout.F_COUNT],
+        head[layout.F_STORE_MS],
+        head[layout.F_TAG_SUMMARY],
+        head[layout.F_PRODUCER_ID],
+        head[layout.F_PRODUCER_EPOCH],
+        head[layout.F_BASE_SEQUENCE],
     )
 
 

@@ -30,6 +30,11 @@ from rocketspark.codec.layout import (
     BROKER_END,
     BROKER_FIELDS,
     COMPRESSION_MASK,
+    F_ATTRIBUTES,
+    F_BODY_CRC,
+    F_FIRST_ID,
+    F_MAGIC,
+    F_TAG_SUMMARY,
     F_VERSION,
     HAS_TAG,
     HEADER,
@@ -236,11 +241,11 @@ def with_first_id(record: bytes | memoryview, first_id: bytes) -> bytes:
     record: only sends without ids pay it."""
     head = HEADER.unpack_from(record, 0)
     at = head_size(int(head[F_VERSION]))
-    producer = PRODUCER_FIELDS.pack(VERSION, *head[10:19], first_id)
+    producer = PRODUCER_FIELDS.pack(VERSION, *head[F_ATTRIBUTES:F_FIRST_ID], first_id)
     rest = memoryview(record)[at:]
     body_crc = zlib.crc32(rest, zlib.crc32(producer))
     total = HEADER_SIZE + len(rest)
-    return b"".join((HEADER.pack(total, *head[1:8], body_crc, *PRODUCER_FIELDS.unpack(producer)), rest))
+    return b"".join((HEADER.pack(total, *head[F_MAGIC:F_BODY_CRC], body_crc, *PRODUCER_FIELDS.unpack(producer)), rest))
 
 
 def drop_front(record: bytes, k: int) -> bytes:
@@ -281,7 +286,7 @@ def drop_front(record: bytes, k: int) -> bytes:
 
 def tag_summary_of(record: bytes) -> int:
     """The tag summary in a record's header."""
-    return int(HEADER.unpack_from(record)[17])
+    return int(HEADER.unpack_from(record)[F_TAG_SUMMARY])
 
 
 def encode_messages(
