@@ -9,13 +9,15 @@ from typing import Any
 
 import msgpack
 
+from rocketspark.protocol.packing import packer
+
 
 class MalformedBody(ValueError):
     """A request body does not have the shape its request code requires."""
 
 
 def pack(value: Any) -> bytes:
-    packed: bytes = msgpack.packb(value, use_bin_type=True)
+    packed: bytes = packer().pack(value)  # this thread's packer (protocol.packing), not a new one a call
     return packed
 
 
