@@ -13,8 +13,8 @@ import time
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import accumulate
-from operator import attrgetter
+from itertools import accumulate, repeat
+from operator import attrgetter, is_not
 from typing import Final
 
 import numpy as np
@@ -342,11 +342,16 @@ _TAGS, _KEYS, _PROPERTIES = attrgetter("tags"), attrgetter("keys"), attrgetter("
 
 
 def is_plain(messages: Sequence[Message]) -> bool:
-    """No message has a tag, keys or properties: the batch is its bodies alone."""
+    """No message has a tag, keys or properties: the batch is its bodies alone. An empty tag
+    is a tag (the format keeps it apart from none, as a batch of mixed tags always did)."""
     if len(messages) == 1:  # a single send
         only = messages[0]
-        return not (only.tags or only.keys or only.properties)
-    return not (any(map(_TAGS, messages)) or any(map(_KEYS, messages)) or any(map(_PROPERTIES, messages)))
+        return only.tags is None and not (only.keys or only.properties)
+    return not (
+        any(map(is_not, map(_TAGS, messages), repeat(None)))
+        or any(map(_KEYS, messages))
+        or any(map(_PROPERTIES, messages))
+    )
 
 
 def message_size(message: Message) -> int:

@@ -209,6 +209,13 @@ def check(record: bytes, max_body: int = 1 << 20, max_section: int = 1 << 24) ->
 # --- round trip ----------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("tags", [("",), ("", ""), ("", None), (None, ""), ("", "A")])
+def test_an_empty_tag_is_kept_apart_from_no_tag_however_the_batch_is_made(tags: tuple[str | None, ...]) -> None:
+    """A single send, a batch of empty tags and a batch of mixed ones are encoded by different
+    paths; each keeps an empty tag as an empty tag."""
+    assert [m.tags for m in decoded(stored(tagged(*tags)))] == list(tags)
+
+
 def test_bodies_tags_keys_and_properties_survive_a_round_trip() -> None:
     sent = sample_messages()
     got = decoded(stored(sent))
