@@ -37,10 +37,9 @@ from rocketspark.client.selection import (
     no_master,
     pin_of,
     publish_info_of,
-    replicated,
     template_info,
 )
-from rocketspark.client.send_retries import RETRIABLE, RETRY_ON, SendRetries
+from rocketspark.client.send_retries import RETRIABLE, RETRY_ON, SendRetries, attempt_timeout_ms
 from rocketspark.client.send_wire import send_request, send_result, stamp_sharding_keys
 from rocketspark.codec.build import BODY, chunk_messages, encode_messages, encode_sent
 from rocketspark.codec.layout import COMPRESSIONS
@@ -226,21 +225,26 @@ class Producer(ClientBase):
 
         A broker that is down is only avoided (and marked in the latency table when that is
         on): the route stays, as the route push and the 30 s refresh keep it current; only an
-        answer saying the route is wrong (no such topic, no write permission) drops it."""
-        retries = SendRetries(
-            topic,
-            self.routes,
-            1 + max(0, self.retry_times_when_send_failed),
-            time.monotonic() + (timeout_ms or self.timeout_ms) / 1000,
-            pin is not None,
-        )
+        answer saying the route is wrong (no such topic, no write permission) drops it.
+
+        The retry state is made at the first failure: most sends succeed at once, and under
+        load every step a send takes costs several times what it does alone."""
+        started = time.monotonic()
+        deadline = started + (timeout_ms or self.timeout_ms) / 1000
+        attempts = 1 + max(0, self.retry_times_when_send_failed)
+        retries: SendRetries | None = None
         while True:
             info = self.publish_info(topic)
             ref: Target | None = None
             try:
-                ref = self._target(info, pin, retries.avoid)
-                response = self._attempt(info, topic, ref, body, batch, retries)
+                ref = self._target(info, pin, None if retries is None else retries.avoid)
+                left = attempts if retries is None else retries.attempts_left
+                now = time.monotonic()
+                wait_ms = attempt_timeout_ms(deadline, now, left, pin is not None, self.send_attempt_timeout_ms)
+                response = self._attempt(info, topic, ref, body, batch, wait_ms, now)
             except RETRIABLE as exc:
+                if retries is None:
+                    retries = SendRetries(topic, self.routes, attempts, deadline, pin is not None, started=started)
                 pause = retries.after(exc, info, ref)  # raises when the send must give up
                 if pause:
                     time.sleep(pause)
@@ -250,19 +254,18 @@ class Producer(ClientBase):
             return send_result(topic, ref, response, own)
 
     def _attempt(
-        self, info: PublishInfo, topic: str, ref: Target, body: bytes, batch: bool, retries: SendRetries
+        self, info: PublishInfo, topic: str, ref: Target, body: bytes, batch: bool, wait_ms: int, started: float
     ) -> RemotingCommand:
-        """One attempt: send to ``ref``'s broker, wait for the answer, note its latency. An
-        attempt on a replica group's master stops waiting as soon as the route names another
-        master (a hung master is replaced while the attempt waits: the send moves on at once;
-        the hung one, fenced by its lease, can acknowledge nothing when it wakes)."""
+        """One attempt, begun at ``started`` and waiting at most ``wait_ms``: send to ``ref``'s
+        broker, wait for the answer, note its latency. An attempt on a replica group's master
+        stops waiting as soon as the route names another master (a hung master is replaced
+        while the attempt waits: the send moves on at once; the hung one, fenced by its lease,
+        can acknowledge nothing when it wakes)."""
         address = self.broker_address(info.route, ref.broker_name)
         self.heartbeats.seen(address)
         request = send_request(info, topic, ref, body, batch=batch, queue_nums=self.default_topic_queue_nums)
-        started = time.monotonic()
-        wait_ms = retries.attempt_timeout_ms(started, self.send_attempt_timeout_ms)
         watch = None  # a replica group's master is watched: a send moves on once it is deposed
-        if replicated(info.route, ref.broker_name):
+        if ref.broker_name in info.groups:
             watch = (MASTER_WATCH_S, partial(self._master_stays, topic, ref.broker_name, address))
         try:
             response = check(self.remoting.invoke(address, request, wait_ms, watch=watch))

@@ -74,11 +74,13 @@ class PublishInfo:
     stable: list[Target | None]  # every queue, writable or not: what keys and ids index (None: no leader)
     template: str | None  # "TBW102" when sending through the auto-create template
     electing: frozenset[str] = frozenset()  # writable replica groups with no master right now
+    groups: frozenset[str] = frozenset()  # the route's replica groups (``replica_groups``), looked up every send
 
 
-def replicated(route: TopicRouteData, broker_name: str) -> bool:
-    """Whether the broker is a replica group (a connection failure there may be a failover)."""
-    return any(b.broker_name == broker_name and b.replicas for b in route.brokers)
+def replica_groups(route: TopicRouteData) -> frozenset[str]:
+    """The route's brokers that are replica groups (a connection failure there may be a
+    failover, and a send there watches its master)."""
+    return frozenset(b.broker_name for b in route.brokers if b.replicas)
 
 
 def publish_info_of(route: TopicRouteData) -> PublishInfo:
@@ -102,7 +104,7 @@ def publish_info_of(route: TopicRouteData) -> PublishInfo:
     writable = {q.broker_name for q in route.queues if q.perm & Perm.WRITE}
     electing = frozenset(b for b in writable if route.address_of(b) == "")
     queues = [t for t in stable if t and t.broker_name in writable and t.broker_name not in electing]
-    return PublishInfo(route, queues, stable, None, electing)
+    return PublishInfo(route, queues, stable, None, electing, replica_groups(route))
 
 
 def template_info(template: TopicRouteData, name: str, queue_nums: int) -> PublishInfo:
@@ -114,7 +116,7 @@ def template_info(template: TopicRouteData, name: str, queue_nums: int) -> Publi
     )
     route = TopicRouteData(template.topic, template.brokers, shrunk)
     queues = [Target(r.broker_name, r.queue_id) for r in write_queues(route)]
-    return PublishInfo(route, queues, list(queues), name)
+    return PublishInfo(route, queues, list(queues), name, groups=replica_groups(route))
 
 
 def no_master(topic: str, groups: frozenset[str] | set[str]) -> NotMasterError:

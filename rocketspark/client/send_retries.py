@@ -31,7 +31,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from rocketspark.client.selection import PublishInfo, Target, replicated
+from rocketspark.client.selection import PublishInfo, Target
 from rocketspark.errors import (
     ConnectError,
     InvalidParameterError,
@@ -68,6 +68,20 @@ class Routes(Protocol):
     def invalidate(self, topic: str) -> None: ...
 
 
+def attempt_timeout_ms(deadline: float, now: float, attempts_left: int, pinned: bool, configured_ms: int | None) -> int:
+    """How long the next attempt of a send may wait for its answer. A pinned send is retried
+    on the same queue and the last attempt has nothing after it: they get all that is left. Any
+    other gets ``configured_ms`` (``send_attempt_timeout_ms``), by default an equal share of
+    what is left among the attempts left (1 s each of the default 3 s and 2 retries), and never
+    less than ``MIN_ATTEMPT_S`` of what is left: busy answers use up no attempt, so a share of
+    what they left over could be too short for any broker to answer."""
+    left_ms = max(1, int((deadline - now) * 1000))
+    if pinned or attempts_left <= 1:
+        return left_ms
+    share = configured_ms or max(left_ms // attempts_left, int(MIN_ATTEMPT_S * 1000))
+    return max(1, min(left_ms, share))
+
+
 def _backoff(attempt: int) -> float:
     return float(min(0.025 * 2**attempt, 0.4))
 
@@ -101,17 +115,8 @@ class SendRetries:
         return self.attempts - self.failures
 
     def attempt_timeout_ms(self, now: float, configured_ms: int | None) -> int:
-        """How long the next attempt may wait for its answer. A pinned send is retried on the
-        same queue and the last attempt has nothing after it: they get all that is left. Any
-        other gets ``configured_ms`` (``send_attempt_timeout_ms``), by default an equal share of
-        what is left among the attempts left (1 s each of the default 3 s and 2 retries), and
-        never less than ``MIN_ATTEMPT_S`` of what is left: busy answers use up no attempt, so a
-        share of what they left over could be too short for any broker to answer."""
-        left_ms = max(1, int((self.deadline - now) * 1000))
-        if self.pinned or self.attempts_left <= 1:
-            return left_ms
-        share = configured_ms or max(left_ms // self.attempts_left, int(MIN_ATTEMPT_S * 1000))
-        return max(1, min(left_ms, share))
+        """The next attempt's wait (``attempt_timeout_ms``), with the attempts this send has left."""
+        return attempt_timeout_ms(self.deadline, now, self.attempts_left, self.pinned, configured_ms)
 
     def after(self, exc: RocketSparkError, info: PublishInfo, ref: Target | None) -> float:
         """The pause before the next attempt; raises ``exc`` when the send must give up."""
@@ -139,7 +144,7 @@ class SendRetries:
             raise exc
         if isinstance(exc, ROUTE_WRONG) and not info.template:
             self.routes.invalidate(self.topic)
-        failing_group = ref is not None and replicated(info.route, ref.broker_name)
+        failing_group = ref is not None and ref.broker_name in info.groups
         if isinstance(exc, (ConnectError, RequestTimeoutError)) and failing_group:
             self.routes.invalidate(self.topic)  # a replica group: the route may name a new master soon
             assert ref is not None

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from rocketspark.client.selection import PublishInfo, Target, publish_info_of
-from rocketspark.client.send_retries import MIN_ATTEMPT_S, SendRetries
+from rocketspark.client.send_retries import MIN_ATTEMPT_S, SendRetries, attempt_timeout_ms
 from rocketspark.errors import (
     ConnectError,
     RequestTimeoutError,
@@ -120,3 +120,35 @@ def test_an_older_broker_without_budget_numbers_is_still_named() -> None:
     state = retries(left_s=MIN_ATTEMPT_S / 2)
     with pytest.raises(SystemBusyError, match=r"budget \(max_inflight_request_bytes\) was full"):
         state.after(SystemBusyError("busy"), info(), at("broker-a"))
+
+
+@pytest.mark.parametrize(
+    ("left_s", "attempts_left", "pinned", "configured_ms", "expected_ms"),
+    [
+        (3.0, 3, False, None, 1000),  # an equal share of what is left
+        (3.0, 1, False, None, 3000),  # the last attempt: all that is left
+        (3.0, 3, True, None, 3000),  # a pinned send is retried on its queue: all that is left
+        (0.06, 3, False, None, 50),  # never less than MIN_ATTEMPT_S of what is left
+        (0.02, 3, False, None, 20),  # but never more than is left
+        (3.0, 3, False, 400, 400),  # send_attempt_timeout_ms, when set
+        (0.2, 3, False, 400, 200),  # capped by what is left
+    ],
+)
+def test_an_attempt_waits_its_share_of_what_is_left(
+    left_s: float, attempts_left: int, pinned: bool, configured_ms: int | None, expected_ms: int
+) -> None:
+    """The first attempt (before any retry state exists) and later ones use one rule."""
+    assert MIN_ATTEMPT_S == 0.05
+    now = 0.0  # whole milliseconds left, with no rounding of a sum in the way
+    assert attempt_timeout_ms(now + left_s, now, attempts_left, pinned, configured_ms) == expected_ms
+    state = SendRetries("orders", Routes(), attempts_left, now + left_s, pinned=pinned)
+    assert state.attempt_timeout_ms(now, configured_ms) == expected_ms
+
+
+def test_the_publish_info_names_the_routes_replica_groups() -> None:
+    brokers = (
+        BrokerData("C", "broker-a", "127.0.0.1:1"),
+        BrokerData("C", "broker-b", "127.0.0.1:2", replicas=("127.0.0.1:3",)),
+    )
+    queues = tuple(QueueData(name, 1, 1, Perm.READ_WRITE) for name in ("broker-a", "broker-b"))
+    assert publish_info_of(TopicRouteData("orders", brokers, queues)).groups == frozenset({"broker-b"})
