@@ -219,7 +219,7 @@ class Producer(ClientBase):
         """Send one request body: attempts until one is acknowledged, each failure judged by
         :class:`~rocketspark.client.send_retries.SendRetries` (give up, or where and when to
         try again). An attempt that could move to another broker waits at most its share of
-        what is left (``SendRetries.attempt_timeout_ms``), so a hung broker (alive but silent) costs one
+        what is left (``send_retries.attempt_timeout_ms``), so a hung broker (alive but silent) costs one
         share, not the whole timeout; the broker it timed out on is avoided by the next attempt
         and, with the latency table on, marked as the worst latency for later sends.
 

@@ -114,10 +114,6 @@ class SendRetries:
     def attempts_left(self) -> int:
         return self.attempts - self.failures
 
-    def attempt_timeout_ms(self, now: float, configured_ms: int | None) -> int:
-        """The next attempt's wait (``attempt_timeout_ms``), with the attempts this send has left."""
-        return attempt_timeout_ms(self.deadline, now, self.attempts_left, self.pinned, configured_ms)
-
     def after(self, exc: RocketSparkError, info: PublishInfo, ref: Target | None) -> float:
         """The pause before the next attempt; raises ``exc`` when the send must give up."""
         if isinstance(exc, InvalidParameterError):

@@ -137,12 +137,11 @@ def test_an_older_broker_without_budget_numbers_is_still_named() -> None:
 def test_an_attempt_waits_its_share_of_what_is_left(
     left_s: float, attempts_left: int, pinned: bool, configured_ms: int | None, expected_ms: int
 ) -> None:
-    """The first attempt (before any retry state exists) and later ones use one rule."""
+    """The rule every attempt's wait follows (the producer passes the attempts left: all of
+    them before the first failure, ``SendRetries.attempts_left`` after)."""
     assert MIN_ATTEMPT_S == 0.05
     now = 0.0  # whole milliseconds left, with no rounding of a sum in the way
     assert attempt_timeout_ms(now + left_s, now, attempts_left, pinned, configured_ms) == expected_ms
-    state = SendRetries("orders", Routes(), attempts_left, now + left_s, pinned=pinned)
-    assert state.attempt_timeout_ms(now, configured_ms) == expected_ms
 
 
 def test_the_publish_info_names_the_routes_replica_groups() -> None:
