@@ -22,7 +22,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
-from operator import attrgetter
 from typing import Final, Protocol, Unpack
 
 from rocketspark.client.base import ClientBase, ClientKwargs
@@ -41,8 +40,9 @@ from rocketspark.client.selection import (
 )
 from rocketspark.client.send_retries import RETRIABLE, RETRY_ON, SendRetries, attempt_timeout_ms
 from rocketspark.client.send_wire import send_request, send_result, stamp_sharding_keys
-from rocketspark.codec.build import BODY, chunk_messages, encode_messages, encode_sent
+from rocketspark.codec.build import chunk_messages, encode_messages, encode_sent
 from rocketspark.codec.layout import COMPRESSIONS
+from rocketspark.codec.survey import Survey, survey
 from rocketspark.errors import (
     ClientError,
     InvalidParameterError,
@@ -58,7 +58,6 @@ from rocketspark.remoting.client import LocalPeer, check
 
 log = logging.getLogger(__name__)
 MASTER_WATCH_S = 0.05  # how often a send waiting on a replica group's master looks for a new one
-_ROUTING = (attrgetter("topic"), attrgetter("queue_id"), attrgetter("sharding_key"))  # what decides a send's queue
 
 MiB = 1024 * 1024
 RETRY_TIMES_WHEN_SEND_FAILED: Final = 2  # RocketMQ's retryTimesWhenSendFailed (the Spark sink's retryTimes too)
@@ -186,12 +185,13 @@ class Producer(ClientBase):
 
     # -- validation -----------------------------------------------------------------------------
 
-    def _check_all(self, topic: str, messages: Sequence[Message]) -> None:
-        """``_check`` of messages of one topic: the topic once, the largest body once."""
+    def _check_all(self, topic: str, messages: Sequence[Message], largest: int) -> None:
+        """``_check`` of messages of one topic whose largest body has ``largest`` bytes: the
+        topic once, the largest body once."""
         stamp_sharding_keys(messages)
         if not self.routes.has_route(topic):
             validate_topic_name(topic)
-        if max(map(len, map(BODY, messages))) > self.max_message_bytes:
+        if largest > self.max_message_bytes:
             for message in messages:
                 self._check(message)  # raises, naming the first one over
 
@@ -333,25 +333,29 @@ class Producer(ClientBase):
         ``msg_ids()`` all of theirs (a batch's ids are consecutive: ``codec.ids``).
         """
         results: list[SendResult] = []
-        for topic, pin, group in self._groups(messages):
-            for chunk in chunk_messages(group, self.batch_max_bytes):
-                body, own = encode_sent(topic, chunk, compression_kind=self.compression)
+        for topic, pin, group, seen in self._groups(messages):
+            plain = None if seen is None else seen.plain
+            for chunk in chunk_messages(group, self.batch_max_bytes, seen):
+                body, own = encode_sent(topic, chunk, compression_kind=self.compression, plain=plain)
                 results.append(self._send_body(topic, body, pin, True, timeout_ms, own))
         return results
 
-    def _groups(self, messages: Sequence[Message]) -> list[tuple[str, Pin | None, Sequence[Message]]]:
+    def _groups(self, messages: Sequence[Message]) -> list[tuple[str, Pin | None, Sequence[Message], Survey | None]]:
         """The messages by topic and pin, each group in its original order: one group goes to
-        one queue (or round robin, unpinned)."""
-        first = messages[0] if messages else None
-        if first is not None and all(len(set(map(get, messages))) == 1 for get in _ROUTING):
-            # the common case: one topic, and one queue (or none) for all
-            self._check_all(first.topic, messages)
-            return [(first.topic, pin_of(first), messages)]
+        one queue (or round robin, unpinned). The common case, one group, comes with its
+        ``survey``, which the encoding reuses."""
+        if not messages:
+            return []
+        seen = survey(messages)
+        if seen.same_route:  # one topic, and one queue (or none) for all
+            first = messages[0]
+            self._check_all(first.topic, messages, seen.largest)
+            return [(first.topic, pin_of(first), messages, seen)]
         groups: dict[tuple[str, Pin | None], list[Message]] = {}
         for message in messages:
             self._check(message)
             groups.setdefault((message.topic, pin_of(message)), []).append(message)
-        return [(topic, pin, group) for (topic, pin), group in groups.items()]
+        return [(topic, pin, group, None) for (topic, pin), group in groups.items()]
 
     def send_to_queue(self, topic: str, queue_id: int, record: bytes, *, timeout_ms: int | None = None) -> SendResult:
         """Send one batch record, built with :mod:`rocketspark.codec.build`, to one queue.

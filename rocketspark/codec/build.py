@@ -48,6 +48,7 @@ from rocketspark.codec.layout import (
     summary_of,
     tag_hash,
 )
+from rocketspark.codec.survey import Survey
 from rocketspark.protocol.packing import packer
 from rocketspark.protocol.properties import UNIQ_KEY
 from rocketspark.protocol.types import Message
@@ -314,13 +315,15 @@ def encode_sent(
     idempotence: Idempotence | None = None,
     born_ms: int | None = None,
     first_id: bytes | None = None,
+    plain: bool | None = None,
 ) -> tuple[bytes, dict[int, str] | None]:
     """``encode_messages``, and the messages that carry a client id of their own (a ``UNIQ_KEY``
     property, which they keep), by place (None when none does): what a producer needs to tell
-    its messages' ids, looked for only among messages with properties."""
+    its messages' ids, looked for only among messages with properties. ``plain``: whether the
+    messages are bodies alone, when the caller knows (``survey``); else it is looked at here."""
     bodies = list(map(BODY, messages))
     own = None
-    if is_plain(messages):  # bodies alone: no per-message Python
+    if is_plain(messages) if plain is None else plain:  # bodies alone: no per-message Python
         section = build_section(bodies)
     else:
         exts = [pack_ext(m.keys, m.properties) if m.keys or m.properties else b"" for m in messages]
@@ -354,12 +357,15 @@ def is_plain(messages: Sequence[Message]) -> bool:
     )
 
 
+PER_MESSAGE_BYTES: Final = 13  # a message's three end offsets (body, tag, extras) and its flag byte
+
+
 def message_size(message: Message) -> int:
     """The bytes a message takes in a batch's section: its body, tag, keys and properties, and
-    its 13 bytes of offsets and flags (for splitting sends by size)."""
+    its ``PER_MESSAGE_BYTES`` of offsets and flags (for splitting sends by size)."""
     tag = len(message.tags.encode()) if message.tags else 0
     ext = len(pack_ext(message.keys, message.properties)) if message.keys or message.properties else 0
-    return len(message.body) + tag + ext + 13
+    return len(message.body) + tag + ext + PER_MESSAGE_BYTES
 
 
 def record_overhead(topic: bytes) -> int:
@@ -367,13 +373,15 @@ def record_overhead(topic: bytes) -> int:
     return HEADER_SIZE + len(topic) + 12
 
 
-def chunk_messages(messages: Sequence[Message], max_bytes: int) -> list[Sequence[Message]]:
+def chunk_messages(messages: Sequence[Message], max_bytes: int, seen: Survey | None = None) -> list[Sequence[Message]]:
     """Messages, in order, in runs whose batch records take at most ``max_bytes`` (a larger
-    message goes alone)."""
+    message goes alone). ``seen``: their ``survey``, when the caller made one."""
     if messages:
         max_bytes = max(1, max_bytes - record_overhead(messages[0].topic.encode()))
-    if is_plain(messages):  # sizes from bodies alone
-        sizes = np.fromiter(map(len, map(BODY, messages)), dtype=np.int64, count=len(messages)) + 13
+    if seen is not None and seen.plain and seen.body_bytes + PER_MESSAGE_BYTES * len(messages) <= max_bytes:
+        return [messages]  # the common case, known without looking at the messages again
+    if is_plain(messages) if seen is None else seen.plain:  # sizes from bodies alone
+        sizes = np.fromiter(map(len, map(BODY, messages)), dtype=np.int64, count=len(messages)) + PER_MESSAGE_BYTES
         if int(sizes.sum()) <= max_bytes:
             return [messages]
     else:
