@@ -8,7 +8,10 @@ message in Python; a small one (at most ``SMALL_BATCH`` messages, uncompressed: 
 sending one message at a time sends, and the batches of 100 a producer commonly sends) with
 ``struct``, message by message: numpy's set-up alone costs what checking about 200 messages
 does (measured: 1 message 3 us against 56; 100, 29 us against 59; 128 tagged ones, 70 against
-148). Both apply the same rules, and the tests hold them to the same answers.
+148). A larger one of bodies alone (no tag, keys or properties: what ``send_batch`` of plain
+messages sends) is checked over its body offsets with a few numpy steps, since its other columns
+are all zero: a 1,000-message record in 40 us against 120 decoded. All three apply the same
+rules, and the tests hold them to the same answers.
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ from rocketspark.metrics.labels import MessageType, message_type
 
 SMALL_BATCH: Final = 128
 _OFFSETS: Final = {n: struct.Struct(f"<{3 * (n + 1)}I") for n in range(1, SMALL_BATCH + 1)}
+_U32: Final = struct.Struct("<I")  # one offset of a message section
 
 
 class BatchRefused(ValueError):
@@ -113,21 +117,23 @@ class SentBatch:
         self.kinds = kinds
 
 
-def check_sent(record: bytes, *, max_body: int, max_section: int, small: int = SMALL_BATCH) -> SentBatch:
+def check_sent(
+    record: bytes, *, max_body: int, max_section: int, small: int = SMALL_BATCH, plain: bool = True
+) -> SentBatch:
     """Check one sent record; raise BatchRefused (malformed) or BodyTooLarge. ``small``: the
-    most messages checked one by one (0: every batch with numpy)."""
+    most messages checked one by one (0: every batch with numpy); ``plain``: whether a larger
+    record of bodies alone is checked over its body offsets only (False: decoded, as any other)."""
     if len(record) >= HEADER_SIZE:
         head = HEADER.unpack_from(record, 0)
         one_record = head[F_TOTAL] == len(record) and head[F_MAGIC] == BATCH_MAGIC
-        if (
-            one_record
-            and 1 <= head[F_COUNT] <= min(small, SMALL_BATCH)
-            and head[F_ATTRIBUTES] & COMPRESSION_MASK == NONE
-        ):
-            try:
+        whole = one_record and head[F_COUNT] >= 1 and head[F_ATTRIBUTES] & COMPRESSION_MASK == NONE
+        try:
+            if whole and head[F_COUNT] <= min(small, SMALL_BATCH):
                 return _check_small(record, head, max_body, max_section)
-            except RecordCorrupted as exc:
-                raise BatchRefused(f"the batch record is malformed: {exc}") from None
+            if whole and plain and _bodies_alone(record, head):
+                return _check_plain(record, head, max_body, max_section)
+        except RecordCorrupted as exc:
+            raise BatchRefused(f"the batch record is malformed: {exc}") from None
     try:
         columns = decode(record, max_section=max_section)
         if len(columns.heads) != 1:
@@ -258,17 +264,20 @@ def _ext_kinds(record: bytes, exts: tuple[int, ...], exts_at: int) -> dict[str, 
     return kinds
 
 
-def _check_small(record: bytes, head: tuple[Any, ...], max_body: int, max_section: int) -> SentBatch:
-    """``check_sent`` of one whole uncompressed record of at most SMALL_BATCH messages, message
-    by message with ``struct``: the same rules as ``columns.decode`` and the checks after it."""
-    total, header_crc, body_crc, version = head[F_TOTAL], head[F_HEADER_CRC], head[F_BODY_CRC], head[F_VERSION]
-    topic_len, count, size = head[F_TOPIC_LEN], head[F_COUNT], head[F_SECTION_SIZE]
-    producer_id, producer_epoch, base_sequence = head[F_PRODUCER_ID], head[F_PRODUCER_EPOCH], head[F_BASE_SEQUENCE]
-    tag_summary = head[F_TAG_SUMMARY]
+def _framed(record: bytes, head: tuple[Any, ...], max_section: int) -> tuple[int, int]:
+    """The checks of one whole uncompressed record before its messages: both CRCs, its version,
+    its sizes; where its topic and its message section start."""
+    total, version, topic_len, count, size = (
+        head[F_TOTAL],
+        head[F_VERSION],
+        head[F_TOPIC_LEN],
+        head[F_COUNT],
+        head[F_SECTION_SIZE],
+    )
     view = memoryview(record)
-    if zlib.crc32(view[BODY_AT:total]) != body_crc:
+    if zlib.crc32(view[BODY_AT:total]) != head[F_BODY_CRC]:
         raise RecordCorrupted("body CRC mismatch in the record at byte 0", 0)
-    if zlib.crc32(view[BROKER_AT:BROKER_END]) != header_crc:
+    if zlib.crc32(view[BROKER_AT:BROKER_END]) != head[F_HEADER_CRC]:
         raise RecordCorrupted("header CRC mismatch in the record at byte 0", 0)
     if version not in VERSIONS:
         raise RecordCorrupted(f"the record at byte 0 has version {version} (this reader knows {V2} and {VERSION})", 0)
@@ -282,21 +291,87 @@ def _check_small(record: bytes, head: tuple[Any, ...], max_body: int, max_sectio
         raise RecordCorrupted(
             "the record at byte 0 has sizes that do not add up (topic, section and record size disagree)", 0
         )
+    return topic_at, sec
+
+
+def _check_ends(firsts: int, lasts: int, data_at: int, total: int) -> None:
+    """The section's three offset columns start at 0 (``firsts``: their first values, summed)
+    and their ends (``lasts``, summed) reach the record's end."""
+    if firsts or data_at + lasts != total:
+        raise RecordCorrupted("the record at byte 0 has a message section whose offsets do not add up to its size", 0)
+
+
+def _sent_batch(record: bytes, head: tuple[Any, ...], topic_at: int, sec: int, kinds: dict[str, int]) -> SentBatch:
+    return SentBatch(
+        head[F_COUNT],
+        head[F_TAG_SUMMARY],
+        head[F_PRODUCER_ID],
+        head[F_PRODUCER_EPOCH],
+        head[F_BASE_SEQUENCE],
+        bytes(record[topic_at:sec]),
+        first_id_of(head),
+        tuple(kinds.items()),
+    )
+
+
+def _check_small(record: bytes, head: tuple[Any, ...], max_body: int, max_section: int) -> SentBatch:
+    """``check_sent`` of one whole uncompressed record of at most SMALL_BATCH messages, message
+    by message with ``struct``: the same rules as ``columns.decode`` and the checks after it."""
+    topic_at, sec = _framed(record, head, max_section)
+    count, total = head[F_COUNT], head[F_TOTAL]
     offsets = _OFFSETS[count].unpack_from(record, sec)
     bodies, tags, exts = offsets[: count + 1], offsets[count + 1 : 2 * count + 2], offsets[2 * count + 2 :]
     flags_at = sec + 12 * (count + 1)
     data_at = flags_at + count
-    if bodies[0] or tags[0] or exts[0] or data_at + bodies[-1] + tags[-1] + exts[-1] != total:
-        raise RecordCorrupted("the record at byte 0 has a message section whose offsets do not add up to its size", 0)
+    _check_ends(bodies[0] + tags[0] + exts[0], bodies[-1] + tags[-1] + exts[-1], data_at, total)
     tags_at, exts_at = data_at + bodies[-1], data_at + bodies[-1] + tags[-1]
     _check_offsets(record, bodies, tags, exts, flags_at)
     hashes = _tag_hashes(record, tags, tags_at)
     kinds = _ext_kinds(record, exts, exts_at)
-    if summary_of(hashes) != tag_summary:
+    if summary_of(hashes) != head[F_TAG_SUMMARY]:
         raise RecordCorrupted(f"the tag summary does not match the batch's tags (expected {summary_of(hashes):#x})", 0)
     for i in range(count):  # the largest body last, as numpy checks it after the rest
         if bodies[i + 1] - bodies[i] > max_body:
             raise BodyTooLarge(i, bodies[i + 1] - bodies[i], max_body)
-    topic = bytes(record[topic_at:sec])
-    first = first_id_of(head)
-    return SentBatch(count, tag_summary, producer_id, producer_epoch, base_sequence, topic, first, tuple(kinds.items()))
+    return _sent_batch(record, head, topic_at, sec, kinds)
+
+
+def _bodies_alone(record: bytes, head: tuple[Any, ...]) -> bool:
+    """Whether a whole uncompressed record looks like bodies alone (no message has a tag, even
+    an empty one, keys or properties): its tag and extras columns end at 0 and every flag is 0.
+    Read before any check, so every position is bounded first; ``_check_plain`` checks the rest."""
+    version, count, total = head[F_VERSION], head[F_COUNT], head[F_TOTAL]
+    if version not in VERSIONS:
+        return False
+    sec = head_size(version) + head[F_TOPIC_LEN]
+    flags_at = sec + 12 * (count + 1)
+    if flags_at + count > total:
+        return False
+    last_tag: int = _U32.unpack_from(record, sec + 4 * (2 * count + 1))[0]
+    last_ext: int = _U32.unpack_from(record, flags_at - 4)[0]
+    return last_tag == 0 and last_ext == 0 and record.count(0, flags_at, flags_at + count) == count
+
+
+def _check_plain(record: bytes, head: tuple[Any, ...], max_body: int, max_section: int) -> SentBatch:
+    """``check_sent`` of one whole uncompressed record of bodies alone (``_bodies_alone``), with
+    a few numpy steps over its body offsets instead of ``columns.decode``: the same rules, of
+    which only the body offsets' order and the largest body are left to check once the tag and
+    extras columns are all 0 (a 1,000-message record: about 40 us against 120)."""
+    topic_at, sec = _framed(record, head, max_section)
+    count, total = head[F_COUNT], head[F_TOTAL]
+    offsets = np.frombuffer(record, dtype="<u4", count=3 * (count + 1), offset=sec).astype(np.int64)
+    bodies, rest = offsets[: count + 1], offsets[count + 1 :]
+    data_at = sec + 13 * count + 12
+    firsts = int(bodies[0]) + int(rest[0]) + int(rest[count + 1])  # the tags' and extras' ends are 0
+    _check_ends(firsts, int(bodies[-1]), data_at, total)
+    if rest.any():  # a tag or extras offset between two zeros: they go backwards
+        raise RecordCorrupted("the record at byte 0 has message offsets that go backwards", 0)
+    sizes = np.diff(bodies)
+    if int(sizes.min()) < 0:
+        raise RecordCorrupted("the record at byte 0 has message offsets that go backwards", 0)
+    if head[F_TAG_SUMMARY] != 0:
+        raise RecordCorrupted(f"the tag summary does not match the batch's tags (expected {summary_of(set()):#x})", 0)
+    if int(sizes.max()) > max_body:
+        index = int(np.argmax(sizes > max_body))
+        raise BodyTooLarge(index, int(sizes[index]), max_body)
+    return _sent_batch(record, head, topic_at, sec, {})

@@ -7,6 +7,7 @@ import re
 import struct
 import time
 import zlib
+from collections import Counter
 from collections.abc import Sequence
 
 import msgpack
@@ -186,23 +187,27 @@ def tagged(*tags: str | None) -> list[Message]:
 
 
 def check(record: bytes, max_body: int = 1 << 20, max_section: int = 1 << 24) -> SentBatch:
-    """``check_sent``, held to giving the same answer message by message (a small batch) and
-    with numpy (``small=0``)."""
+    """``check_sent``, held to giving the same answer message by message (a small batch), over
+    the body offsets alone (a record of bodies alone, ``small=0``) and decoded with numpy
+    (``small=0, plain=False``)."""
     outcomes: list[SentBatch | Exception] = []
-    for small in (SMALL_BATCH, 0):
+    for small, plain in ((SMALL_BATCH, True), (0, True), (0, False)):
         try:
-            outcomes.append(check_sent(record, max_body=max_body, max_section=max_section, small=small))
+            outcomes.append(check_sent(record, max_body=max_body, max_section=max_section, small=small, plain=plain))
         except (BatchRefused, BodyTooLarge) as exc:
             outcomes.append(exc)
-    one_by_one, numpy_way = outcomes
-    assert type(one_by_one) is type(numpy_way), (one_by_one, numpy_way)
-    if isinstance(one_by_one, BodyTooLarge):
-        assert isinstance(numpy_way, BodyTooLarge)
-        assert (one_by_one.index, one_by_one.size) == (numpy_way.index, numpy_way.size)
+    one_by_one = outcomes[0]
+    for other in outcomes[1:]:
+        assert type(one_by_one) is type(other), (one_by_one, other)
+        if isinstance(one_by_one, BodyTooLarge):
+            assert isinstance(other, BodyTooLarge)
+            assert (one_by_one.index, one_by_one.size) == (other.index, other.size)
+        if isinstance(one_by_one, Exception):
+            assert str(one_by_one) == str(other)  # the same fault named, in the same words
+        else:
+            assert one_by_one == other
     if isinstance(one_by_one, Exception):
-        assert str(one_by_one) == str(numpy_way)  # the same fault named, in the same words
         raise one_by_one
-    assert one_by_one == numpy_way
     return one_by_one
 
 
@@ -828,6 +833,48 @@ def test_check_sent_refuses_a_body_over_max_body_naming_it() -> None:
 
 def test_check_sent_takes_a_body_exactly_at_max_body() -> None:
     assert check(encode_messages(TOPIC, [message(b"x" * 10)]), max_body=10).count == 1
+
+
+def bodies_alone(count: int) -> bytes:
+    """A sent record of ``count`` plain messages of 0 to 4 bytes."""
+    return encode_messages(TOPIC, [message(bytes([i % 251]) * (i % 5)) for i in range(count)])
+
+
+@pytest.mark.parametrize("count", [3, SMALL_BATCH + 72])
+def test_a_damaged_record_of_bodies_alone_is_refused_alike_however_it_is_checked(count: int) -> None:
+    """Bytes of a plain record's header and section changed one at a time, its CRCs made valid
+    again so that only the structure checks can object: the check over its body offsets alone
+    takes or refuses what decoding it does, naming the same fault (and, for a few messages,
+    what the check message by message does)."""
+    record = bodies_alone(count)
+    rng = np.random.default_rng(count)
+    sec = SECTION_AT + 12 * (count + 1) + count  # past the offsets and flags: the bodies
+    places = list(range(BODY_AT, sec)) if count < 10 else rng.choice(np.arange(BODY_AT, sec), 600).tolist()
+    outcomes: Counter[str] = Counter()
+    for at in places:
+        for value in (0, 1, 0xFF, int(rng.integers(256))):
+            damaged = bytearray(record)
+            damaged[at] = value
+            try:
+                check(with_crcs(damaged))
+                outcomes["taken"] += 1
+            except (BatchRefused, BodyTooLarge) as exc:
+                outcomes[type(exc).__name__] += 1
+    assert outcomes["taken"] and outcomes["BatchRefused"]  # both kinds of outcome were compared
+
+
+def test_a_record_of_bodies_alone_names_its_first_body_over_the_limit() -> None:
+    record = encode_messages(TOPIC, [message(b"a" * (i % 7)) for i in range(SMALL_BATCH + 10)])
+    with pytest.raises(BodyTooLarge) as caught:
+        check(record, max_body=5)
+    assert (caught.value.index, caught.value.size) == (6, 6)
+    assert check(record, max_body=6).count == SMALL_BATCH + 10
+
+
+def test_a_record_of_bodies_alone_with_a_tag_summary_is_refused() -> None:
+    record = patched(bodies_alone(SMALL_BATCH + 1), 80, ">Q", tag_hash(b"A"))  # the tag summary
+    with pytest.raises(BatchRefused, match="tag summary does not match"):
+        check(record)
 
 
 @pytest.mark.parametrize(
