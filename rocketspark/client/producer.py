@@ -186,8 +186,7 @@ class Producer(ClientBase):
     # -- validation -----------------------------------------------------------------------------
 
     def _check_all(self, topic: str, messages: Sequence[Message], largest: int) -> None:
-        """``_check`` of messages of one topic whose largest body has ``largest`` bytes: the
-        topic once, the largest body once."""
+        """``_check`` of one topic's messages, whose largest body has ``largest`` bytes."""
         stamp_sharding_keys(messages)
         if not self.routes.has_route(topic):
             validate_topic_name(topic)
@@ -341,9 +340,8 @@ class Producer(ClientBase):
         return results
 
     def _groups(self, messages: Sequence[Message]) -> list[tuple[str, Pin | None, Sequence[Message], Survey | None]]:
-        """The messages by topic and pin, each group in its original order: one group goes to
-        one queue (or round robin, unpinned). The common case, one group, comes with its
-        ``survey``, which the encoding reuses."""
+        """The messages by topic and pin, each group in its original order, going to one queue
+        (or round robin, unpinned); the common case, one group, with its ``survey``."""
         if not messages:
             return []
         seen = survey(messages)
