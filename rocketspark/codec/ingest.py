@@ -66,6 +66,7 @@ from rocketspark.metrics.labels import MessageType, message_type
 SMALL_BATCH: Final = 128
 _OFFSETS: Final = {n: struct.Struct(f"<{3 * (n + 1)}I") for n in range(1, SMALL_BATCH + 1)}
 _U32: Final = struct.Struct("<I")  # one offset of a message section
+_ONE: Final = struct.Struct("<6IB")  # a one-message section's offsets (body, tag, extras) and flag
 
 
 class BatchRefused(ValueError):
@@ -128,6 +129,10 @@ def check_sent(
         one_record = head[F_TOTAL] == len(record) and head[F_MAGIC] == BATCH_MAGIC
         whole = one_record and head[F_COUNT] >= 1 and head[F_ATTRIBUTES] & COMPRESSION_MASK == NONE
         try:
+            if whole and plain and head[F_COUNT] == 1:
+                one = _check_one(record, head, max_body, max_section)
+                if one is not None:
+                    return one
             if whole and head[F_COUNT] <= min(small, SMALL_BATCH):
                 return _check_small(record, head, max_body, max_section)
             if whole and plain and _bodies_alone(record, head):
@@ -334,6 +339,28 @@ def _check_small(record: bytes, head: tuple[Any, ...], max_body: int, max_sectio
         if bodies[i + 1] - bodies[i] > max_body:
             raise BodyTooLarge(i, bodies[i + 1] - bodies[i], max_body)
     return _sent_batch(record, head, topic_at, sec, kinds)
+
+
+def _check_one(record: bytes, head: tuple[Any, ...], max_body: int, max_section: int) -> SentBatch | None:
+    """``check_sent`` of a whole uncompressed record of one message that is a body alone (a
+    service's single send), or None when its message has a tag, keys or properties: its
+    section's six offsets and one flag read at once; the same rules as ``_check_small``."""
+    version, total = head[F_VERSION], head[F_TOTAL]
+    if version not in VERSIONS:
+        return None
+    at = head_size(version) + head[F_TOPIC_LEN]
+    if at + _ONE.size > total:
+        return None
+    body_start, body_end, tag_start, tag_end, ext_start, ext_end, flag = _ONE.unpack_from(record, at)
+    if tag_end or ext_end or flag:
+        return None
+    topic_at, sec = _framed(record, head, max_section)
+    _check_ends(body_start + tag_start + ext_start, body_end, sec + _ONE.size, total)
+    if head[F_TAG_SUMMARY] != 0:
+        raise RecordCorrupted(f"the tag summary does not match the batch's tags (expected {summary_of(set()):#x})", 0)
+    if body_end > max_body:
+        raise BodyTooLarge(0, body_end, max_body)
+    return _sent_batch(record, head, topic_at, sec, {})
 
 
 def _bodies_alone(record: bytes, head: tuple[Any, ...]) -> bool:

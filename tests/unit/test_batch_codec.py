@@ -187,11 +187,12 @@ def tagged(*tags: str | None) -> list[Message]:
 
 
 def check(record: bytes, max_body: int = 1 << 20, max_section: int = 1 << 24) -> SentBatch:
-    """``check_sent``, held to giving the same answer message by message (a small batch), over
-    the body offsets alone (a record of bodies alone, ``small=0``) and decoded with numpy
-    (``small=0, plain=False``)."""
+    """``check_sent``, held to giving the same answer however it checks: a record of bodies
+    alone over its body offsets (one message: its offsets at once; more: with numpy), a small
+    batch message by message (``plain=False``), any batch decoded with numpy (``small=0,
+    plain=False``)."""
     outcomes: list[SentBatch | Exception] = []
-    for small, plain in ((SMALL_BATCH, True), (0, True), (0, False)):
+    for small, plain in ((SMALL_BATCH, True), (SMALL_BATCH, False), (0, True), (0, False)):
         try:
             outcomes.append(check_sent(record, max_body=max_body, max_section=max_section, small=small, plain=plain))
         except (BatchRefused, BodyTooLarge) as exc:
@@ -840,7 +841,7 @@ def bodies_alone(count: int) -> bytes:
     return encode_messages(TOPIC, [message(bytes([i % 251]) * (i % 5)) for i in range(count)])
 
 
-@pytest.mark.parametrize("count", [3, SMALL_BATCH + 72])
+@pytest.mark.parametrize("count", [1, 3, SMALL_BATCH + 72])
 def test_a_damaged_record_of_bodies_alone_is_refused_alike_however_it_is_checked(count: int) -> None:
     """Bytes of a plain record's header and section changed one at a time, its CRCs made valid
     again so that only the structure checks can object: the check over its body offsets alone
