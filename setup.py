@@ -43,6 +43,8 @@ COMPILED = [
     "rocketspark/protocol/shapes/__init__.py",
     "rocketspark/protocol/shapes/declared.py",
     "rocketspark/codec/ingest.py",
+    "rocketspark/codec/sent.py",
+    "rocketspark/codec/plain.py",
     "rocketspark/codec/build.py",
     "rocketspark/codec/ids.py",
     "rocketspark/codec/layout.py",

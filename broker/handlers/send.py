@@ -35,7 +35,8 @@ from broker.topics import TopicTable
 from broker.trace import TraceRecorder, born_ms, client_of
 from rocketspark.codec import ids
 from rocketspark.codec.build import drop_front, tag_summary_of, with_first_id
-from rocketspark.codec.ingest import BatchRefused, BodyTooLarge, SentBatch, built_here, check_sent
+from rocketspark.codec.ingest import built_here, check_sent
+from rocketspark.codec.sent import BatchRefused, BodyTooLarge, SentBatch
 from rocketspark.errors import InvalidParameterError, MessageTooLargeError, TopicNotExistError
 from rocketspark.protocol.bodies import MalformedBody
 from rocketspark.protocol.codes import RequestCode

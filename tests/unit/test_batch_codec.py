@@ -35,7 +35,7 @@ from rocketspark.codec.build import (
 from rocketspark.codec.columns import Columns, decode
 from rocketspark.codec.from_arrow import MessageArrays, records
 from rocketspark.codec.heads import check_record
-from rocketspark.codec.ingest import SMALL_BATCH, BatchRefused, BodyTooLarge, SentBatch, built_here, check_sent
+from rocketspark.codec.ingest import SMALL_BATCH, built_here, check_sent
 from rocketspark.codec.layout import (
     BATCH_MAGIC,
     BLOOM_BITS,
@@ -78,6 +78,7 @@ from rocketspark.codec.layout import (
     tag_hash,
 )
 from rocketspark.codec.messages import to_messages
+from rocketspark.codec.sent import BatchRefused, BodyTooLarge, SentBatch
 from rocketspark.codec.source import Source
 from rocketspark.protocol.types import Message, MessageExt
 from tests.helpers import as_version_2
