@@ -69,7 +69,7 @@ class Idempotence:
 @dataclass(init=False)
 class Section:
     """A message section, uncompressed, with what the header says about it. Its ``__init__``
-    is written out (as ``ingest.SentBatch``'s is): compiled, a native constructor."""
+    is written out (as ``sent.SentBatch``'s is): compiled, a native constructor."""
 
     data: Final[bytes]
     count: Final[int]

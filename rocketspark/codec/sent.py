@@ -1,8 +1,8 @@
 """A sent batch record as the broker's check sees it: what it learns of one (``SentBatch``), how
 it refuses one (``BatchRefused``, ``BodyTooLarge``), and the checks every path of
 :mod:`rocketspark.codec.ingest` that reads a whole uncompressed record begins and ends with:
-its frame (both CRCs, its version, its sizes), its offsets' ends, and the rule for messages
-that are bodies alone.
+its frame (both CRCs, its version, its count, its sizes), its offsets' ends, and the rule for
+messages that are bodies alone.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from rocketspark.codec.layout import (
     F_TOPIC_LEN,
     F_TOTAL,
     F_VERSION,
+    MAX_COUNT,
     V2,
     VERSION,
     VERSIONS,
@@ -87,7 +88,7 @@ class SentBatch:
 
 def framed(record: bytes, head: tuple[Any, ...], max_section: int) -> tuple[int, int]:
     """The checks of one whole uncompressed record before its messages: both CRCs, its version,
-    its sizes; where its topic and its message section start."""
+    its count, its sizes; where its topic and its message section start."""
     total, version, topic_len, count, size = (
         head[F_TOTAL],
         head[F_VERSION],
@@ -102,6 +103,8 @@ def framed(record: bytes, head: tuple[Any, ...], max_section: int) -> tuple[int,
         raise RecordCorrupted("header CRC mismatch in the record at byte 0", 0)
     if version not in VERSIONS:
         raise RecordCorrupted(f"the record at byte 0 has version {version} (this reader knows {V2} and {VERSION})", 0)
+    if not 1 <= count <= MAX_COUNT:  # a record of bodies alone comes here with any count
+        raise RecordCorrupted(f"the record at byte 0 has a count of {count}", 0)
     if size > max_section:
         raise RecordCorrupted(
             f"the record at byte 0 has a message section of {size} bytes, over the limit of {max_section} bytes", 0

@@ -67,6 +67,7 @@ from rocketspark.codec.layout import (
     HEADER_DTYPE,
     HEADER_SIZE,
     LZ4,
+    MAX_COUNT,
     MAX_TAG_BYTES,
     MIXED,
     NONE,
@@ -78,7 +79,7 @@ from rocketspark.codec.layout import (
     tag_hash,
 )
 from rocketspark.codec.messages import to_messages
-from rocketspark.codec.sent import BatchRefused, BodyTooLarge, SentBatch
+from rocketspark.codec.sent import BatchRefused, BodyTooLarge, SentBatch, framed
 from rocketspark.codec.source import Source
 from rocketspark.protocol.types import Message, MessageExt
 from tests.helpers import as_version_2
@@ -871,6 +872,18 @@ def test_a_record_of_bodies_alone_names_its_first_body_over_the_limit() -> None:
         check(record, max_body=5)
     assert (caught.value.index, caught.value.size) == (6, 6)
     assert check(record, max_body=6).count == SMALL_BATCH + 10
+
+
+def test_a_count_over_the_limit_is_refused_alike_by_the_frame_check() -> None:
+    """A record of bodies alone of any size reaches ``framed`` (no message-by-message bound
+    on its count): it refuses a count over MAX_COUNT as decoding does, before its sizes.
+    (A real one is some 218 MB: here the count is patched into a small record.)"""
+    record = patched(bodies_alone(3), COUNT_AT, ">I", MAX_COUNT + 1)
+    with pytest.raises(RecordCorrupted, match=f"has a count of {MAX_COUNT + 1}$") as decoded_way:
+        decode(record)
+    with pytest.raises(RecordCorrupted) as framed_way:
+        framed(record, HEADER.unpack_from(record), 1 << 24)
+    assert str(framed_way.value) == str(decoded_way.value)
 
 
 def test_a_record_of_bodies_alone_with_a_tag_summary_is_refused() -> None:
